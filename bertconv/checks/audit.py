@@ -1,0 +1,62 @@
+"""Parameter counts per component, against the closed form from the config.
+
+Reads shapes only: an audit never touches tensor data. A tied decoder is counted once (as the
+word embeddings); buffers, optimizer slots and other entries in `ignored` are not counted.
+"""
+
+from __future__ import annotations
+
+from ..config import expected_components
+from .shapes import shape_problems
+from ..tree import ParameterTree, component_of
+
+CONFIG_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+               "intermediate_size", "max_position_embeddings", "type_vocab_size")
+
+
+def audit(tree: ParameterTree) -> dict:
+    """The audit report of `tree` as a JSON-ready dict (the `audit --json` object).
+
+    Keys: format, path, config, parameters, expected_parameters, components
+    [{name, parameters, expected}], heads, ignored [{name, reason, parameters}], tied_copies,
+    problems, ok.
+    """
+    expected = expected_components(tree.config, tree.heads)
+    present: dict[str, int] = {}
+    tied_copies = []
+    for param in tree:
+        if tree.is_counted(param.name):
+            component = component_of(param.name)
+            present[component] = present.get(component, 0) + param.numel
+        else:
+            tied_copies.append({"name": param.source, "canonical": param.name, "parameters": param.numel,
+                                "shared_storage": param.shared_with is not None})
+    components = [{"name": name, "parameters": present.get(name, 0), "expected": count}
+                  for name, count in expected.items()]
+    components += [{"name": name, "parameters": count, "expected": 0}
+                   for name, count in present.items() if name not in expected]
+    problems = shape_problems(tree)
+    problems += [f"component {c['name']}: {c['parameters']:,} parameters, closed form gives {c['expected']:,}"
+                 for c in components if c["parameters"] != c["expected"]]
+    parameters = sum(present.values())
+    expected_total = sum(expected.values())
+    config = {key: getattr(tree.config, key) for key in CONFIG_KEYS}
+    config.update(hidden_act=tree.config.hidden_act, layer_norm_eps=tree.config.layer_norm_eps,
+                  tie_word_embeddings=tree.config.tie_word_embeddings)
+    if tree.config.conditional_size:
+        config["conditional_size"] = tree.config.conditional_size
+    return {
+        "format": tree.format,
+        "path": str(tree.path),
+        "config": config,
+        "config_provenance": dict(tree.config.provenance),
+        "parameters": parameters,
+        "expected_parameters": expected_total,
+        "components": components,
+        "heads": tree.heads.as_dict(),
+        "ignored": [i.as_dict() for i in tree.ignored],
+        "ignored_parameters": sum(i.parameters for i in tree.ignored),
+        "tied_copies": tied_copies,
+        "problems": problems,
+        "ok": not problems and parameters == expected_total,
+    }

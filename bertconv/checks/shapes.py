@@ -1,0 +1,32 @@
+"""Whether a tree's tensors agree with its config: shapes, layer count, nothing missing."""
+
+from __future__ import annotations
+
+from ..tree import ParameterTree, canonical_names, layer_of, role_of
+
+
+def shape_problems(tree: ParameterTree) -> list[str]:
+    """Where the tensors disagree with the config: wrong shapes, missing or surplus layers.
+
+    Each sentence names the tensor (its file name and canonical name).
+    """
+    config = tree.config
+    problems = list(config.problems())
+    if problems:
+        return problems
+    for param in tree:
+        role = role_of(param.name)
+        expected = role.expected_shape(config)
+        if tuple(param.tensor.shape) != expected:
+            problems.append(f"{param.source} ({param.name}): shape {list(param.tensor.shape)}, "
+                            f"config expects {list(expected)}")
+        layer = layer_of(param.name)
+        if layer is not None and layer >= config.num_hidden_layers:
+            problems.append(f"{param.source} ({param.name}): layer {layer} but the config has "
+                            f"{config.num_hidden_layers} layers")
+    expected_names = set(canonical_names(config, tree.heads, conditional=tree.conditional))
+    missing = sorted(expected_names - set(tree.params), key=lambda n: (layer_of(n) or -1, n))
+    if missing:
+        shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
+        problems.append(f"missing parameters: {shown}")
+    return problems

@@ -1,0 +1,52 @@
+"""`bertconv audit PATH`: parameter counts per component against the closed form."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from ..checks.audit import audit
+from ..errors import EXIT_CHECK_FAILED
+from .common import checkpoint_options, human, load, print_json, stdout
+
+
+def print_report(report: dict) -> None:
+    stdout.print(f"[bold]{report['path']}[/]  format [cyan]{report['format']}[/]")
+    config = report["config"]
+    stdout.print("config: " + " ".join(f"{k}={v}" for k, v in config.items()))
+    heads = ", ".join(name for name, present in report["heads"].items() if present) or "none"
+    stdout.print(f"heads: {heads}")
+    table = Table("component", "parameters", "closed form", "", box=None, pad_edge=False)
+    for c in report["components"]:
+        mark = "[green]ok[/]" if c["parameters"] == c["expected"] else "[red]MISMATCH[/]"
+        table.add_row(c["name"], human(c["parameters"]), human(c["expected"]), mark)
+    table.add_row("[bold]total[/]", f"[bold]{human(report['parameters'])}[/]",
+                  f"[bold]{human(report['expected_parameters'])}[/]", "")
+    stdout.print(table)
+    for copy in report["tied_copies"]:
+        how = "shares storage with" if copy["shared_storage"] else "stored copy of"
+        stdout.print(f"tied: {copy['name']} ({copy['canonical']}) is a {how} its tied parameter; counted once")
+    if report["ignored"]:
+        stdout.print(f"ignored ({len(report['ignored'])} entries, {human(report['ignored_parameters'])} values, not counted):")
+        for i in report["ignored"]:
+            stdout.print(f"  {i['name']}  {human(i['parameters'])}  - {i['reason']}")
+    for problem in report["problems"]:
+        stdout.print(f"[red]problem:[/] {problem}")
+    stdout.print("[green]audit ok[/]" if report["ok"] else "[red]audit FAILED[/]")
+
+
+@click.command("audit")
+@click.argument("path", type=click.Path(path_type=Path))
+@checkpoint_options
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def command(path: Path, config_path, num_heads, as_json: bool) -> None:
+    """Count parameters per component against the closed form from the config (reads no tensor data)."""
+    report = audit(load(path, config_path, num_heads))
+    if as_json:
+        print_json(report)
+    else:
+        print_report(report)
+    if not report["ok"]:
+        raise SystemExit(EXIT_CHECK_FAILED)

@@ -1,0 +1,278 @@
+"""BertConfig, and the closed-form parameter count of every component.
+
+Dimension letters used across bertconv:
+  V vocab size, H hidden size, L layers, A attention heads (H % A == 0), I intermediate size,
+  P max positions, T token types (segments), C condition size (bert4keras conditional LayerNorm).
+
+Activation names are bertconv's own and unambiguous: "gelu" is the exact erf form, "gelu_tanh" the
+tanh approximation Google trained BERT with, "relu". The same word "gelu" in a config file means
+different functions depending on who wrote it (see `parse_activation`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from .errors import bad_input
+
+#: BERT's per-head width; used to state a default head count when nothing else says it.
+DEFAULT_HEAD_SIZE = 64
+#: LayerNorm epsilon of google-research/bert, Hugging Face BERT and bert4keras alike.
+LAYER_NORM_EPS = 1e-12
+
+ACTIVATIONS = ("gelu", "gelu_tanh", "relu")
+
+#: Hugging Face's names for each bertconv activation (first is the one bertconv writes).
+_HF_ACTIVATIONS = {
+    "gelu": "gelu",
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "gelu_fast": "gelu_tanh",
+    "relu": "relu",
+}
+
+
+def parse_activation(name: str, *, gelu_means: str) -> str:
+    """bertconv's activation for a config's `hidden_act`.
+
+    `gelu_means` is "gelu_tanh" for google-research/bert configs (its `gelu` is the tanh
+    approximation) and "gelu" for Hugging Face and bert4keras (exact erf).
+    """
+    if name == "gelu":
+        return gelu_means
+    if name in _HF_ACTIVATIONS:
+        return _HF_ACTIVATIONS[name]
+    if name in ("gelu_erf",):
+        return "gelu"
+    if name == "gelu_tanh":
+        return "gelu_tanh"
+    raise ValueError(f"unknown activation {name!r}; bertconv knows {', '.join(ACTIVATIONS)}")
+
+
+@dataclass(frozen=True)
+class BertConfig:
+    """The hyper-parameters of a BERT model, whatever file they came from.
+
+    `provenance` says where each field came from ("file", "shapes", "flag", "default"), so that
+    reports can tell a stated value from a guessed one. It does not take part in equality.
+    """
+
+    vocab_size: int
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    intermediate_size: int
+    max_position_embeddings: int
+    type_vocab_size: int
+    hidden_act: str = "gelu"
+    layer_norm_eps: float = LAYER_NORM_EPS
+    tie_word_embeddings: bool = True
+    conditional_size: int | None = None
+    provenance: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def head_size(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    def dims(self) -> dict[str, int]:
+        """The dimension letters of the module docstring, for shape templates."""
+        return {
+            "V": self.vocab_size,
+            "H": self.hidden_size,
+            "L": self.num_hidden_layers,
+            "A": self.num_attention_heads,
+            "I": self.intermediate_size,
+            "P": self.max_position_embeddings,
+            "T": self.type_vocab_size,
+            "C": self.conditional_size or 0,
+        }
+
+    def summary(self) -> dict[str, Any]:
+        """The fields reports print (the `config` object of `audit --json`)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "provenance"}
+        out["provenance"] = dict(self.provenance)
+        return out
+
+    def with_overrides(self, **values: Any) -> "BertConfig":
+        """A copy with `values` replaced, each recorded as coming from a flag."""
+        given = {k: v for k, v in values.items() if v is not None}
+        provenance = {**self.provenance, **{k: "flag" for k in given}}
+        return replace(self, **given, provenance=provenance)
+
+    def problems(self) -> list[str]:
+        """What makes this config impossible, as sentences (empty when it is consistent)."""
+        out = []
+        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+            if getattr(self, name) <= 0 and not (name == "num_hidden_layers" and self.num_hidden_layers == 0):
+                out.append(f"{name} is {getattr(self, name)}, must be positive")
+        if self.num_attention_heads > 0 and self.hidden_size % self.num_attention_heads:
+            out.append(
+                f"hidden_size {self.hidden_size} is not divisible by "
+                f"num_attention_heads {self.num_attention_heads}"
+            )
+        if self.hidden_act not in ACTIVATIONS:
+            out.append(f"hidden_act {self.hidden_act!r} is not one of {ACTIVATIONS}")
+        return out
+
+    # --- reading and writing config files -------------------------------------------------
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, gelu_means: str, source: str = "file") -> "BertConfig":
+        """A config from a `bert_config.json` or Hugging Face `config.json` dictionary.
+
+        Raises KeyError for a missing required field and ValueError for a bad value;
+        `load_config_file` turns both into messages naming the file.
+        """
+        required = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                    "intermediate_size", "max_position_embeddings")
+        missing = [k for k in required if k not in data]
+        if missing:
+            raise KeyError(", ".join(missing))
+        values: dict[str, Any] = {k: int(data[k]) for k in required}
+        values["type_vocab_size"] = int(data.get("type_vocab_size", 2))
+        values["hidden_act"] = parse_activation(str(data.get("hidden_act", "gelu")), gelu_means=gelu_means)
+        values["layer_norm_eps"] = float(data.get("layer_norm_eps", LAYER_NORM_EPS))
+        values["tie_word_embeddings"] = bool(data.get("tie_word_embeddings", True))
+        if data.get("conditional_size"):
+            values["conditional_size"] = int(data["conditional_size"])
+        provenance = {k: source if k in data else "default" for k in values}
+        provenance["hidden_act"] = source if "hidden_act" in data else "default"
+        return cls(**values, provenance=provenance)
+
+    def to_google_dict(self) -> dict[str, Any]:
+        """google-research/bert's `bert_config.json` (its "gelu" is the tanh form)."""
+        return {
+            "attention_probs_dropout_prob": 0.1,
+            "hidden_act": {"gelu_tanh": "gelu", "gelu": "gelu", "relu": "relu"}[self.hidden_act],
+            "hidden_dropout_prob": 0.1,
+            "hidden_size": self.hidden_size,
+            "initializer_range": 0.02,
+            "intermediate_size": self.intermediate_size,
+            "max_position_embeddings": self.max_position_embeddings,
+            "num_attention_heads": self.num_attention_heads,
+            "num_hidden_layers": self.num_hidden_layers,
+            "type_vocab_size": self.type_vocab_size,
+            "vocab_size": self.vocab_size,
+        }
+
+    def to_hf_dict(self, *, architectures: list[str], dtype: str) -> dict[str, Any]:
+        """Hugging Face's `config.json` for a BERT model."""
+        return {
+            "architectures": architectures,
+            "attention_probs_dropout_prob": 0.1,
+            "dtype": dtype,
+            "hidden_act": {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu"}[self.hidden_act],
+            "hidden_dropout_prob": 0.1,
+            "hidden_size": self.hidden_size,
+            "initializer_range": 0.02,
+            "intermediate_size": self.intermediate_size,
+            "layer_norm_eps": self.layer_norm_eps,
+            "max_position_embeddings": self.max_position_embeddings,
+            "model_type": "bert",
+            "num_attention_heads": self.num_attention_heads,
+            "num_hidden_layers": self.num_hidden_layers,
+            "pad_token_id": 0,
+            "tie_word_embeddings": self.tie_word_embeddings,
+            "type_vocab_size": self.type_vocab_size,
+            "vocab_size": self.vocab_size,
+        }
+
+
+def is_hf_config(data: dict[str, Any]) -> bool:
+    """A Hugging Face `config.json` names its model type; Google's `bert_config.json` does not."""
+    return "model_type" in data or "architectures" in data
+
+
+def load_config_file(path: Path, *, gelu_means_for_google: str) -> BertConfig:
+    """Read a `bert_config.json` or HF `config.json`.
+
+    `gelu_means_for_google` is how a Google-style file's "gelu" is read: the format of the
+    checkpoint it accompanies decides (google-research/bert trained tanh, bert4keras uses erf).
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise bad_input(path, "config file does not exist") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise bad_input(path, f"cannot read config as JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise bad_input(path, "config is not a JSON object")
+    if data.get("model_type", "bert") not in ("bert",):
+        raise bad_input(path, f"config is for model_type {data['model_type']!r}, expected 'bert'")
+    gelu_means = "gelu" if is_hf_config(data) else gelu_means_for_google
+    try:
+        return BertConfig.from_dict(data, gelu_means=gelu_means)
+    except KeyError as exc:
+        raise bad_input(path, f"config lacks required field(s) {exc.args[0]}") from None
+    except (TypeError, ValueError) as exc:
+        raise bad_input(path, f"config has a bad value: {exc}") from None
+
+
+def default_heads(hidden_size: int) -> int:
+    """The stated default head count when no config gives one: H / 64 as in every released BERT
+    (12 for H=768, 16 for 1024, 8 for 512), or 1 when H is not a multiple of 64."""
+    if hidden_size >= DEFAULT_HEAD_SIZE and hidden_size % DEFAULT_HEAD_SIZE == 0:
+        return hidden_size // DEFAULT_HEAD_SIZE
+    return 1
+
+
+# --- closed-form parameter counts ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Heads:
+    """Which pre-training heads a checkpoint carries. `untied_decoder` is a stored MLM decoder
+    matrix that is its own parameter (tie_word_embeddings false); a tied one is counted once,
+    as the word embeddings."""
+
+    pooler: bool = True
+    mlm: bool = True
+    nsp: bool = True
+    untied_decoder: bool = False
+
+    def as_dict(self) -> dict[str, bool]:
+        return {"pooler": self.pooler, "mlm": self.mlm, "nsp": self.nsp}
+
+
+def expected_components(config: BertConfig, heads: Heads) -> dict[str, int]:
+    """Closed-form parameter count of every component, in model order.
+
+    Component names are bertconv's (see `tree.ROLES`); they correspond one to one to
+    bert4keras layers. A conditional LayerNorm (C > 0) adds two bias-free [C, H] kernels.
+    """
+    V, H, I, P, T, C = (config.vocab_size, config.hidden_size, config.intermediate_size,
+                        config.max_position_embeddings, config.type_vocab_size,
+                        config.conditional_size or 0)
+    norm = 2 * H + 2 * C * H
+    out: dict[str, int] = {
+        "embeddings.word": V * H,
+        "embeddings.token_type": T * H,
+        "embeddings.position": P * H,
+        "embeddings.norm": norm,
+    }
+    for i in range(config.num_hidden_layers):
+        out[f"layers.{i}.attention"] = 4 * H * H + 4 * H
+        out[f"layers.{i}.attention_norm"] = norm
+        out[f"layers.{i}.ffn"] = 2 * H * I + I + H
+        out[f"layers.{i}.ffn_norm"] = norm
+    if heads.pooler:
+        out["pooler"] = H * H + H
+    if heads.mlm:
+        out["mlm.transform"] = H * H + H
+        out["mlm.norm"] = norm
+        out["mlm.output_bias"] = V
+        if heads.untied_decoder:
+            out["mlm.decoder"] = V * H
+    if heads.nsp:
+        out["nsp"] = 2 * H + 2
+    return out
+
+
+def expected_parameters(config: BertConfig, heads: Heads) -> int:
+    """Total closed-form parameter count; a tied decoder is counted once (as the embeddings)."""
+    return sum(expected_components(config, heads).values())

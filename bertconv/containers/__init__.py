@@ -1,0 +1,1 @@
+"""Byte-level codecs of checkpoint containers. They know files, not models."""

@@ -1,0 +1,285 @@
+"""`pytorch_model.bin` read without torch and without running the pickle's code.
+
+A torch checkpoint is a zip holding `<archive>/data.pkl` (a pickle describing the state dict)
+and one member `<archive>/data/<key>` per storage. Loading the pickle normally calls whatever
+globals it names, which is how a hostile file runs code. Here the unpickler resolves only an
+allow-list of tensor-rebuild globals, each to a harmless stand-in that records dtype, shape,
+strides and storage; every other global is refused by name before anything is called.
+Storages are read through memory maps of the zip members (torch stores them uncompressed).
+
+The legacy (pre-1.6, non-zip) serialization is read the same way: magic number, protocol and
+system info pickles, the state-dict pickle, the storage key list, then the raw storages.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import pickle
+import struct
+import zipfile
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import dtypes
+from ..dtypes import DType
+from ..errors import BadInput, bad_input
+from ..tensor import LazyTensor, StridedTensor, check_span
+
+ZIP_MAGIC = b"PK\x03\x04"
+#: The first pickle of the legacy format is this integer.
+LEGACY_MAGIC_NUMBER = 0x1950A86A20F9469CFC6C
+_ZIP_LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
+
+_STORAGE_DTYPES = {
+    "FloatStorage": dtypes.FLOAT32, "HalfStorage": dtypes.FLOAT16, "BFloat16Storage": dtypes.BFLOAT16,
+    "DoubleStorage": dtypes.FLOAT64, "LongStorage": dtypes.INT64, "IntStorage": dtypes.INT32,
+    "ShortStorage": dtypes.INT16, "CharStorage": dtypes.INT8, "ByteStorage": dtypes.UINT8,
+    "BoolStorage": dtypes.BOOL,
+}
+
+
+@dataclass(frozen=True)
+class _StorageType:
+    dtype: DType
+
+
+@dataclass(frozen=True)
+class _StorageRef:
+    key: str
+    dtype: DType
+    numel: int
+
+
+@dataclass
+class TensorRecord:
+    """What the pickle says about one tensor: its storage, and the view into it."""
+
+    storage: _StorageRef
+    offset: int
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+
+    @property
+    def identity(self) -> tuple:
+        """Equal for two names that are views of the same bytes (tying by identity)."""
+        return (self.storage.key, self.offset, self.shape, self.stride)
+
+
+def _rebuild_tensor(storage, storage_offset, size, stride, *_ignored, **_kw) -> TensorRecord:
+    if not isinstance(storage, _StorageRef):
+        raise BadInput(f"tensor rebuild got {type(storage).__name__} where a storage was expected")
+    return TensorRecord(storage, int(storage_offset), tuple(int(s) for s in size), tuple(int(s) for s in stride))
+
+
+def _rebuild_parameter(data, *_ignored, **_kw):
+    return data
+
+
+def _ordered_dict(*args, **kwargs):
+    return OrderedDict(*args, **kwargs)
+
+
+#: The only globals a state-dict pickle may name. Everything else is refused.
+_ALLOWED = {
+    ("collections", "OrderedDict"): _ordered_dict,
+    ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor,
+    ("torch._utils", "_rebuild_tensor"): _rebuild_tensor,
+    ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
+    ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter,
+    **{("torch", name): _StorageType(dtype) for name, dtype in _STORAGE_DTYPES.items()},
+}
+
+
+class UnsafePickle(BadInput):
+    """The pickle names a global outside the allow-list: loading it could run code."""
+
+
+class _SafeUnpickler(pickle.Unpickler):
+    def __init__(self, stream: io.BufferedIOBase, path: Path, member: str):
+        super().__init__(stream)
+        self._path = path
+        self._member = member
+
+    def find_class(self, module: str, name: str):
+        try:
+            return _ALLOWED[(module, name)]
+        except KeyError:
+            raise UnsafePickle(
+                f"{self._path}: {self._member} calls {module}.{name}, which is not a tensor-rebuild "
+                f"function; refusing to load it (loading this file with torch.load would run that call)"
+            ) from None
+
+    def persistent_load(self, pid):
+        if not (isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage"
+                and isinstance(pid[1], _StorageType)):
+            raise bad_input(self._path, f"{self._member}: unexpected persistent id {pid!r:.200}")
+        return _StorageRef(str(pid[2]), pid[1].dtype, int(pid[4]))
+
+
+def _unpickle(stream: io.BufferedIOBase, path: Path, member: str):
+    """Load one pickle from `stream` with the safe unpickler; any failure is `BadInput`."""
+    try:
+        return _SafeUnpickler(stream, path, member).load()
+    except BadInput:
+        raise
+    except Exception as exc:  # a malformed pickle raises many kinds of error
+        raise bad_input(path, f"{member} is not a readable pickle: {type(exc).__name__}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class TorchCheckpoint:
+    """A state dict's tensors (lazy) and, per name, the identity of the bytes it views."""
+
+    path: Path
+    tensors: dict[str, LazyTensor]
+    identities: dict[str, tuple]
+    non_tensors: dict[str, str]
+
+
+def looks_like_torch(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError:
+        return False
+    return head == ZIP_MAGIC or head[:1] == b"\x80"
+
+
+def read_checkpoint(path: Path) -> TorchCheckpoint:
+    """Read a torch state dict's layout (names, dtypes, shapes, storage spans) safely."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError as exc:
+        raise bad_input(path, f"cannot read: {exc.strerror or exc}") from None
+    if head == ZIP_MAGIC:
+        records, spans = _read_zip(path)
+    elif head[:1] == b"\x80":
+        records, spans = _read_legacy(path)
+    else:
+        raise bad_input(path, "not a torch checkpoint (neither a zip archive nor a pickle)")
+    return _assemble(path, records, spans)
+
+
+def _state_dict(obj, path: Path) -> dict:
+    if isinstance(obj, dict) and "state_dict" in obj and isinstance(obj["state_dict"], dict):
+        obj = obj["state_dict"]
+    if not isinstance(obj, dict):
+        raise bad_input(path, f"the pickle holds a {type(obj).__name__}, expected a state dict (name -> tensor)")
+    return obj
+
+
+def _read_zip(path: Path) -> tuple[dict, dict[str, tuple[int, int]]]:
+    try:
+        archive = zipfile.ZipFile(path)
+        members = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        raise bad_input(path, f"torch zip archive is unreadable: {exc}") from None
+    with archive:
+        pickles = [m for m in members if m.filename.endswith("data.pkl") and m.filename.count("/") == 1]
+        if len(pickles) != 1:
+            found = ", ".join(m.filename for m in pickles) or "none"
+            raise bad_input(path, f"expected one <archive>/data.pkl in the zip, found {found}")
+        pkl = pickles[0]
+        prefix = pkl.filename[: -len("data.pkl")]
+        if pkl.file_size > os.path.getsize(path):
+            raise bad_input(path, f"{pkl.filename} claims {pkl.file_size} bytes, more than the file")
+        try:
+            data = archive.read(pkl)
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as exc:
+            raise bad_input(path, f"cannot read {pkl.filename}: {exc}") from None
+        byteorder = prefix + "byteorder"
+        if byteorder in archive.namelist() and archive.read(byteorder).strip() not in (b"little", b""):
+            raise bad_input(path, "big-endian torch checkpoints are not supported")
+        records = _state_dict(_unpickle(io.BytesIO(data), path, pkl.filename), path)
+        spans = {}
+        file_size = os.path.getsize(path)
+        for member in members:
+            if member.filename.startswith(prefix + "data/"):
+                key = member.filename[len(prefix + "data/"):]
+                spans[key] = (_member_data_offset(path, member, file_size), member.file_size)
+    return records, spans
+
+
+def _member_data_offset(path: Path, member: zipfile.ZipInfo, file_size: int) -> int:
+    """Where a stored (uncompressed) member's bytes start, from its local header."""
+    if member.compress_type != zipfile.ZIP_STORED:
+        raise bad_input(path, f"zip member {member.filename} is compressed; torch stores storages "
+                              f"uncompressed and bertconv maps them directly")
+    check_span(path, member.header_offset, _ZIP_LOCAL_HEADER.size, file_size, f"zip member {member.filename}")
+    with open(path, "rb") as f:
+        f.seek(member.header_offset)
+        fields = _ZIP_LOCAL_HEADER.unpack(f.read(_ZIP_LOCAL_HEADER.size))
+    if fields[0] != ZIP_MAGIC:
+        raise bad_input(path, f"zip member {member.filename}: bad local header signature")
+    name_length, extra_length = fields[9], fields[10]
+    offset = member.header_offset + _ZIP_LOCAL_HEADER.size + name_length + extra_length
+    check_span(path, offset, member.file_size, file_size, f"zip member {member.filename}")
+    return offset
+
+
+def _read_legacy(path: Path) -> tuple[dict, dict[str, tuple[int, int]]]:
+    """The pre-zip format: five pickles, then each storage as an 8-byte element count and its
+    raw bytes. Only the pickles are read here; storages stay on disk."""
+    file_size = os.path.getsize(path)
+    with open(path, "rb") as stream:
+        magic = _unpickle(stream, path, "legacy magic number")
+        if magic != LEGACY_MAGIC_NUMBER:
+            raise bad_input(path, "not a torch checkpoint: a pickle, but without torch's magic number "
+                                  "(refusing to unpickle arbitrary objects)")
+        _unpickle(stream, path, "legacy protocol version")
+        _unpickle(stream, path, "legacy system info")
+        records = _state_dict(_unpickle(stream, path, "legacy state dict"), path)
+        keys = _unpickle(stream, path, "legacy storage keys")
+        if not isinstance(keys, list):
+            raise bad_input(path, "legacy storage key list is not a list")
+        itemsizes = {r.storage.key: r.storage.dtype.itemsize for r in _records(records)}
+        spans = {}
+        position = stream.tell()
+        for key in keys:
+            key = str(key)
+            check_span(path, position, 8, file_size, f"legacy storage {key}")
+            stream.seek(position)
+            (numel,) = struct.unpack("<q", stream.read(8))
+            nbytes = numel * itemsizes.get(key, 1)
+            check_span(path, position + 8, nbytes, file_size, f"legacy storage {key}")
+            spans[key] = (position + 8, nbytes)
+            position += 8 + nbytes
+    return records, spans
+
+
+def _records(state: dict):
+    return [v for v in state.values() if isinstance(v, TensorRecord)]
+
+
+def _assemble(path: Path, state: dict, spans: dict[str, tuple[int, int]]) -> TorchCheckpoint:
+    tensors: dict[str, LazyTensor] = {}
+    identities: dict[str, tuple] = {}
+    non_tensors: dict[str, str] = {}
+    for name, value in state.items():
+        name = str(name)
+        if not isinstance(value, TensorRecord):
+            non_tensors[name] = type(value).__name__
+            continue
+        storage = value.storage
+        if storage.key not in spans:
+            raise bad_input(path, f"tensor {name!r}: storage {storage.key!r} is not in the file")
+        offset, nbytes = spans[storage.key]
+        if nbytes != storage.numel * storage.dtype.itemsize:
+            raise bad_input(path, f"tensor {name!r}: storage {storage.key!r} holds {nbytes} bytes, "
+                                  f"expected {storage.numel} x {storage.dtype.itemsize}")
+        if any(d < 0 for d in value.shape) or any(s < 0 for s in value.stride) or len(value.shape) != len(value.stride):
+            raise bad_input(path, f"tensor {name!r}: bad size {list(value.shape)} / stride {list(value.stride)}")
+        numel = math.prod(value.shape)
+        if numel:
+            last = value.offset + sum((d - 1) * s for d, s in zip(value.shape, value.stride))
+            if value.offset < 0 or last >= storage.numel:
+                raise bad_input(path, f"tensor {name!r}: view of shape {list(value.shape)} at offset "
+                                      f"{value.offset} reaches past its storage of {storage.numel} elements")
+        tensors[name] = StridedTensor(path, offset, nbytes, storage.dtype, value.shape, value.stride, value.offset)
+        identities[name] = value.identity
+    return TorchCheckpoint(path, tensors, identities, non_tensors)

@@ -1,0 +1,73 @@
+"""Element types, and how each checkpoint family spells them.
+
+NumPy has no bfloat16, so bfloat16 tensors are carried as their raw 16-bit patterns (`<u2`):
+copying, transposing and comparing them stays bit-exact, and `as_float32` widens them exactly
+when a value is needed for arithmetic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class DType:
+    """One element type.
+
+    `storage` is the NumPy dtype holding the bits (little-endian); `is_float` says whether the
+    values are floating point (bfloat16 included, although its storage is an unsigned int).
+    """
+
+    name: str
+    itemsize: int
+    storage: str
+    is_float: bool
+
+    @property
+    def numpy(self) -> np.dtype:
+        return np.dtype(self.storage)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+FLOAT32 = DType("float32", 4, "<f4", True)
+FLOAT16 = DType("float16", 2, "<f2", True)
+BFLOAT16 = DType("bfloat16", 2, "<u2", True)
+FLOAT64 = DType("float64", 8, "<f8", True)
+INT64 = DType("int64", 8, "<i8", False)
+INT32 = DType("int32", 4, "<i4", False)
+INT16 = DType("int16", 2, "<i2", False)
+INT8 = DType("int8", 1, "<i1", False)
+UINT8 = DType("uint8", 1, "<u1", False)
+BOOL = DType("bool", 1, "|b1", False)
+
+BY_NAME: dict[str, DType] = {
+    d.name: d for d in (FLOAT32, FLOAT16, BFLOAT16, FLOAT64, INT64, INT32, INT16, INT8, UINT8, BOOL)
+}
+
+
+def from_name(name: str) -> DType:
+    """The DType called `name` ("float32", "bfloat16", ...); KeyError when there is none."""
+    return BY_NAME[name]
+
+
+def from_numpy(dtype: np.dtype) -> DType:
+    """The DType of a NumPy array (bfloat16 cannot come from here: NumPy has no such type)."""
+    kind = np.dtype(dtype).newbyteorder("<") if np.dtype(dtype).byteorder == ">" else np.dtype(dtype)
+    for d in BY_NAME.values():
+        if d is not BFLOAT16 and d.numpy == kind:
+            return d
+    raise KeyError(f"no bertconv dtype for NumPy dtype {dtype}")
+
+
+def as_float32(values: np.ndarray, dtype: DType) -> np.ndarray:
+    """`values` (stored as `dtype`) widened to float32; bfloat16 bit patterns become their floats.
+
+    Widening bfloat16 is exact: its bits are the top half of a float32.
+    """
+    if dtype is BFLOAT16:
+        return (np.asarray(values).astype(np.uint32) << 16).view(np.float32)
+    return np.asarray(values, dtype=np.float32)

@@ -1,0 +1,117 @@
+"""From a container's named tensors to a `ParameterTree`, driven by a format's table.
+
+This is the one place where file names become canonical names: every reader lists its entries
+and hands them here with its table, so all formats classify, tie and infer the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Hashable
+
+from ..config import BertConfig, default_heads
+from ..errors import bad_input
+from ..tensor import LazyTensor
+from ..tree import Ignored, Parameter, ParameterTree, layer_of, model_order_key, role_of
+from .table import Table
+
+UNKNOWN_REASON = "not a BERT pre-training parameter (no row of the {format} table names it)"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A tensor as a container lists it.
+
+    `identity` is equal for two entries viewing the same bytes (shared storage), else None.
+    """
+
+    name: str
+    tensor: LazyTensor
+    file: Path
+    identity: Hashable | None = None
+
+
+def assemble(
+    *,
+    format_name: str,
+    path: Path,
+    entries: list[Entry],
+    table: Table,
+    config: BertConfig | None,
+    default_activation: str,
+    num_heads: int | None = None,
+    files: list[Path] | None = None,
+    vocab: Path | None = None,
+    extra_ignored: list[Ignored] | None = None,
+    rename=lambda name: name,
+) -> ParameterTree:
+    """Classify `entries` with `table` into parameters and ignored entries, and settle a config.
+
+    `rename` maps a file name to the table's spelling first (e.g. Hugging Face's missing `bert.`
+    prefix on encoder-only files). `config`, if given, wins over shapes; `num_heads` overrides it.
+    """
+    params: dict[str, Parameter] = {}
+    ignored: list[Ignored] = list(extra_ignored or [])
+    by_identity: dict[Hashable, str] = {}
+    for entry in entries:
+        match = table.match(rename(entry.name))
+        if match is None:
+            reason = table.skip_reason(entry.name) or UNKNOWN_REASON.format(format=format_name)
+            ignored.append(Ignored(entry.name, reason, entry.tensor.numel, str(entry.tensor.dtype),
+                                   tuple(entry.tensor.shape)))
+            continue
+        if match.canonical in params:
+            raise bad_input(path, f"both {params[match.canonical].source!r} and {entry.name!r} are "
+                                  f"{match.canonical}; a checkpoint must hold each parameter once")
+        tensor = entry.tensor
+        if match.layout.name == "TRANSPOSE" and len(tensor.shape) != 2:
+            raise bad_input(entry.file, f"tensor {entry.name!r} has shape {list(tensor.shape)}, expected a 2-D matrix")
+        shared_with = by_identity.get(entry.identity) if entry.identity is not None else None
+        params[match.canonical] = Parameter(match.canonical, match.layout.to_canonical(tensor),
+                                            entry.name, entry.file, shared_with=shared_with)
+        if entry.identity is not None:
+            by_identity.setdefault(entry.identity, match.canonical)
+    if not params:
+        sample = ", ".join(repr(e.name) for e in entries[:5]) or "no tensors at all"
+        expected = ", ".join(repr(r.name) for r in table.rows[:3])
+        raise bad_input(path, f"no BERT parameters found: the file holds {sample}"
+                              f"{' ...' if len(entries) > 5 else ''}; a {format_name} BERT has names like {expected}")
+    if config is None:
+        config = config_from_shapes(path, params, default_activation)
+    if num_heads is not None:
+        config = config.with_overrides(num_attention_heads=num_heads)
+    ordered = {name: params[name] for name in sorted(params, key=model_order_key)}
+    return ParameterTree(format_name, Path(path), config, ordered, ignored, list(files or [path]), vocab)
+
+
+def config_from_shapes(path: Path, params: dict[str, Parameter], activation: str) -> BertConfig:
+    """A config read off the tensors' shapes, for files that carry none.
+
+    Heads cannot be seen in shapes: the stated default is `config.default_heads` (H / 64).
+    """
+    def dim(name: str, axis: int) -> int:
+        if name not in params:
+            raise bad_input(path, f"no config given and {name} is absent, so its size cannot be "
+                                  f"inferred; pass --config bert_config.json")
+        return int(params[name].tensor.shape[axis])
+
+    hidden = dim("embeddings.word", 1)
+    layers = {layer_of(n) for n in params if layer_of(n) is not None}
+    conditional = [p for n, p in params.items() if role_of(n).conditional]
+    provenance = {k: "shapes" for k in ("vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size",
+                                        "max_position_embeddings", "type_vocab_size")}
+    provenance.update(num_attention_heads="default", hidden_act="default", layer_norm_eps="default",
+                      tie_word_embeddings="default")
+    return BertConfig(
+        vocab_size=dim("embeddings.word", 0),
+        hidden_size=hidden,
+        num_hidden_layers=max(layers) + 1 if layers else 0,
+        num_attention_heads=default_heads(hidden),
+        intermediate_size=dim("layers.0.ffn.intermediate.kernel", 1) if layers else 0,
+        max_position_embeddings=dim("embeddings.position", 0),
+        type_vocab_size=dim("embeddings.token_type", 0) if "embeddings.token_type" in params else 0,
+        hidden_act=activation,
+        conditional_size=int(conditional[0].tensor.shape[0]) if conditional else None,
+        provenance=provenance,
+    )

@@ -1,0 +1,128 @@
+"""Declarative name tables: one per format, read in both directions.
+
+A table is a tuple of `Row(canonical, name, layout)`. `{i}` in both names stands for the layer
+index. Reading looks a file's name up in the table and applies the row's layout to get the
+canonical tensor; writing looks the canonical name up and applies the inverse. A name the table
+does not know is matched against the format's `Skip` rules, which state why an entry is set
+aside (buffer, optimizer slot, a head BERT does not define); anything else is reported, never
+dropped silently.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+from ..tensor import LazyTensor, TransposedTensor
+from ..tree import role_of
+
+
+class Layout(Enum):
+    """How a format stores a tensor relative to the canonical layout."""
+
+    IDENTITY = "identity"
+    TRANSPOSE = "transpose"  # a 2-D transpose; its own inverse
+
+    def to_canonical(self, tensor: LazyTensor) -> LazyTensor:
+        return TransposedTensor(tensor) if self is Layout.TRANSPOSE else tensor
+
+    def to_format(self, tensor: LazyTensor) -> LazyTensor:
+        return TransposedTensor(tensor) if self is Layout.TRANSPOSE else tensor
+
+    def format_shape(self, canonical_shape: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(reversed(canonical_shape)) if self is Layout.TRANSPOSE else tuple(canonical_shape)
+
+
+IDENTITY = Layout.IDENTITY
+TRANSPOSE = Layout.TRANSPOSE
+
+
+@dataclass(frozen=True)
+class Row:
+    """One canonical parameter and its spelling in a format.
+
+    `legacy` lists older spellings that are read but never written (e.g. LayerNorm `gamma`).
+    """
+
+    canonical: str
+    name: str
+    layout: Layout = IDENTITY
+    legacy: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Entries matching `pattern` (fnmatch syntax) are not parameters, for `reason`."""
+
+    pattern: str
+    reason: str
+
+    def matches(self, name: str) -> bool:
+        return fnmatch.fnmatchcase(name, self.pattern)
+
+
+@dataclass(frozen=True)
+class Match:
+    canonical: str
+    layout: Layout
+
+
+_DIGIT_RUN = re.compile(r"\d+")
+
+
+class Table:
+    """A format's rows and skip rules, indexed for lookups both ways."""
+
+    def __init__(self, format_name: str, rows: tuple[Row, ...], skips: tuple[Skip, ...] = ()):
+        self.format_name = format_name
+        self.rows = rows
+        self.skips = skips
+        self._by_name: dict[str, Row] = {}
+        self._by_canonical: dict[str, Row] = {}
+        for row in rows:
+            role_of(row.canonical.replace("{i}", "0"))  # every row names a real role
+            if row.canonical in self._by_canonical:
+                raise ValueError(f"{format_name}: {row.canonical} appears in two rows")
+            self._by_canonical[row.canonical] = row
+            for spelling in (row.name, *row.legacy):
+                if spelling in self._by_name:
+                    raise ValueError(f"{format_name}: {spelling} appears in two rows")
+                self._by_name[spelling] = row
+
+    def match(self, name: str) -> Match | None:
+        """The canonical name and layout of a format name, or None if the table lacks it."""
+        row = self._by_name.get(name)
+        if row is not None and "{i}" not in row.name:
+            return Match(row.canonical, row.layout)
+        # Try each digit run of the name as the layer index.
+        for run in _DIGIT_RUN.finditer(name):
+            template = name[: run.start()] + "{i}" + name[run.end():]
+            row = self._by_name.get(template)
+            if row is None:
+                continue
+            layer = int(run.group())
+            if template.format(i=layer) != name:  # "01" is not layer 1
+                continue
+            return Match(row.canonical.format(i=layer), row.layout)
+        return None
+
+    def spelling(self, canonical: str) -> tuple[str, Layout] | None:
+        """The format name and layout of a canonical name, or None if the format cannot hold it."""
+        row = self._by_canonical.get(canonical)
+        if row is not None:
+            return row.name, row.layout
+        match = re.match(r"^layers\.(\d+)\.", canonical)
+        if match:
+            template = canonical.replace(match.group(0), "layers.{i}.", 1)
+            row = self._by_canonical.get(template)
+            if row is not None:
+                return row.name.format(i=int(match.group(1))), row.layout
+        return None
+
+    def skip_reason(self, name: str) -> str | None:
+        for skip in self.skips:
+            if skip.matches(name):
+                return skip.reason
+        return None

@@ -1,0 +1,167 @@
+"""Lazy tensors: dtype and shape known from a file's header, data read only when asked.
+
+Every reader hands out `LazyTensor`s. `read()` returns an array in the tensor's storage dtype
+(see `dtypes`), usually a read-only memory map of exactly this tensor's bytes, so that reading
+one tensor at a time keeps resident memory near the size of the largest tensor.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .dtypes import DType
+from .errors import bad_input
+
+
+class LazyTensor:
+    """A tensor whose data stays on disk until `read()`.
+
+    Attributes:
+      dtype: element type.
+      shape: dimensions, outermost first (row-major).
+    """
+
+    dtype: DType
+    shape: tuple[int, ...]
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.dtype.itemsize
+
+    def read(self) -> np.ndarray:
+        """The values, `shape`-shaped, in `dtype.storage`; may be a read-only memory map."""
+        raise NotImplementedError
+
+    def byte_span(self) -> tuple[Path, int] | None:
+        """(file, offset) where this tensor's bytes lie contiguous, row-major, little-endian, or
+        None when they do not (a computed or non-contiguous tensor)."""
+        return None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.dtype}, {list(self.shape)})"
+
+
+def check_span(path: Path, offset: int, nbytes: int, file_size: int, what: str) -> None:
+    """Raise `BadInput` unless bytes [offset, offset + nbytes) lie inside a file of `file_size`."""
+    if offset < 0 or nbytes < 0 or offset + nbytes > file_size:
+        raise bad_input(
+            path,
+            f"{what} claims bytes {offset}..{offset + nbytes}, "
+            f"but the file has {file_size} bytes (truncated or corrupt?)",
+        )
+
+
+class MappedTensor(LazyTensor):
+    """A contiguous tensor at `offset` in `path`, read through a memory map of its own bytes.
+
+    `verify(array, tensor_name)`, if given, runs on every read (for example a CRC check).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        offset: int,
+        dtype: DType,
+        shape: tuple[int, ...],
+        *,
+        name: str = "",
+        verify: Callable[[np.ndarray], None] | None = None,
+    ):
+        self.path = Path(path)
+        self.offset = offset
+        self.dtype = dtype
+        self.shape = tuple(shape)
+        self.name = name
+        self._verify = verify
+
+    def read(self) -> np.ndarray:
+        if self.nbytes == 0:
+            array = np.empty(self.shape, dtype=self.dtype.numpy)
+        else:
+            array = np.memmap(self.path, mode="r", dtype=self.dtype.numpy, offset=self.offset, shape=self.shape)
+        if self._verify is not None:
+            self._verify(array)
+        return array
+
+    def byte_span(self) -> tuple[Path, int]:
+        return self.path, self.offset
+
+
+class StridedTensor(LazyTensor):
+    """A tensor viewed with element strides inside a span of a file (torch storages can hold
+    non-contiguous or offset views); the span has been bounds-checked by the reader."""
+
+    def __init__(self, path: Path, storage_offset: int, storage_nbytes: int, dtype: DType,
+                 shape: tuple[int, ...], strides: tuple[int, ...], element_offset: int):
+        self.path = Path(path)
+        self.dtype = dtype
+        self.shape = tuple(shape)
+        self._storage = (storage_offset, storage_nbytes)
+        self._strides = tuple(strides)
+        self._element_offset = element_offset
+
+    def is_contiguous(self) -> bool:
+        expected, step = [], 1
+        for dim in reversed(self.shape):
+            expected.append(step)
+            step *= dim
+        return all(d == 1 or s == e for d, s, e in zip(self.shape, self._strides, reversed(expected)))
+
+    def read(self) -> np.ndarray:
+        offset, nbytes = self._storage
+        if nbytes == 0 or self.numel == 0:
+            return np.empty(self.shape, dtype=self.dtype.numpy)
+        storage = np.memmap(self.path, mode="r", dtype=self.dtype.numpy, offset=offset,
+                            shape=(nbytes // self.dtype.itemsize,))
+        itemsize = self.dtype.itemsize
+        view = np.lib.stride_tricks.as_strided(
+            storage[self._element_offset:],
+            shape=self.shape,
+            strides=tuple(s * itemsize for s in self._strides),
+            writeable=False,
+        )
+        return view
+
+    def byte_span(self) -> tuple[Path, int] | None:
+        if not self.is_contiguous():
+            return None
+        return self.path, self._storage[0] + self._element_offset * self.dtype.itemsize
+
+
+class ArrayTensor(LazyTensor):
+    """A tensor already in memory (small values decoded from a header, or made by a test)."""
+
+    def __init__(self, array: np.ndarray, dtype: DType):
+        self.array = array
+        self.dtype = dtype
+        self.shape = tuple(array.shape)
+
+    def read(self) -> np.ndarray:
+        return self.array
+
+
+class TransposedTensor(LazyTensor):
+    """The 2-D transpose of another lazy tensor, computed when read."""
+
+    def __init__(self, base: LazyTensor):
+        if len(base.shape) != 2:
+            raise ValueError(f"only 2-D tensors transpose, got shape {list(base.shape)}")
+        self.base = base
+        self.dtype = base.dtype
+        self.shape = (base.shape[1], base.shape[0])
+
+    def read(self) -> np.ndarray:
+        return self.base.read().T
+
+
+def file_size(path: Path) -> int:
+    return os.stat(path).st_size

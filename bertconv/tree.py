@@ -1,0 +1,243 @@
+"""The canonical parameter tree every format reads into and writes from.
+
+Canonical names are format-neutral (`layers.{i}.attention.query.kernel`); format spellings live
+only in each format's table. One fixed layout: every dense kernel is `[in, out]` (x @ kernel), as
+in google-research/bert and Keras; embedding tables (and a stored MLM decoder) are `[V, H]`-like
+row tables; the NSP kernel is `[H, 2]`. A format whose layout differs (Hugging Face's `[out, in]`
+Linear weights, Google's `[2, H]` NSP weights) says so in its table.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from .config import BertConfig, Heads
+from .tensor import LazyTensor
+
+
+@dataclass(frozen=True)
+class Role:
+    """One canonical parameter.
+
+    Attributes:
+      template: canonical name; `{i}` stands for the layer index.
+      component: the component whose count it belongs to (see `config.expected_components`).
+      shape: dimension letters of `config.BertConfig.dims`, or literal ints.
+      head: None for the encoder, else "pooler", "mlm" or "nsp".
+      copy_of: for a tensor a format may store twice, the canonical name it must equal.
+      conditional: part of a bert4keras conditional LayerNorm (present only when C > 0).
+    """
+
+    template: str
+    component: str
+    shape: tuple[str | int, ...]
+    head: str | None = None
+    copy_of: str | None = None
+    conditional: bool = False
+
+    @property
+    def per_layer(self) -> bool:
+        return "{i}" in self.template
+
+    def name(self, layer: int | None = None) -> str:
+        return self.template.format(i=layer) if self.per_layer else self.template
+
+    def expected_shape(self, config: BertConfig) -> tuple[int, ...]:
+        dims = config.dims()
+        return tuple(d if isinstance(d, int) else dims[d] for d in self.shape)
+
+
+def _norm(prefix: str, component: str, head: str | None = None) -> tuple[Role, ...]:
+    return (
+        Role(f"{prefix}.gamma", component, ("H",), head),
+        Role(f"{prefix}.beta", component, ("H",), head),
+        Role(f"{prefix}.gamma_cond", component, ("C", "H"), head, conditional=True),
+        Role(f"{prefix}.beta_cond", component, ("C", "H"), head, conditional=True),
+    )
+
+
+def _dense(prefix: str, component: str, n_in: str, n_out: str | int, head: str | None = None) -> tuple[Role, ...]:
+    return (
+        Role(f"{prefix}.kernel", component, (n_in, n_out), head),
+        Role(f"{prefix}.bias", component, (n_out,), head),
+    )
+
+
+#: Every canonical parameter, in model order.
+ROLES: tuple[Role, ...] = (
+    Role("embeddings.word", "embeddings.word", ("V", "H")),
+    Role("embeddings.token_type", "embeddings.token_type", ("T", "H")),
+    Role("embeddings.position", "embeddings.position", ("P", "H")),
+    *_norm("embeddings.norm", "embeddings.norm"),
+    *_dense("layers.{i}.attention.query", "layers.{i}.attention", "H", "H"),
+    *_dense("layers.{i}.attention.key", "layers.{i}.attention", "H", "H"),
+    *_dense("layers.{i}.attention.value", "layers.{i}.attention", "H", "H"),
+    *_dense("layers.{i}.attention.output", "layers.{i}.attention", "H", "H"),
+    *_norm("layers.{i}.attention_norm", "layers.{i}.attention_norm"),
+    *_dense("layers.{i}.ffn.intermediate", "layers.{i}.ffn", "H", "I"),
+    *_dense("layers.{i}.ffn.output", "layers.{i}.ffn", "I", "H"),
+    *_norm("layers.{i}.ffn_norm", "layers.{i}.ffn_norm"),
+    *_dense("pooler", "pooler", "H", "H", head="pooler"),
+    *_dense("mlm.transform", "mlm.transform", "H", "H", head="mlm"),
+    *_norm("mlm.norm", "mlm.norm", head="mlm"),
+    Role("mlm.output_bias", "mlm.output_bias", ("V",), head="mlm"),
+    # The decoder is the word-embedding table (tying); a file may store it anyway, as a copy
+    # (tie_word_embeddings true) or as its own matrix (false). Same [V, H] layout as the table.
+    Role("mlm.decoder", "mlm.decoder", ("V", "H"), head="mlm", copy_of="embeddings.word"),
+    Role("mlm.decoder_bias", "mlm.output_bias", ("V",), head="mlm", copy_of="mlm.output_bias"),
+    *_dense("nsp", "nsp", "H", 2, head="nsp"),
+)
+
+_BY_TEMPLATE = {role.template: role for role in ROLES}
+_LAYER_INDEX = re.compile(r"^layers\.(\d+)\.")
+
+
+def role_of(name: str) -> Role:
+    """The role of a canonical name such as `layers.3.ffn.output.bias`; KeyError if none."""
+    match = _LAYER_INDEX.match(name)
+    if match:
+        return _BY_TEMPLATE[name.replace(match.group(0), "layers.{i}.", 1)]
+    return _BY_TEMPLATE[name]
+
+
+def layer_of(name: str) -> int | None:
+    match = _LAYER_INDEX.match(name)
+    return int(match.group(1)) if match else None
+
+
+def component_of(name: str) -> str:
+    layer = layer_of(name)
+    component = role_of(name).component
+    return component.format(i=layer) if layer is not None else component
+
+
+def canonical_names(config: BertConfig, heads: Heads, *, conditional: bool = False) -> list[str]:
+    """Every canonical name a model with `config` and `heads` has, in model order.
+
+    Stored copies (`copy_of`) are not listed, except an untied decoder, which is a parameter.
+    """
+    present = {"pooler": heads.pooler, "mlm": heads.mlm, "nsp": heads.nsp, None: True}
+    names = []
+    for role in ROLES:
+        if not present[role.head] or (role.conditional and not conditional):
+            continue
+        if role.copy_of and not (role.template == "mlm.decoder" and heads.untied_decoder):
+            continue
+        if role.per_layer:
+            names.extend(role.name(i) for i in range(config.num_hidden_layers))
+        else:
+            names.append(role.name())
+    # Per-layer roles were emitted role-major; put them in model (layer-major) order.
+    return sorted(names, key=model_order_key)
+
+
+def model_order_key(name: str) -> tuple[int, int, int]:
+    role = role_of(name)
+    layer = layer_of(name)
+    head_rank = {None: 0, "pooler": 1, "mlm": 2, "nsp": 3}[role.head]
+    section = 0 if name.startswith("embeddings.") else 1 if layer is not None else 2
+    return (section * 10 + head_rank, layer if layer is not None else -1, ROLES.index(role))
+
+
+# --- the tree ---------------------------------------------------------------------------
+
+
+@dataclass
+class Parameter:
+    """A canonical parameter as found in a file.
+
+    `tensor` is already in canonical layout (the format's table applied its transposes).
+    `shared_with` names another canonical parameter this one shares storage with in the file
+    (tying by identity, as in a `pytorch_model.bin`).
+    """
+
+    name: str
+    tensor: LazyTensor
+    source: str
+    file: Path
+    shared_with: str | None = None
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.tensor.shape)
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """An entry of a checkpoint that is not a BERT parameter, with why it was set aside."""
+
+    name: str
+    reason: str
+    parameters: int
+    dtype: str = ""
+    shape: tuple[int, ...] = ()
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "reason": self.reason, "parameters": self.parameters,
+                "dtype": self.dtype, "shape": list(self.shape)}
+
+
+@dataclass
+class ParameterTree:
+    """A BERT checkpoint in canonical form: config, parameters (lazy), and what was set aside.
+
+    Attributes:
+      format: the format it was read from ("hf-safetensors", "google-tf", ...).
+      path: the file or directory it was read from.
+      config: hyper-parameters (from a config file, flags, or the tensors' shapes).
+      params: canonical name -> Parameter, in model order.
+      ignored: entries that are not BERT parameters (buffers, optimizer slots, other heads).
+      files: every file the tree reads from (for "inputs untouched" checks and reports).
+      vocab: a vocab.txt found beside the checkpoint, if any.
+    """
+
+    format: str
+    path: Path
+    config: BertConfig
+    params: dict[str, Parameter]
+    ignored: list[Ignored] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
+    vocab: Path | None = None
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.params
+
+    def __getitem__(self, name: str) -> Parameter:
+        return self.params[name]
+
+    def __iter__(self) -> Iterator[Parameter]:
+        return iter(self.params.values())
+
+    @property
+    def heads(self) -> Heads:
+        """The heads present, judged from which canonical names the file holds."""
+        heads_present = {role_of(name).head for name in self.params}
+        return Heads(
+            pooler="pooler" in heads_present,
+            mlm="mlm" in heads_present,
+            nsp="nsp" in heads_present,
+            untied_decoder=self.has_untied_decoder,
+        )
+
+    @property
+    def has_untied_decoder(self) -> bool:
+        """A stored decoder that is a parameter of its own: the config says the embeddings are
+        not tied, and the file does not share the decoder's storage with the embeddings."""
+        decoder = self.params.get("mlm.decoder")
+        return (decoder is not None and decoder.shared_with is None
+                and not self.config.tie_word_embeddings)
+
+    def is_counted(self, name: str) -> bool:
+        """Whether `name` counts as a parameter of its own (a tied copy does not)."""
+        role = role_of(name)
+        if role.copy_of is None:
+            return True
+        return name == "mlm.decoder" and self.has_untied_decoder
+
+    @property
+    def conditional(self) -> bool:
+        return any(role_of(n).conditional for n in self.params)
