@@ -24,6 +24,10 @@ DEFAULT_HEAD_SIZE = 64
 LAYER_NORM_EPS = 1e-12
 
 ACTIVATIONS = ("gelu", "gelu_tanh", "relu")
+#: Written into Google-style configs beside `hidden_act`, whose "gelu" means tanh to Google's
+#: code and erf to bert4keras: it records which one the weights were trained with. Other tools
+#: ignore unknown keys.
+EXACT_ACTIVATION_KEY = "bertconv_hidden_act"
 
 #: Hugging Face's names for each bertconv activation (first is the one bertconv writes).
 _HF_ACTIVATIONS = {
@@ -134,7 +138,10 @@ class BertConfig:
             raise KeyError(", ".join(missing))
         values: dict[str, Any] = {k: int(data[k]) for k in required}
         values["type_vocab_size"] = int(data.get("type_vocab_size", 2))
-        values["hidden_act"] = parse_activation(str(data.get("hidden_act", "gelu")), gelu_means=gelu_means)
+        if data.get(EXACT_ACTIVATION_KEY) in ACTIVATIONS:
+            values["hidden_act"] = data[EXACT_ACTIVATION_KEY]
+        else:
+            values["hidden_act"] = parse_activation(str(data.get("hidden_act", "gelu")), gelu_means=gelu_means)
         values["layer_norm_eps"] = float(data.get("layer_norm_eps", LAYER_NORM_EPS))
         values["tie_word_embeddings"] = bool(data.get("tie_word_embeddings", True))
         if data.get("conditional_size"):
@@ -144,10 +151,15 @@ class BertConfig:
         return cls(**values, provenance=provenance)
 
     def to_google_dict(self) -> dict[str, Any]:
-        """google-research/bert's `bert_config.json` (its "gelu" is the tanh form)."""
+        """google-research/bert's `bert_config.json`.
+
+        Its "gelu" is the tanh form to Google's code and erf to bert4keras, so the activation
+        is also recorded exactly under `EXACT_ACTIVATION_KEY`.
+        """
         return {
             "attention_probs_dropout_prob": 0.1,
             "hidden_act": {"gelu_tanh": "gelu", "gelu": "gelu", "relu": "relu"}[self.hidden_act],
+            EXACT_ACTIVATION_KEY: self.hidden_act,
             "hidden_dropout_prob": 0.1,
             "hidden_size": self.hidden_size,
             "initializer_range": 0.02,

@@ -12,7 +12,7 @@ from typing import Callable
 
 from ..errors import bad_input
 from ..tree import ParameterTree
-from . import hf
+from . import google_tf, hf
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,8 @@ class Format:
 
 FORMATS: tuple[Format, ...] = (
     Format("hf", hf.FORMATS, hf.sniff, hf.candidates, hf.read, hf.write, writes_directory=True),
+    Format("tf", (google_tf.FORMAT,), google_tf.sniff, google_tf.candidates, google_tf.read, google_tf.write,
+           writes_directory=True),
 )
 
 TARGETS = {f.target: f for f in FORMATS if f.write is not None}

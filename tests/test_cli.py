@@ -1,0 +1,107 @@
+"""The command line as a user runs it: exit codes, JSON keys, atomic outputs, clear errors."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES
+
+HF = FIXTURES / "hf"
+AUDIT_KEYS = {"format", "config", "parameters", "expected_parameters", "components", "heads", "ignored", "ok"}
+
+
+def test_audit_json_keys_and_exit_zero(cli):
+    result = cli("audit", HF / "pretraining", "--json")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert AUDIT_KEYS <= set(report)
+    assert report["format"] == "hf-safetensors"
+    assert set(report["config"]) >= {"vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size",
+                                     "max_position_embeddings", "type_vocab_size"}
+    assert report["heads"] == {"pooler": True, "mlm": True, "nsp": True}
+    assert all(set(c) >= {"name", "parameters", "expected"} for c in report["components"])
+
+
+def test_audit_with_a_config_that_disagrees_exits_one(cli, tmp_path):
+    config = json.loads((HF / "pretraining" / "config.json").read_text())
+    config["intermediate_size"] = 64
+    wrong = tmp_path / "config.json"
+    wrong.write_text(json.dumps(config))
+    result = cli("audit", HF / "pretraining", "--config", wrong)
+    assert result.exit_code == 1
+    assert "intermediate" in result.stdout and "FAILED" in result.stdout
+
+
+def test_inspect_lists_every_tensor(cli):
+    result = cli("inspect", HF / "pretraining_bin", "--json")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    names = {t["name"] for t in report["tensors"]}
+    assert "cls.predictions.decoder.weight" in names
+    decoder = next(t for t in report["tensors"] if t["name"] == "cls.predictions.decoder.weight")
+    assert decoder["shared_with"] == "embeddings.word" and decoder["shape"] == [99, 32]
+
+
+def test_missing_path_exits_two_with_its_name(cli, tmp_path):
+    result = cli("audit", tmp_path / "nope")
+    assert result.exit_code == 2 and "nope" in result.stderr and "does not exist" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_directory_with_two_checkpoints_is_refused_by_name(cli, tmp_path):
+    for name in ("model.safetensors", "config.json"):
+        (tmp_path / name).write_bytes((HF / "pretraining" / name).read_bytes())
+    (tmp_path / "pytorch_model.bin").write_bytes((HF / "pretraining_bin" / "pytorch_model.bin").read_bytes())
+    result = cli("audit", tmp_path)
+    assert result.exit_code == 2
+    assert "model.safetensors" in result.stderr and "pytorch_model.bin" in result.stderr
+
+
+def _digest(path: Path) -> tuple[str, int]:
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.read_bytes())
+    return h.hexdigest(), max(os.stat(f).st_mtime_ns for f in files)
+
+
+def test_convert_is_atomic_refuses_existing_destination_and_leaves_input_untouched(cli, tmp_path):
+    source = HF / "pretraining_bin"
+    before = _digest(source)
+    out = tmp_path / "out"
+    assert cli("convert", source, out, "--to", "hf").exit_code == 0
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors"]
+    second = cli("convert", source, out, "--to", "hf")
+    assert second.exit_code == 2 and "--force" in second.stderr
+    assert cli("convert", source, out, "--to", "hf", "--force").exit_code == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no temporaries left behind
+    assert _digest(source) == before
+
+
+def test_convert_refuses_to_overwrite_its_own_input(cli, tmp_path):
+    source = tmp_path / "model"
+    source.mkdir()
+    for name in ("model.safetensors", "config.json"):
+        (source / name).write_bytes((HF / "pretraining" / name).read_bytes())
+    result = cli("convert", source, source, "--to", "hf", "--force")
+    assert result.exit_code == 2 and "replace the input" in result.stderr
+    assert (source / "model.safetensors").exists()
+
+
+def test_unknown_flag_is_usage_error(cli):
+    assert cli("audit", HF / "pretraining", "--bogus").exit_code == 2
+
+
+def test_minilm_real_encoder_only_model(cli, minilm):
+    result = cli("audit", minilm, "--json")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["heads"] == {"pooler": True, "mlm": False, "nsp": False}
+    assert report["config"]["hidden_size"] == 384 and report["config"]["num_hidden_layers"] == 6
+    assert report["parameters"] == report["expected_parameters"] == 22_713_216
+    assert [i["name"] for i in report["ignored"]] == ["embeddings.position_ids"]
