@@ -22,7 +22,8 @@ SSTable layout (every integer little-endian; `varint` is protobuf's base-128 enc
                 magic 0xdb4775248b80fb57 as a little-endian uint64
 
 What TensorFlow 2.21 writes, and so what `write_bundle` writes byte for byte:
-  - index blocks are raw (TF has not written snappy index blocks since 1.2; older files do);
+  - the .index file's blocks are raw (TF has not snappy-compressed them since 1.2; files
+    from older releases, still in circulation, are compressed);
   - data blocks are cut when their size estimate reaches `TF_BLOCK_SIZE` = 262144 bytes (the
     default of tsl::table::Options; LevelDB's own default is 4096), restart interval 16;
     the index block uses restart interval 1; the metaindex block is empty;
@@ -51,7 +52,7 @@ from google_crc32c import cext as crc32c  # the compiled implementation, or Impo
 
 from .. import dtypes
 from ..dtypes import DType
-from ..errors import BadInput, bad_input
+from ..errors import bad_input
 from ..tensor import MappedTensor, check_span
 from . import protowire as pw
 
@@ -63,11 +64,14 @@ FOOTER_HANDLES_SIZE = 2 * BLOCK_HANDLE_MAX_SIZE
 BLOCK_TRAILER_SIZE = 5  # type byte + masked crc32c
 BLOCK_TYPE_RAW = 0
 BLOCK_TYPE_SNAPPY = 1
-BLOCK_TYPE_NAMES = {BLOCK_TYPE_RAW: "raw", BLOCK_TYPE_SNAPPY: "snappy"}
 UINT32_SIZE = 4
 # Snappy's densest element is a 3-byte copy of 64 bytes (21x); a block claiming more than this
 # expansion is corrupt, and refusing it keeps a forged length from allocating gigabytes.
 SNAPPY_MAX_EXPANSION = 32
+# Prefix compression lets an entry of 3 bytes repeat a long key. Real indexes rebuild at most a
+# few times their block's size in keys; a block rebuilding more is hostile, and stopping it keeps
+# a small file from costing quadratic time.
+KEY_EXPANSION_LIMIT = 64
 
 # What TensorFlow's TableBuilder uses (tsl/lib/io/table_options.h, table_builder.cc).
 TF_BLOCK_SIZE = 262_144
@@ -81,9 +85,14 @@ CRC_MASK_DELTA = 0xA282EAD8
 CRC_MASK_ROTATION = 15
 UINT32_MASK = 0xFFFFFFFF
 CRC_CHUNK_BYTES = 1 << 24  # checksum and write tensors 16 MiB at a time
+KEY_SHOWN_CHARS = 120  # keys in messages are clipped to this
 
 # Tensor bundle (tensorflow/core/protobuf/tensor_bundle.proto, util/tensor_bundle).
 HEADER_KEY = b""
+# Slices of partitioned variables are stored under OrderedCode-encoded keys, which start with a
+# zero byte (checkpoint::EncodeTensorNameSlice); the variable's name follows, ended by 00 01.
+SLICE_KEY_MARKER = b"\x00"
+SLICE_NAME_END = b"\x00\x01"
 BUNDLE_VERSION = 1  # kTensorBundleVersion: the producer we write, the consumer we are
 BUNDLE_MIN_PRODUCER = 0  # kTensorBundleMinProducer
 ENDIANNESS_LITTLE = 0
@@ -153,6 +162,12 @@ def crc32c_of_array(array: np.ndarray, crc: int = 0) -> int:
     for start in range(0, flat.size, CRC_CHUNK_BYTES):
         crc = crc32c.extend(crc, flat[start:start + CRC_CHUNK_BYTES])
     return crc
+
+
+def show_key(key: bytes) -> str:
+    """A key for a message: its repr, clipped to KEY_SHOWN_CHARS characters."""
+    shown = repr(key)
+    return shown if len(shown) <= KEY_SHOWN_CHARS else f"{shown[:KEY_SHOWN_CHARS]}... ({len(key)} bytes)"
 
 
 def _u32(data: bytes, pos: int) -> int:
@@ -240,6 +255,7 @@ def _iter_block(block: bytes, *, path: Path, what: str) -> Iterator[tuple[bytes,
         raise bad_input(path, f"{what}: claims {num_restarts} restart points, "
                               f"a block of {len(block)} bytes holds at most {max_restarts}")
     entries_end = len(block) - UINT32_SIZE * (num_restarts + 1)
+    key_budget = KEY_EXPANSION_LIMIT * len(block)
     pos, key, number = 0, b"", 0
     while pos < entries_end:
         where = f"{what}, entry #{number} at byte {pos}"
@@ -254,6 +270,10 @@ def _iter_block(block: bytes, *, path: Path, what: str) -> Iterator[tuple[bytes,
         if non_shared + value_len > entries_end - pos:
             raise bad_input(path, f"{where}: key and value claim {non_shared} + {value_len} bytes, "
                                   f"{entries_end - pos} left in the block")
+        key_budget -= shared + non_shared
+        if key_budget < 0:
+            raise bad_input(path, f"{where}: the block's keys expand to more than "
+                                  f"{KEY_EXPANSION_LIMIT} times its size (corrupt or hostile index)")
         key = key[:shared] + block[pos:pos + non_shared]
         value = block[pos + non_shared:pos + non_shared + value_len]
         pos += non_shared + value_len
@@ -275,20 +295,20 @@ def read_table(data: bytes, path: Path) -> list[tuple[bytes, bytes]]:
     rows: list[tuple[bytes, bytes]] = []
     lower_bound: bytes | None = None  # the previous index key: every later key is above it
     for separator, handle_bytes in _iter_block(index_block, path=path, what="index block"):
-        what = f"data block indexed by key {separator!r}"
-        handle, used = _decode_handle(handle_bytes, 0, path=path, what=f"index entry {separator!r}")
+        what = f"data block indexed by key {show_key(separator)}"
+        handle, used = _decode_handle(handle_bytes, 0, path=path, what=f"index entry {show_key(separator)}")
         if used != len(handle_bytes):
-            raise bad_input(path, f"index entry {separator!r}: {len(handle_bytes) - used} stray "
+            raise bad_input(path, f"index entry {show_key(separator)}: {len(handle_bytes) - used} stray "
                                   f"bytes after its block handle")
         block = _read_block(data, handle, path=path, what=what)
         for key, value in _iter_block(block, path=path, what=what):
             if rows and key <= rows[-1][0]:
-                raise bad_input(path, f"{what}: key {key!r} does not sort after {rows[-1][0]!r}")
+                raise bad_input(path, f"{what}: key {show_key(key)} does not sort after {show_key(rows[-1][0])}")
             if lower_bound is not None and key <= lower_bound:
-                raise bad_input(path, f"{what}: key {key!r} does not sort after the previous "
-                                      f"block's index key {lower_bound!r}")
+                raise bad_input(path, f"{what}: key {show_key(key)} does not sort after the previous "
+                                      f"block's index key {show_key(lower_bound)}")
             if key > separator:
-                raise bad_input(path, f"{what}: key {key!r} sorts after the block's index key")
+                raise bad_input(path, f"{what}: key {show_key(key)} sorts after the block's index key")
             rows.append((key, value))
         lower_bound = separator
     return rows
@@ -356,22 +376,22 @@ def _repeated_varints(field: pw.Field, name: str, *, path: Path, entry: str) -> 
 def parse_header(value: bytes, path: Path) -> BundleHeader:
     """Decode and validate the BundleHeaderProto stored under the key ""."""
     entry = "header entry"
-    num_shards, endianness = 0, ENDIANNESS_LITTLE
-    producer, min_consumer, bad_consumers = 0, 0, []
+    num_shards, endianness, version = 0, ENDIANNESS_LITTLE, bytearray()
     for field in pw.iter_fields(value, source=path, entry=entry):
         if field.number == HEADER_NUM_SHARDS:
             num_shards = _varint(field, "num_shards", path=path, entry=entry)
         elif field.number == HEADER_ENDIANNESS:
             endianness = _varint(field, "endianness", path=path, entry=entry)
-        elif field.number == HEADER_VERSION:
-            version = _message(field, "version", path=path, entry=entry)
-            for vfield in pw.iter_fields(version, source=path, entry=f"{entry}, version"):
-                if vfield.number == VERSION_PRODUCER:
-                    producer = _varint(vfield, "producer", path=path, entry=entry)
-                elif vfield.number == VERSION_MIN_CONSUMER:
-                    min_consumer = _varint(vfield, "min_consumer", path=path, entry=entry)
-                elif vfield.number == VERSION_BAD_CONSUMERS:
-                    bad_consumers += _repeated_varints(vfield, "bad_consumers", path=path, entry=entry)
+        elif field.number == HEADER_VERSION:  # repeats of a message field merge: concatenate
+            version += _message(field, "version", path=path, entry=entry)
+    producer, min_consumer, bad_consumers = 0, 0, []
+    for field in pw.iter_fields(version, source=path, entry=f"{entry}, version"):
+        if field.number == VERSION_PRODUCER:
+            producer = _varint(field, "producer", path=path, entry=entry)
+        elif field.number == VERSION_MIN_CONSUMER:
+            min_consumer = _varint(field, "min_consumer", path=path, entry=entry)
+        elif field.number == VERSION_BAD_CONSUMERS:
+            bad_consumers += _repeated_varints(field, "bad_consumers", path=path, entry=entry)
     if endianness == ENDIANNESS_BIG:
         raise bad_input(path, "the checkpoint was written on a big-endian machine; bertconv reads "
                               "little-endian bundles only (re-save it on a little-endian machine)")
@@ -390,7 +410,7 @@ def parse_header(value: bytes, path: Path) -> BundleHeader:
     return BundleHeader(num_shards, endianness, producer, min_consumer, tuple(bad_consumers))
 
 
-def _parse_shape(value: memoryview, *, path: Path, entry: str) -> tuple[int, ...]:
+def _parse_shape(value: bytes, *, path: Path, entry: str) -> tuple[int, ...]:
     """TensorShapeProto -> dims; refuses unknown rank and unknown (-1) dimensions."""
     dims = []
     for field in pw.iter_fields(value, source=path, entry=f"{entry}, shape"):
@@ -413,12 +433,12 @@ def _parse_shape(value: memoryview, *, path: Path, entry: str) -> tuple[int, ...
 def parse_entry(name: str, value: bytes, header: BundleHeader, path: Path) -> BundleEntry:
     """Decode and validate the BundleEntryProto of tensor `name`."""
     entry = f"entry {name!r}"
-    tf_dtype, shape, shard_id, offset, size, masked_crc = DT_INVALID, (), 0, 0, 0, 0
+    tf_dtype, shard_id, offset, size, masked_crc, shape_proto = DT_INVALID, 0, 0, 0, 0, bytearray()
     for field in pw.iter_fields(value, source=path, entry=entry):
         if field.number == ENTRY_DTYPE:
             tf_dtype = _varint(field, "dtype", path=path, entry=entry)
-        elif field.number == ENTRY_SHAPE:
-            shape = _parse_shape(_message(field, "shape", path=path, entry=entry), path=path, entry=entry)
+        elif field.number == ENTRY_SHAPE:  # repeats of a message field merge: concatenate
+            shape_proto += _message(field, "shape", path=path, entry=entry)
         elif field.number == ENTRY_SHARD_ID:
             shard_id = _varint(field, "shard_id", path=path, entry=entry)
         elif field.number == ENTRY_OFFSET:
@@ -433,6 +453,7 @@ def parse_entry(name: str, value: bytes, header: BundleHeader, path: Path) -> Bu
                                   f"whole tensors (re-save the checkpoint without partitioning)")
     if tf_dtype == DT_INVALID:
         raise bad_input(path, f"{entry} has no dtype")
+    shape = _parse_shape(bytes(shape_proto), path=path, entry=entry)
     if not 0 <= shard_id < header.num_shards:
         raise bad_input(path, f"{entry}: shard_id {shard_id}, but the bundle has "
                               f"{header.num_shards} shard(s)")
@@ -510,10 +531,15 @@ class BundleReader:
         self.num_shards = self.header.num_shards
         self.entries: dict[str, BundleEntry] = {}
         for key, value in rows[1:]:
+            if key.startswith(SLICE_KEY_MARKER):
+                variable = key[len(SLICE_KEY_MARKER):].split(SLICE_NAME_END)[0].decode("utf-8", "replace")
+                raise bad_input(self.index_path, f"holds slices of the partitioned variable {variable!r}; "
+                                                 f"bertconv reads only whole tensors (re-save the "
+                                                 f"checkpoint without partitioning)")
             try:
                 name = key.decode("utf-8")
             except UnicodeDecodeError:
-                raise bad_input(self.index_path, f"tensor name {key!r} is not UTF-8") from None
+                raise bad_input(self.index_path, f"tensor name {show_key(key)} is not UTF-8") from None
             self.entries[name] = parse_entry(name, value, self.header, self.index_path)
 
     def __repr__(self) -> str:
@@ -526,14 +552,14 @@ class BundleReader:
         return Path(f"{self.prefix}.data-{shard_id:05d}-of-{self.num_shards:05d}")
 
     def entry(self, name: str) -> BundleEntry:
-        """The entry of tensor `name`; `BadInput` listing nothing else when it is absent."""
+        """The entry of tensor `name`; `BadInput` when the index has no such tensor."""
         try:
             return self.entries[name]
         except KeyError:
             raise bad_input(self.index_path, f"no tensor named {name!r} "
                                              f"(the index has {len(self.entries)} entries)") from None
 
-    def tensor(self, name: str):
+    def tensor(self, name: str) -> BundleTensor:
         """Tensor `name` as a lazy `BundleTensor` (a `MappedTensor`) of its storage dtype."""
         entry = self.entry(name)
         if entry.dtype is None:
@@ -843,8 +869,8 @@ def write_bundle(prefix: str | Path, tensors: Iterable[TensorSource], *, compres
     (bfloat16 as uint16 bits), any strides or byte order. Names are sorted first; each `load`
     is called once, in that order, and its array released before the next, so memory stays
     bounded by one tensor. Writes "<prefix>.data-00000-of-00001", then "<prefix>.index".
-    `compress` snappy-compresses index blocks that shrink by at least 12.5% (LevelDB's rule;
-    TensorFlow reads them, though it no longer writes them).
+    `compress` snappy-compresses the .index file's blocks that shrink by at least 12.5%
+    (LevelDB's rule; TensorFlow reads such files, as older releases wrote them).
     """
     sources = sorted(tensors, key=lambda source: source[0].encode("utf-8"))
     for (name, *_), (next_name, *_) in zip(sources, sources[1:]):
