@@ -98,7 +98,7 @@ class UnsafePickle(BadInput):
 
 
 class _SafeUnpickler(pickle.Unpickler):
-    def __init__(self, stream: io.BufferedIOBase, path: Path, member: str):
+    def __init__(self, stream, path: Path, member: str):
         super().__init__(stream)
         self._path = path
         self._member = member
@@ -119,7 +119,28 @@ class _SafeUnpickler(pickle.Unpickler):
         return _StorageRef(str(pid[2]), pid[1].dtype, int(pid[4]))
 
 
-def _unpickle(stream: io.BufferedIOBase, path: Path, member: str):
+class _ClampedReader:
+    """A file whose reads never ask for more than is left in it.
+
+    A pickle opcode can claim a length of gigabytes; a buffered file's `read(n)` allocates
+    `n` bytes before finding out the file is shorter. Clamping keeps every allocation within
+    the file's size.
+    """
+
+    def __init__(self, file: io.BufferedIOBase, size: int):
+        self._file = file
+        self._size = size
+
+    def read(self, n: int = -1) -> bytes:
+        left = max(0, self._size - self._file.tell())
+        return self._file.read(left if n is None or n < 0 else min(n, left))
+
+    def readline(self, limit: int = -1) -> bytes:
+        left = max(0, self._size - self._file.tell())
+        return self._file.readline(left if limit is None or limit < 0 else min(limit, left))
+
+
+def _unpickle(stream, path: Path, member: str):
     """Load one pickle from `stream` with the safe unpickler; any failure is `BadInput`."""
     try:
         return _SafeUnpickler(stream, path, member).load()
@@ -173,35 +194,41 @@ def _state_dict(obj, path: Path) -> dict:
     return obj
 
 
+#: What the zipfile module raises on a damaged archive.
+_ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError,
+               NotImplementedError, struct.error, KeyError, UnicodeDecodeError)
+
+
 def _read_zip(path: Path) -> tuple[dict, dict[str, tuple[int, int]]]:
     try:
-        archive = zipfile.ZipFile(path)
-        members = archive.infolist()
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
-        raise bad_input(path, f"torch zip archive is unreadable: {exc}") from None
-    with archive:
-        pickles = [m for m in members if m.filename.endswith("data.pkl") and m.filename.count("/") == 1]
-        if len(pickles) != 1:
-            found = ", ".join(m.filename for m in pickles) or "none"
-            raise bad_input(path, f"expected one <archive>/data.pkl in the zip, found {found}")
-        pkl = pickles[0]
-        prefix = pkl.filename[: -len("data.pkl")]
-        if pkl.file_size > os.path.getsize(path):
-            raise bad_input(path, f"{pkl.filename} claims {pkl.file_size} bytes, more than the file")
-        try:
-            data = archive.read(pkl)
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as exc:
-            raise bad_input(path, f"cannot read {pkl.filename}: {exc}") from None
-        byteorder = prefix + "byteorder"
-        if byteorder in archive.namelist() and archive.read(byteorder).strip() not in (b"little", b""):
-            raise bad_input(path, "big-endian torch checkpoints are not supported")
-        records = _state_dict(_unpickle(io.BytesIO(data), path, pkl.filename), path)
-        spans = {}
-        file_size = os.path.getsize(path)
-        for member in members:
-            if member.filename.startswith(prefix + "data/"):
-                key = member.filename[len(prefix + "data/"):]
-                spans[key] = (_member_data_offset(path, member, file_size), member.file_size)
+        with zipfile.ZipFile(path) as archive:
+            return _read_archive(path, archive)
+    except BadInput:
+        raise
+    except _ZIP_ERRORS as exc:
+        raise bad_input(path, f"torch zip archive is damaged: {type(exc).__name__}: {exc}") from None
+
+
+def _read_archive(path: Path, archive: zipfile.ZipFile) -> tuple[dict, dict[str, tuple[int, int]]]:
+    members = archive.infolist()
+    pickles = [m for m in members if m.filename.endswith("data.pkl") and m.filename.count("/") == 1]
+    if len(pickles) != 1:
+        found = ", ".join(m.filename for m in pickles) or "none"
+        raise bad_input(path, f"expected one <archive>/data.pkl in the zip, found {found}")
+    pkl = pickles[0]
+    prefix = pkl.filename[: -len("data.pkl")]
+    file_size = os.path.getsize(path)
+    if pkl.file_size > file_size:
+        raise bad_input(path, f"{pkl.filename} claims {pkl.file_size} bytes, more than the file")
+    byteorder = prefix + "byteorder"
+    if byteorder in archive.namelist() and archive.read(byteorder).strip() not in (b"little", b""):
+        raise bad_input(path, "big-endian torch checkpoints are not supported")
+    records = _state_dict(_unpickle(io.BytesIO(archive.read(pkl)), path, pkl.filename), path)
+    spans = {}
+    for member in members:
+        if member.filename.startswith(prefix + "data/"):
+            key = member.filename[len(prefix + "data/"):]
+            spans[key] = (_member_data_offset(path, member, file_size), member.file_size)
     return records, spans
 
 
@@ -226,7 +253,8 @@ def _read_legacy(path: Path) -> tuple[dict, dict[str, tuple[int, int]]]:
     """The pre-zip format: five pickles, then each storage as an 8-byte element count and its
     raw bytes. Only the pickles are read here; storages stay on disk."""
     file_size = os.path.getsize(path)
-    with open(path, "rb") as stream:
+    with open(path, "rb") as file:
+        stream = _ClampedReader(file, file_size)
         magic = _unpickle(stream, path, "legacy magic number")
         if magic != LEGACY_MAGIC_NUMBER:
             raise bad_input(path, "not a torch checkpoint: a pickle, but without torch's magic number "
@@ -239,12 +267,12 @@ def _read_legacy(path: Path) -> tuple[dict, dict[str, tuple[int, int]]]:
             raise bad_input(path, "legacy storage key list is not a list")
         itemsizes = {r.storage.key: r.storage.dtype.itemsize for r in _records(records)}
         spans = {}
-        position = stream.tell()
+        position = file.tell()
         for key in keys:
             key = str(key)
             check_span(path, position, 8, file_size, f"legacy storage {key}")
-            stream.seek(position)
-            (numel,) = struct.unpack("<q", stream.read(8))
+            file.seek(position)
+            (numel,) = struct.unpack("<q", file.read(8))
             nbytes = numel * itemsizes.get(key, 1)
             check_span(path, position + 8, nbytes, file_size, f"legacy storage {key}")
             spans[key] = (position + 8, nbytes)
@@ -275,6 +303,9 @@ def _assemble(path: Path, state: dict, spans: dict[str, tuple[int, int]]) -> Tor
         if any(d < 0 for d in value.shape) or any(s < 0 for s in value.stride) or len(value.shape) != len(value.stride):
             raise bad_input(path, f"tensor {name!r}: bad size {list(value.shape)} / stride {list(value.stride)}")
         numel = math.prod(value.shape)
+        if numel > storage.numel:
+            raise bad_input(path, f"tensor {name!r}: {numel} elements viewed over a storage of "
+                                  f"{storage.numel}; a saved parameter cannot be larger than its bytes")
         if numel:
             last = value.offset + sum((d - 1) * s for d, s in zip(value.shape, value.stride))
             if value.offset < 0 or last >= storage.numel:

@@ -1,0 +1,93 @@
+"""Fuzzing the Hugging Face readers: safetensors headers and torch zip/pickle files."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES
+from fuzzing import CASES, check_case, mutations
+
+HF = FIXTURES / "hf"
+
+
+def _fuzz(tmp_path: Path, source: Path, name: str, boundaries: list[int], seed: int) -> Counter:
+    data = source.read_bytes()
+    target = tmp_path / name
+    outcomes = Counter()
+    for label, mutant in mutations(data, seed, CASES, boundaries):
+        target.write_bytes(mutant)
+        outcomes[check_case(target, f"{source.name} {label}")] += 1
+    return outcomes
+
+
+def test_safetensors_reader_survives_mutations(tmp_path):
+    source = HF / "pretraining" / "model.safetensors"
+    data = source.read_bytes()
+    (header_length,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + header_length])
+    boundaries = [0, 4, 8, 8 + header_length] + [8 + header_length + v["data_offsets"][0]
+                                                 for k, v in header.items() if k != "__metadata__"]
+    # Concentrate mutations on the header, where the structure is.
+    outcomes = _fuzz(tmp_path, source, "model.safetensors", boundaries, seed=1)
+    assert outcomes["refused"] > 0 and sum(outcomes.values()) == CASES
+
+
+def test_torch_zip_reader_survives_mutations(tmp_path):
+    outcomes = _fuzz(tmp_path, HF / "pretraining_bin" / "pytorch_model.bin", "pytorch_model.bin", [0, 4, 30], seed=2)
+    assert outcomes["refused"] > 0 and sum(outcomes.values()) == CASES
+
+
+def test_legacy_torch_reader_survives_mutations(tmp_path):
+    outcomes = _fuzz(tmp_path, HF / "legacy_bin" / "pytorch_model.bin", "pytorch_model.bin", [0, 2, 11], seed=3)
+    assert outcomes["refused"] > 0 and sum(outcomes.values()) == CASES
+
+
+def _header_mutant(tmp_path: Path, edit) -> Path:
+    data = (HF / "pretraining" / "model.safetensors").read_bytes()
+    (length,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + length])
+    edit(header)
+    text = json.dumps(header).encode()
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(struct.pack("<Q", len(text)) + text + data[8 + length:])
+    return path
+
+
+NAME = "bert.embeddings.word_embeddings.weight"
+
+
+@pytest.mark.parametrize("label,edit", [
+    ("absurd shape", lambda h: h[NAME].update(shape=[2**40, 2**40])),
+    ("negative dim", lambda h: h[NAME].update(shape=[-99, 32])),
+    ("offsets past end", lambda h: h[NAME].update(data_offsets=[0, 2**62])),
+    ("wrong dtype", lambda h: h[NAME].update(dtype="Q7")),
+    ("dtype size mismatch", lambda h: h[NAME].update(dtype="F16")),
+    ("not an object", lambda h: h.update({NAME: 3})),
+    ("float dims", lambda h: h[NAME].update(shape=[99.0, 32])),
+])
+def test_structured_safetensors_header_damage_is_refused_with_the_tensor_named(tmp_path, label, edit):
+    path = _header_mutant(tmp_path, edit)
+    assert check_case(path, label) == "refused"
+    from bertconv import formats
+    from bertconv.errors import BadInput
+    with pytest.raises(BadInput) as error:
+        formats.read(path)
+    assert str(path) in str(error.value)
+    assert NAME in str(error.value) or "data" in str(error.value)
+
+
+def test_duplicate_names_in_a_safetensors_header_are_refused(tmp_path):
+    data = (HF / "pretraining" / "model.safetensors").read_bytes()
+    (length,) = struct.unpack("<Q", data[:8])
+    text = data[8:8 + length].decode().rstrip()
+    entry = text[text.index('"bert.embeddings.LayerNorm.bias"'):].split("},", 1)[0] + "}"
+    duplicated = text[:-1] + "," + entry + "}"
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(struct.pack("<Q", len(duplicated)) + duplicated.encode() + data[8 + length:])
+    assert check_case(path, "duplicate name") == "refused"
