@@ -97,7 +97,9 @@ class UnsafePickle(BadInput):
     """The pickle names a global outside the allow-list: loading it could run code."""
 
 
-class _SafeUnpickler(pickle.Unpickler):
+# The pure-Python unpickler, not the C one: the C unpickler sizes its memo array by the largest
+# memo index a file names, so a 20-byte pickle can demand gigabytes; the Python one uses a dict.
+class _SafeUnpickler(pickle._Unpickler):
     def __init__(self, stream, path: Path, member: str):
         super().__init__(stream)
         self._path = path

@@ -1,0 +1,318 @@
+"""Two checkpoints compared in canonical space, tensor by tensor, streaming.
+
+A and B may be in different formats: both are read into canonical trees, so names, layouts
+(transposes) and spellings no longer matter, only the canonical parameters. Each tensor pair is
+read in chunks along one axis (at most `CHUNK_ELEMENTS` values at a time), so memory stays
+bounded by the chunk, not the tensor.
+
+What counts as a difference:
+- a parameter one side has and the other lacks (`only_in_a`, `only_in_b`);
+- a shape difference (the values are then not compared);
+- values: at `atol == 0` the raw bits must be equal (so -0.0 vs 0.0 and different NaN payloads
+  count); with `atol > 0` the largest absolute difference, computed in float64 of the
+  float32-widened values, must not exceed `atol` (NaN against NaN counts as equal there, NaN
+  against a number as an infinite difference).
+- a dtype difference is reported (`dtype_differences`, and `identical` is false) but is not a
+  difference by itself: the values are compared after widening both sides to float32, bit for
+  bit at the default tolerance. A bfloat16 file and its float32 widening (bert4keras' HDF5 has
+  no bfloat16) are equal; a float32 file and its float16 rounding differ unless `atol` allows.
+
+Stored copies (`Role.copy_of`: a tied MLM decoder, the decoder bias) are compared by what they
+stand for: a side that does not store the copy stands for it with the tensor it copies (the
+decoder *is* the word-embedding table when tied). So a tied copy stored in only one side is not
+a difference as long as it equals the other side's table; a decoder that differs from it is.
+A copy with nothing to stand for it on the other side (that side has no MLM head) is listed as
+only in its side.
+
+A tensor that cannot be read (a TF checksum mismatch, a truncated file) raises `BadInput` from
+its `read()`: for diff that is bad input (exit 2), unlike `verify --deep`, whose job is to find it.
+
+Config fields that differ are reported (`config_differences`) but do not make A and B differ:
+diff compares tensors; `verify` judges a config against its tensors.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+
+from ..dtypes import DType, as_float32
+from ..tree import Parameter, ParameterTree, model_order_key, role_of
+
+#: The most values a chunk holds: 2**20 values are 8 MB once widened to float64.
+CHUNK_ELEMENTS = 1 << 20
+#: `atol` at which comparisons are bit-exact.
+BIT_EXACT = 0.0
+#: Config fields compared between A and B (reported, never a difference of the tensors).
+CONFIG_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                 "intermediate_size", "max_position_embeddings", "type_vocab_size", "hidden_act",
+                 "layer_norm_eps", "tie_word_embeddings", "conditional_size")
+
+
+# --- streaming ------------------------------------------------------------------------------
+
+
+def chunk_indices(array: np.ndarray, max_elements: int | None = None) -> Iterator[tuple[slice, ...]]:
+    """Index tuples that cover `array` in chunks of at most `max_elements` values (default
+    `CHUNK_ELEMENTS`; one row when a single row is larger).
+
+    Chunks run along the axis that is slowest in memory: axis 0 for a row-major array, axis 1 for
+    the transposed view of one (a Hugging Face Linear weight read as a canonical kernel), so that
+    each chunk reads contiguous bytes of the file.
+    """
+    max_elements = max_elements or CHUNK_ELEMENTS
+    shape = array.shape
+    if array.ndim == 0 or array.size == 0:
+        yield tuple(slice(None) for _ in shape)
+        return
+    axis = 1 if array.ndim == 2 and abs(array.strides[1]) > abs(array.strides[0]) else 0
+    per_step = math.prod(shape) // shape[axis]
+    step = max(1, max_elements // max(per_step, 1))
+    for start in range(0, shape[axis], step):
+        index = [slice(None)] * array.ndim
+        index[axis] = slice(start, min(start + step, shape[axis]))
+        yield tuple(index)
+
+
+def chunk_origin(index: tuple[slice, ...]) -> tuple[int, ...]:
+    """The position in the whole array of a chunk's first element."""
+    return tuple(s.start or 0 for s in index)
+
+
+def global_position(index: tuple[slice, ...], chunk_shape: tuple[int, ...], flat: int) -> tuple[int, ...]:
+    """The position in the whole array of element `flat` (row-major) of the chunk at `index`."""
+    local = np.unravel_index(flat, chunk_shape) if chunk_shape else ()
+    return tuple(int(o + l) for o, l in zip(chunk_origin(index), local))
+
+
+def raw_bits(values: np.ndarray) -> np.ndarray:
+    """The bit patterns of `values` as unsigned integers of the same width."""
+    values = np.ascontiguousarray(values)
+    return values.view(f"<u{values.dtype.itemsize}")
+
+
+def json_number(value: float) -> float | str:
+    """`value` for a strict JSON document: NaN and infinities become the strings "nan", "inf"."""
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return value
+
+
+# --- one tensor pair ------------------------------------------------------------------------
+
+
+@dataclass
+class Comparison:
+    """How two same-shaped tensors compare.
+
+    Attributes:
+      bit_equal: every value has the same bits (after widening to float32 when the dtypes differ).
+      max_abs_diff: largest |a - b| in float64 of the float32-widened values (inf when one side
+        is NaN where the other is not).
+      max_at: the position of that largest difference (None when every value is equal).
+      first_difference: the first position, in row-major order, whose bits differ (or None).
+      a_value, b_value: the values there, widened to float32.
+    """
+
+    bit_equal: bool = True
+    max_abs_diff: float = 0.0
+    max_at: tuple[int, ...] | None = None
+    first_difference: tuple[int, ...] | None = None
+    a_value: float = 0.0
+    b_value: float = 0.0
+    first_flat: int | None = field(default=None, repr=False)  # row-major offset of first_difference
+
+    def within(self, atol: float) -> bool:
+        """Equal at tolerance `atol` (bit-exact when `atol` is 0)."""
+        return self.bit_equal if atol == BIT_EXACT else self.max_abs_diff <= atol
+
+    def as_dict(self) -> dict:
+        first = None
+        if self.first_difference is not None:
+            first = {"index": list(self.first_difference), "a": json_number(self.a_value),
+                     "b": json_number(self.b_value)}
+        return {"bit_equal": self.bit_equal, "max_abs_diff": json_number(self.max_abs_diff),
+                "max_at": list(self.max_at) if self.max_at is not None else None,
+                "first_difference": first}
+
+
+def _abs_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """|a - b| in float64, with equal values (infinities too) 0, NaN against NaN 0, and NaN
+    against a number infinite."""
+    wide_a, wide_b = a.astype(np.float64), b.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        difference = np.abs(wide_a - wide_b)
+    nan_a, nan_b = np.isnan(wide_a), np.isnan(wide_b)
+    difference[(wide_a == wide_b) | (nan_a & nan_b)] = 0.0
+    difference[nan_a ^ nan_b] = np.inf
+    return difference
+
+
+def compare_arrays(a: np.ndarray, a_dtype: DType, b: np.ndarray, b_dtype: DType) -> Comparison:
+    """Compare two arrays of the same shape (in their storage dtypes), chunk by chunk."""
+    if tuple(a.shape) != tuple(b.shape):
+        raise ValueError(f"compare_arrays needs equal shapes, got {list(a.shape)} and {list(b.shape)}")
+    result = Comparison()
+    same_dtype = a_dtype == b_dtype
+    for index in chunk_indices(a):
+        chunk_a, chunk_b = np.asarray(a[index]), np.asarray(b[index])
+        wide_a, wide_b = as_float32(chunk_a, a_dtype), as_float32(chunk_b, b_dtype)
+        if same_dtype:
+            differs = raw_bits(chunk_a) != raw_bits(chunk_b)
+        else:
+            differs = raw_bits(wide_a) != raw_bits(wide_b)
+        if differs.any():
+            _note_first_difference(result, index, differs, wide_a, wide_b, a.shape)
+        difference = _abs_difference(wide_a, wide_b)
+        if difference.size:
+            flat = int(np.argmax(difference))
+            largest = float(difference.reshape(-1)[flat])
+            if largest > result.max_abs_diff:
+                result.max_abs_diff = largest
+                result.max_at = global_position(index, difference.shape, flat)
+    return result
+
+
+def _note_first_difference(result: Comparison, index: tuple[slice, ...], differs: np.ndarray,
+                           wide_a: np.ndarray, wide_b: np.ndarray, shape: tuple[int, ...]) -> None:
+    """Record the chunk's first differing position if it comes before the one found so far.
+
+    Within a chunk the first True of the row-major ravel is the earliest position in row-major
+    order of the whole array too (a chunk is a sub-box; the order restricted to it is kept).
+    """
+    result.bit_equal = False
+    local = int(np.argmax(differs))
+    position = global_position(index, differs.shape, local)
+    flat = int(np.ravel_multi_index(position, shape)) if shape else 0
+    if result.first_flat is None or flat < result.first_flat:
+        result.first_flat = flat
+        result.first_difference = position
+        result.a_value = float(wide_a.reshape(-1)[local])
+        result.b_value = float(wide_b.reshape(-1)[local])
+
+
+def compare_tensors(a: Parameter, b: Parameter) -> Comparison:
+    """Read two same-shaped parameters and compare them (see `compare_arrays`)."""
+    return compare_arrays(a.tensor.read(), a.tensor.dtype, b.tensor.read(), b.tensor.dtype)
+
+
+# --- two trees ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Stand:
+    """The tensor that stands for a canonical name in one tree, and how it was found."""
+
+    param: Parameter
+    stored: bool  # False: a copy not stored, stood for by the tensor it copies
+
+    @property
+    def label(self) -> str:
+        if self.stored:
+            return self.param.source
+        return f"not stored (tied: {self.param.source})"
+
+
+def stand_in(tree: ParameterTree, name: str) -> Stand | None:
+    """The tensor `name` stands for in `tree`: stored, or, for a copy the tree does not store,
+    the tensor it copies (when the tree has an MLM head); None otherwise."""
+    if name in tree.params:
+        return Stand(tree[name], stored=True)
+    copy_of = role_of(name).copy_of
+    if copy_of and tree.heads.mlm and copy_of in tree.params:
+        return Stand(tree[copy_of], stored=False)
+    return None
+
+
+def _compare_pair(name: str, a: Stand, b: Stand, atol: float) -> dict:
+    ta, tb = a.param.tensor, b.param.tensor
+    entry = {"name": name, "a": a.label, "b": b.label, "dtype_a": str(ta.dtype), "dtype_b": str(tb.dtype),
+             "shape_a": list(ta.shape), "shape_b": list(tb.shape)}
+    if tuple(ta.shape) != tuple(tb.shape):
+        return {**entry, "compared": False, "bit_equal": False, "max_abs_diff": None, "max_at": None,
+                "first_difference": None, "within_tolerance": False}
+    comparison = compare_tensors(a.param, b.param)
+    return {**entry, "compared": True, **comparison.as_dict(), "within_tolerance": comparison.within(atol)}
+
+
+def format_value(value: float | str) -> str:
+    """A value for a sentence: float32 precision (9 significant digits), or nan / inf."""
+    value = value if isinstance(value, str) else json_number(value)
+    return value if isinstance(value, str) else f"{value:.9g}"
+
+
+def _describe(entry: dict, atol: float) -> str:
+    """One sentence naming a tensor that differs beyond `atol`, and how."""
+    sources = entry["a"] if entry["a"] == entry["b"] else f"A: {entry['a']}, B: {entry['b']}"
+    where = f"{entry['name']} ({sources})"
+    if entry["shape_a"] != entry["shape_b"]:
+        return f"{where}: shape {entry['shape_a']} in A, {entry['shape_b']} in B"
+    parts = []
+    if entry["dtype_a"] != entry["dtype_b"]:
+        parts.append(f"dtype {entry['dtype_a']} in A, {entry['dtype_b']} in B")
+    first = entry["first_difference"]
+    if first is not None:
+        parts.append(f"first differing value at {first['index']}: {format_value(first['a'])} in A, "
+                     f"{format_value(first['b'])} in B; max abs difference {format_value(entry['max_abs_diff'])} "
+                     f"at {entry['max_at']}")
+    beyond = f" (beyond atol {atol})" if atol != BIT_EXACT else ""
+    return f"{where}: " + "; ".join(parts) + beyond
+
+
+def _config_differences(a: ParameterTree, b: ParameterTree) -> list[dict]:
+    return [{"field": f, "a": getattr(a.config, f), "b": getattr(b.config, f)}
+            for f in CONFIG_FIELDS if getattr(a.config, f) != getattr(b.config, f)]
+
+
+def diff(tree_a: ParameterTree, tree_b: ParameterTree, *, atol: float = BIT_EXACT) -> dict:
+    """Compare two canonical trees, tensor by tensor, streaming; a JSON-ready report.
+
+    Keys: a, b ({path, format}), atol, identical (same names, shapes, dtypes and bits),
+    ok (same names and shapes, no value differing beyond `atol`: what the exit status follows), only_in_a, only_in_b
+    ([{name, source}]), shape_differences, dtype_differences ([{name, a, b}]), tensors (one entry
+    per compared name: sources, dtypes, shapes, bit_equal, max_abs_diff, max_at,
+    first_difference {index, a, b}, within_tolerance), differences (a sentence naming each
+    tensor that differs beyond `atol`), config_differences ([{field, a, b}], informational).
+    """
+    if atol < 0 or math.isnan(atol):
+        raise ValueError(f"atol must be a non-negative number, got {atol}")
+    names = sorted(set(tree_a.params) | set(tree_b.params), key=model_order_key)
+    only_in_a, only_in_b, tensors = [], [], []
+    for name in names:
+        a, b = stand_in(tree_a, name), stand_in(tree_b, name)
+        if b is None:
+            only_in_a.append({"name": name, "source": a.label})
+        elif a is None:
+            only_in_b.append({"name": name, "source": b.label})
+        else:
+            tensors.append(_compare_pair(name, a, b, atol))
+    shape_differences = [{"name": t["name"], "a": t["shape_a"], "b": t["shape_b"]}
+                         for t in tensors if t["shape_a"] != t["shape_b"]]
+    dtype_differences = [{"name": t["name"], "a": t["dtype_a"], "b": t["dtype_b"]}
+                         for t in tensors if t["dtype_a"] != t["dtype_b"]]
+    differences = [f"only in A: {o['name']} ({o['source']})" for o in only_in_a]
+    differences += [f"only in B: {o['name']} ({o['source']})" for o in only_in_b]
+    differences += [_describe(t, atol) for t in tensors if not t["within_tolerance"]]
+    identical = (not only_in_a and not only_in_b and not dtype_differences
+                 and all(t["compared"] and t["bit_equal"] for t in tensors))
+    ok = not only_in_a and not only_in_b and all(t["within_tolerance"] for t in tensors)
+    return {
+        "a": {"path": str(tree_a.path), "format": tree_a.format},
+        "b": {"path": str(tree_b.path), "format": tree_b.format},
+        "atol": atol,
+        "identical": identical,
+        "ok": ok,
+        "compared": len(tensors),
+        "only_in_a": only_in_a,
+        "only_in_b": only_in_b,
+        "shape_differences": shape_differences,
+        "dtype_differences": dtype_differences,
+        "tensors": tensors,
+        "differences": differences,
+        "config_differences": _config_differences(tree_a, tree_b),
+    }

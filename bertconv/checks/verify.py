@@ -1,0 +1,373 @@
+"""Is the masked-LM head in a checkpoint, is its decoder tied, and is the file sound?
+
+`verify` answers the question frameworks answer badly: loading an encoder-only file as a masked
+LM succeeds with a warning that the head was "newly initialized", and its predictions are noise.
+It sees only the canonical tree (never a file format), and reports:
+
+- MLM head: `complete` (transform dense kernel and bias, transform LayerNorm gamma and beta,
+  output bias, and a decoder: the word-embedding table, which every BERT has, or a stored
+  matrix), `partial` (some of it; `missing` names the rest) or `missing`.
+- Tying: `tied` when no decoder is stored (the embeddings serve), when it shares the
+  embeddings' storage, or when a stored copy equals them bit for bit; `untied` when a stored
+  decoder differs (a failure if the config says the embeddings are tied, a note otherwise);
+  `n/a` without an MLM head. A stored decoder bias must equal the output bias.
+- Consistency: the audit (`checks.audit`): shapes against the config, counts against the
+  closed form. Its report is embedded whole under `audit`.
+- With `deep`: every tensor read once, streaming in chunks: all values finite, LayerNorm gammas
+  not all zero, no pooler/MLM/NSP tensor all zero (a head never trained, or zeroed on save).
+  Checksums are checked where the format stores them, by the tensor's own `read()`.
+
+Comparing a stored decoder with the embeddings reads both tensors even without `deep` (chunked,
+so memory stays bounded); nothing else is read without `deep`.
+
+A tensor whose data cannot be read (a crc32c mismatch, a truncated data file) is a failed check
+naming the tensor, not bad input: verify exists to find corrupt checkpoints, and reports them
+with exit status 1. A data file that is absent altogether is bad input for `deep`
+(`BadInput`, exit 2): there is nothing to check. Entries the reader set aside (`ignored`:
+buffers, optimizer slots, other heads) are notes, never failures; their data is not read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..dtypes import DType, as_float32
+from ..errors import BadInput, bad_input
+from ..tree import Parameter, ParameterTree, role_of
+from .audit import audit
+from .diff import chunk_indices, compare_arrays, format_value, global_position
+
+WORD = "embeddings.word"
+DECODER = "mlm.decoder"
+OUTPUT_BIAS = "mlm.output_bias"
+DECODER_BIAS = "mlm.decoder_bias"
+
+#: The tensors a complete MLM head needs besides its decoder, and what each one is.
+MLM_REQUIRED = {
+    "mlm.transform.kernel": "transform dense kernel [H, H]",
+    "mlm.transform.bias": "transform dense bias [H]",
+    "mlm.norm.gamma": "transform LayerNorm gamma [H]",
+    "mlm.norm.beta": "transform LayerNorm beta [H]",
+    OUTPUT_BIAS: "output bias [V]",
+}
+#: Heads whose tensors must not be all zero (`deep`): a zero head was never trained or saved.
+TRAINED_HEADS = ("pooler", "mlm", "nsp")
+#: How many names of one kind of ignored entry a note lists before "and N more".
+NOTE_NAMES_SHOWN = 5
+
+MISSING_MLM = (
+    "no MLM head: this checkpoint holds only the encoder{others} and none of the masked-LM weights "
+    "(transform dense, transform LayerNorm, output bias). Loading it as a masked LM (such as "
+    "transformers' BertForMaskedLM) gives a randomly initialized head with only a warning that "
+    "weights were \"newly initialized\": its predictions are noise. Use a checkpoint saved with "
+    "its pre-training heads, or allow a missing head (--allow-missing-mlm) if an encoder-only "
+    "file is what you meant to verify"
+)
+
+COMPLETE, PARTIAL, MISSING = "complete", "partial", "missing"
+TIED, UNTIED, NOT_APPLICABLE = "tied", "untied", "n/a"
+
+
+@dataclass
+class Findings:
+    """What the checks found: failures (`problems`) and observations that pass (`notes`)."""
+
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def label(param: Parameter) -> str:
+    """A tensor as messages name it: its name in the file, then its canonical name."""
+    return f"{param.source} ({param.name})"
+
+
+class TensorReader:
+    """Reads tensors for the checks; a tensor that cannot be read becomes a problem naming it.
+
+    An array read with `keep=True` is held until read again, so that the tying checks and the
+    deep pass share one read of each tensor (a TF tensor's crc32c is computed on every read).
+    """
+
+    def __init__(self, tree: ParameterTree, findings: Findings):
+        self.tree = tree
+        self.findings = findings
+        self._kept: dict[str, np.ndarray] = {}
+        self._failed: set[str] = set()
+
+    def read(self, name: str, *, keep: bool = False) -> np.ndarray | None:
+        """The values of parameter `name` in its storage dtype, or None when unreadable."""
+        if name in self._failed:
+            return None
+        if name in self._kept:
+            return self._kept[name] if keep else self._kept.pop(name)
+        param = self.tree[name]
+        try:
+            array = param.tensor.read()
+        except (BadInput, OSError) as exc:
+            self._failed.add(name)
+            self.findings.problems.append(f"{label(param)}: cannot be read: {exc}")
+            return None
+        if keep:
+            self._kept[name] = array
+        return array
+
+
+# --- the MLM head ---------------------------------------------------------------------------
+
+
+def mlm_head(tree: ParameterTree) -> tuple[str, list[str]]:
+    """(`complete` | `partial` | `missing`, the canonical names a partial head lacks)."""
+    stored = [name for name in tree.params if role_of(name).head == "mlm"]
+    if not stored:
+        return MISSING, []
+    missing = [name for name in MLM_REQUIRED if name not in tree.params]
+    if DECODER not in tree.params and WORD not in tree.params:
+        missing.append(DECODER)
+    return (PARTIAL, missing) if missing else (COMPLETE, [])
+
+
+def _head_findings(tree: ParameterTree, head: str, missing: list[str], allow_missing_mlm: bool,
+                   findings: Findings) -> None:
+    if head == MISSING:
+        others = [h for h, present in tree.heads.as_dict().items() if present]
+        message = MISSING_MLM.format(others=f" (with {' and '.join(others)})" if others else "")
+        if allow_missing_mlm:
+            findings.notes.append("no MLM head (allowed: an encoder-only checkpoint verified on purpose)")
+        else:
+            findings.problems.append(message)
+    elif head == PARTIAL:
+        stored = ", ".join(label(p) for p in tree if role_of(p.name).head == "mlm")
+        lacking = "; ".join(f"{name} ({MLM_REQUIRED.get(name, 'decoder [V, H]')})" for name in missing)
+        findings.problems.append(
+            f"partial MLM head: missing {lacking}. Stored: {stored}. A masked-LM loader fills the "
+            f"missing tensors with fresh initial values, so the head's predictions are wrong")
+
+
+# --- tying ----------------------------------------------------------------------------------
+
+
+def _differs(a: Parameter, a_values: np.ndarray, b: Parameter, b_values: np.ndarray) -> str | None:
+    """None when the two tensors are bit-equal, else where and by how much they differ."""
+    if tuple(a.tensor.shape) != tuple(b.tensor.shape):
+        return f"shape {list(a.tensor.shape)} against {list(b.tensor.shape)}"
+    comparison = compare_arrays(a_values, a.tensor.dtype, b_values, b.tensor.dtype)
+    if comparison.bit_equal and a.tensor.dtype == b.tensor.dtype:
+        return None
+    if comparison.first_difference is None:
+        return f"dtype {a.tensor.dtype} against {b.tensor.dtype}"
+    return (f"first at {list(comparison.first_difference)} ({format_value(comparison.a_value)} "
+            f"against {format_value(comparison.b_value)}), max abs difference "
+            f"{format_value(comparison.max_abs_diff)}")
+
+
+def _tying(tree: ParameterTree, head: str, reader: TensorReader, keep: bool,
+           findings: Findings) -> tuple[str, str]:
+    """(tying, how it was established); failures and notes go to `findings`."""
+    if head == MISSING:
+        return NOT_APPLICABLE, "no MLM head"
+    tied_config = tree.config.tie_word_embeddings
+    decoder = tree.params.get(DECODER)
+    if decoder is None:
+        if not tied_config:
+            findings.problems.append(
+                "mlm.decoder: not stored, but the config says the embeddings are untied "
+                "(tie_word_embeddings false): a loader builds a separate decoder and, finding none in "
+                "the file, initializes it randomly. Store the decoder, or set tie_word_embeddings true")
+        return TIED, "no decoder stored: the word embeddings serve as the decoder"
+    if decoder.shared_with == WORD:
+        return TIED, f"{decoder.source} shares storage with the word embeddings"
+    word = tree.params.get(WORD)
+    if word is None:
+        return UNTIED, f"{decoder.source} is stored and there are no word embeddings to compare it with"
+    decoder_values, word_values = reader.read(DECODER, keep=keep), reader.read(WORD, keep=keep)
+    if decoder_values is None or word_values is None:
+        return UNTIED, f"{decoder.source} is stored but could not be read to compare with the embeddings"
+    difference = _differs(decoder, decoder_values, word, word_values)
+    if difference is None:
+        if not tied_config:
+            findings.notes.append(f"{label(decoder)} equals {label(word)} bit for bit, although the config "
+                                  f"says the embeddings are untied (tie_word_embeddings false)")
+        return TIED, f"{decoder.source} is stored as a copy, bit-equal to {word.source}"
+    sentence = f"{label(decoder)} differs from {label(word)}: {difference}"
+    if tied_config:
+        findings.problems.append(
+            f"{sentence}. The config says the embeddings are tied (tie_word_embeddings true), so a loader "
+            f"ties them and silently replaces this decoder with the word embeddings; set "
+            f"tie_word_embeddings false if the decoder is meant to be its own matrix")
+    else:
+        findings.notes.append(f"untied decoder, as the config says (tie_word_embeddings false): {sentence}")
+    return UNTIED, f"{decoder.source} is stored and differs from {word.source}"
+
+
+def _decoder_bias(tree: ParameterTree, reader: TensorReader, keep: bool, findings: Findings) -> str:
+    """`n/a` (not both stored), `shared`, `equal` or `differs`: the decoder bias against the output bias.
+
+    With tied embeddings they are one tensor, and a difference is a failure. With untied
+    embeddings a loader may keep them apart (transformers 5 unties both pairs, and its decoder
+    applies the decoder's own bias): a difference is then a note, since the canonical tree holds
+    one output bias (`mlm.output_bias`) and a format with a single bias keeps only that one.
+    """
+    decoder_bias, output_bias = tree.params.get(DECODER_BIAS), tree.params.get(OUTPUT_BIAS)
+    if decoder_bias is None or output_bias is None:
+        return NOT_APPLICABLE
+    if decoder_bias.shared_with == OUTPUT_BIAS:
+        return "shared"
+    a, b = reader.read(DECODER_BIAS, keep=keep), reader.read(OUTPUT_BIAS, keep=keep)
+    if a is None or b is None:
+        return "unreadable"
+    difference = _differs(decoder_bias, a, output_bias, b)
+    if difference is None:
+        return "equal"
+    sentence = f"{label(decoder_bias)} differs from {label(output_bias)}: {difference}"
+    if tree.config.tie_word_embeddings:
+        findings.problems.append(f"{sentence}. They are one tensor in BERT with tied embeddings "
+                                 f"(tie_word_embeddings true): a loader keeps only one of them")
+    else:
+        findings.notes.append(f"{sentence}. With untied embeddings a loader may apply the decoder's own bias; "
+                              f"a format with a single output bias keeps only {output_bias.source}")
+    return "differs"
+
+
+# --- consistency ----------------------------------------------------------------------------
+
+
+def _consistency(report: dict) -> list[str]:
+    """The audit's problems, plus a total mismatch the component lines do not already explain."""
+    problems = list(report["problems"])
+    if not report["ok"] and not problems:
+        problems.append(f"{report['parameters']:,} parameters, the closed form from the config gives "
+                        f"{report['expected_parameters']:,}")
+    return problems
+
+
+# --- deep -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Scan:
+    """What one streaming pass over a tensor found."""
+
+    non_finite: int = 0
+    first_non_finite: tuple[int, ...] | None = None
+    first_non_finite_value: float = 0.0
+    all_zero: bool = True
+
+
+def scan(values: np.ndarray, dtype: DType) -> Scan:
+    """Count non-finite values (floats only) and see whether every value is zero, chunk by chunk."""
+    result = Scan()
+    for index in chunk_indices(values):
+        chunk = as_float32(np.asarray(values[index]), dtype)
+        if result.all_zero and np.any(chunk != 0):
+            result.all_zero = False
+        if not dtype.is_float:
+            continue
+        bad = ~np.isfinite(chunk)
+        count = int(np.count_nonzero(bad))
+        if count and result.first_non_finite is None:
+            flat = int(np.argmax(bad))
+            result.first_non_finite = global_position(index, bad.shape, flat)
+            result.first_non_finite_value = float(chunk.reshape(-1)[flat])
+        result.non_finite += count
+    return result
+
+
+def _must_not_be_zero(name: str) -> str | None:
+    """Why tensor `name` must not be all zero, or None when zero is no sign of trouble."""
+    role = role_of(name)
+    if role.conditional:
+        return None  # bert4keras initializes conditional LayerNorm kernels to zero
+    if role.template.endswith(".gamma"):
+        return "a LayerNorm gamma of all zeros makes the layer's output constant"
+    if role.head in TRAINED_HEADS:
+        return f"an all-zero {role.head} tensor is a head that was never trained, or was zeroed when saved"
+    return None
+
+
+def _require_data_files(tree: ParameterTree) -> None:
+    """`BadInput` when a file the tree reads from is absent: there is no data to check."""
+    absent = [str(f) for f in tree.files if not Path(f).exists()]
+    if absent:
+        raise bad_input(tree.path, f"a deep verify reads every tensor, but {', '.join(absent)} does not "
+                                   f"exist; without --deep, verify reads only the headers")
+
+
+def _deep(tree: ParameterTree, reader: TensorReader, findings: Findings) -> dict:
+    """Read every tensor once and check its values; returns counts for the report."""
+    tensors = values = 0
+    for param in tree:
+        array = reader.read(param.name)
+        if array is None:
+            continue
+        result = scan(array, param.tensor.dtype)
+        tensors += 1
+        values += param.numel
+        if result.non_finite:
+            findings.problems.append(
+                f"{label(param)}: {result.non_finite} non-finite value(s), the first "
+                f"{format_value(result.first_non_finite_value)} at {list(result.first_non_finite)}")
+        reason = _must_not_be_zero(param.name)
+        if reason and result.all_zero and param.numel:
+            findings.problems.append(f"{label(param)}: every value is zero; {reason}")
+    return {"tensors": tensors, "values": values}
+
+
+# --- the report -----------------------------------------------------------------------------
+
+
+def _ignored_notes(tree: ParameterTree) -> list[str]:
+    """One note per reason entries were set aside, naming them (never a failure)."""
+    by_reason: dict[str, list[str]] = {}
+    for entry in tree.ignored:
+        by_reason.setdefault(entry.reason, []).append(entry.name)
+    notes = []
+    for reason, names in by_reason.items():
+        shown = ", ".join(names[:NOTE_NAMES_SHOWN])
+        more = f" and {len(names) - NOTE_NAMES_SHOWN} more" if len(names) > NOTE_NAMES_SHOWN else ""
+        notes.append(f"ignored {len(names)} entr{'y' if len(names) == 1 else 'ies'} ({reason}): {shown}{more}")
+    return notes
+
+
+def verify(tree: ParameterTree, *, deep: bool = False, allow_missing_mlm: bool = False) -> dict:
+    """Verify `tree`'s MLM head, tying, consistency and (with `deep`) values; a JSON-ready report.
+
+    Keys: path, format, ok, mlm_head (`complete` | `partial` | `missing`), missing (canonical
+    names a partial head lacks), tying (`tied` | `untied` | `n/a`), tying_detail, decoder_bias
+    (`n/a` | `shared` | `equal` | `differs` | `unreadable`), heads, consistency (the audit's
+    problems), deep (None, or {tensors, values} read), problems (sentences naming each tensor by
+    its name in the file and its canonical name), notes (observations that do not fail), audit.
+
+    Raises `BadInput` when `deep` is asked of a checkpoint whose data files are absent.
+    """
+    if deep:
+        _require_data_files(tree)
+    findings = Findings()
+    reader = TensorReader(tree, findings)
+    head, missing = mlm_head(tree)
+    _head_findings(tree, head, missing, allow_missing_mlm, findings)
+    tying, tying_detail = _tying(tree, head, reader, deep, findings)
+    decoder_bias = _decoder_bias(tree, reader, deep, findings)
+    report_audit = audit(tree)
+    consistency = _consistency(report_audit)
+    findings.problems.extend(consistency)
+    deep_counts = _deep(tree, reader, findings) if deep else None
+    findings.notes.extend(_ignored_notes(tree))
+    return {
+        "path": str(tree.path),
+        "format": tree.format,
+        "ok": not findings.problems,
+        "mlm_head": head,
+        "missing": missing,
+        "tying": tying,
+        "tying_detail": tying_detail,
+        "decoder_bias": decoder_bias,
+        "heads": tree.heads.as_dict(),
+        "consistency": consistency,
+        "deep": deep_counts,
+        "problems": findings.problems,
+        "notes": findings.notes,
+        "audit": report_audit,
+    }
