@@ -238,14 +238,18 @@ def default_heads(hidden_size: int) -> int:
 
 @dataclass(frozen=True)
 class Heads:
-    """Which pre-training heads a checkpoint carries. `untied_decoder` is a stored MLM decoder
-    matrix that is its own parameter (tie_word_embeddings false); a tied one is counted once,
-    as the word embeddings."""
+    """Which pre-training heads a checkpoint carries.
+
+    `untied_decoder` is a stored MLM decoder matrix that is a parameter of its own
+    (tie_word_embeddings false), and `untied_decoder_bias` the separate bias such a decoder may
+    carry; tied ones are counted once, as the word embeddings and the output bias.
+    """
 
     pooler: bool = True
     mlm: bool = True
     nsp: bool = True
     untied_decoder: bool = False
+    untied_decoder_bias: bool = False
 
     def as_dict(self) -> dict[str, bool]:
         return {"pooler": self.pooler, "mlm": self.mlm, "nsp": self.nsp}
@@ -279,7 +283,7 @@ def expected_components(config: BertConfig, heads: Heads) -> dict[str, int]:
         out["mlm.norm"] = norm
         out["mlm.output_bias"] = V
         if heads.untied_decoder:
-            out["mlm.decoder"] = V * H
+            out["mlm.decoder"] = V * H + (V if heads.untied_decoder_bias else 0)
     if heads.nsp:
         out["nsp"] = 2 * H + 2
     return out

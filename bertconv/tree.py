@@ -88,7 +88,9 @@ ROLES: tuple[Role, ...] = (
     # The decoder is the word-embedding table (tying); a file may store it anyway, as a copy
     # (tie_word_embeddings true) or as its own matrix (false). Same [V, H] layout as the table.
     Role("mlm.decoder", "mlm.decoder", ("V", "H"), head="mlm", copy_of="embeddings.word"),
-    Role("mlm.decoder_bias", "mlm.output_bias", ("V",), head="mlm", copy_of="mlm.output_bias"),
+    # transformers stores the decoder's own bias too: the same tensor as the output bias when
+    # tied, the bias the untied decoder actually applies when not.
+    Role("mlm.decoder_bias", "mlm.decoder", ("V",), head="mlm", copy_of="mlm.output_bias"),
     *_dense("nsp", "nsp", "H", 2, head="nsp"),
 )
 
@@ -125,7 +127,8 @@ def canonical_names(config: BertConfig, heads: Heads, *, conditional: bool = Fal
     for role in ROLES:
         if not present[role.head] or (role.conditional and not conditional):
             continue
-        if role.copy_of and not (role.template == "mlm.decoder" and heads.untied_decoder):
+        if role.copy_of and not ((role.template == "mlm.decoder" and heads.untied_decoder)
+                                 or (role.template == "mlm.decoder_bias" and heads.untied_decoder_bias)):
             continue
         if role.per_layer:
             names.extend(role.name(i) for i in range(config.num_hidden_layers))
@@ -221,6 +224,7 @@ class ParameterTree:
             mlm="mlm" in heads_present,
             nsp="nsp" in heads_present,
             untied_decoder=self.has_untied_decoder,
+            untied_decoder_bias=self.has_untied_decoder_bias,
         )
 
     @property
@@ -231,12 +235,20 @@ class ParameterTree:
         return (decoder is not None and decoder.shared_with is None
                 and not self.config.tie_word_embeddings)
 
+    @property
+    def has_untied_decoder_bias(self) -> bool:
+        """An untied decoder's own stored bias (transformers keeps it apart from the output
+        bias when the embeddings are not tied)."""
+        bias = self.params.get("mlm.decoder_bias")
+        return self.has_untied_decoder and bias is not None and bias.shared_with is None
+
     def is_counted(self, name: str) -> bool:
         """Whether `name` counts as a parameter of its own (a tied copy does not)."""
-        role = role_of(name)
-        if role.copy_of is None:
+        if role_of(name).copy_of is None:
             return True
-        return name == "mlm.decoder" and self.has_untied_decoder
+        if name == "mlm.decoder":
+            return self.has_untied_decoder
+        return name == "mlm.decoder_bias" and self.has_untied_decoder_bias
 
     @property
     def conditional(self) -> bool:

@@ -89,8 +89,6 @@ def test_a_stored_decoder_that_differs_from_the_other_sides_table_is_named(cli):
     assert "cls.predictions.decoder.weight" in line and "[17, 5]" in line
 
 
-@pytest.mark.xfail(reason="the hf writer drops an untied decoder's own bias (mlm.decoder_bias is a copy in "
-                          "the canonical tree): transformers 5 keeps it apart from cls.predictions.bias")
 def test_untied_decoder_bias_survives_conversion(tmp_path):
     source = formats.read(VERIFY / "untied")
     convert(source, tmp_path / "out", "hf")

@@ -154,3 +154,17 @@ def test_truncated_safetensors_is_bad_input(tmp_path):
     broken.write_bytes(data[: len(data) // 2])
     with pytest.raises(BadInput, match="model.safetensors"):
         formats.read(broken)
+
+
+def test_untied_decoder_and_its_bias_are_counted_as_transformers_counts_them(tmp_path):
+    config = transformers.BertConfig(**TINY, tie_word_embeddings=False)
+    model = transformers.BertForMaskedLM(config)
+    model.save_pretrained(tmp_path / "untied")
+    report = audit(formats.read(tmp_path / "untied"))
+    assert report["ok"], report["problems"]
+    assert report["parameters"] == model.num_parameters() == 19_373 + 99 * 32 + 99
+    (tmp_path / "out").mkdir()
+    formats.TARGETS["hf"].write(formats.read(tmp_path / "untied"), tmp_path / "out", options=_options())
+    reloaded, info = transformers.BertForMaskedLM.from_pretrained(tmp_path / "out", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    assert torch.equal(reloaded.cls.predictions.decoder.bias, model.cls.predictions.decoder.bias)

@@ -43,7 +43,8 @@ def test_conditional_layer_norm_count():
 
 
 @pytest.mark.parametrize("heads", [Heads(), Heads(False, False, False), Heads(True, True, False),
-                                   Heads(False, True, False, untied_decoder=True), Heads(True, False, True)])
+                                   Heads(False, True, False, untied_decoder=True), Heads(True, False, True),
+                                   Heads(True, True, True, untied_decoder=True, untied_decoder_bias=True)])
 def test_role_shapes_sum_to_the_closed_form(heads):
     """The role table and the closed form are written independently; they must agree."""
     per_component: dict[str, int] = {}
@@ -59,7 +60,7 @@ def test_role_templates_are_unique():
 
 
 def test_hf_table_is_a_bijection_covering_the_model():
-    everything = canonical_names(TINY, Heads(untied_decoder=True)) + ["mlm.decoder_bias"]
+    everything = canonical_names(TINY, Heads(untied_decoder=True, untied_decoder_bias=True))
     spellings = {}
     for name in everything:
         spelled = hf.TABLE.spelling(name)
