@@ -198,6 +198,16 @@ def test_all_zero_layernorm_gamma_fails_deep_only():
                for p in report["problems"])
 
 
+def test_an_all_zero_pooler_bias_is_a_note_but_a_zero_pooler_kernel_fails():
+    """Sentence encoders never train the pooler: its bias keeps its initial zeros."""
+    tree = formats.read(HF / "pretraining")
+    zero_bias = with_tensor(tree, "pooler.bias", ArrayTensor(np.zeros(32, np.float32), FLOAT32))
+    report = verify(zero_bias, deep=True)
+    assert report["ok"] and any("pooler.bias" in n and "zero" in n for n in report["notes"])
+    zero_kernel = with_tensor(tree, "pooler.kernel", ArrayTensor(np.zeros((32, 32), np.float32), FLOAT32))
+    assert not verify(zero_kernel, deep=True)["ok"]
+
+
 def test_decoder_bias_must_equal_the_output_bias_when_tied():
     tree = formats.read(VERIFY / "decoder_copy_equal")
     bias = tree["mlm.output_bias"].tensor.read().copy()

@@ -287,6 +287,14 @@ def _must_not_be_zero(name: str) -> str | None:
     return None
 
 
+def _zero_is_only_a_note(name: str) -> bool:
+    """A zero pooler or NSP *bias* is what an untrained but unused head looks like (models trained
+    without NSP, such as sentence encoders, keep their initial zeros): worth saying, not failing.
+    The MLM head is what verify vouches for, so any zero there fails."""
+    role = role_of(name)
+    return role.head in ("pooler", "nsp") and role.template.endswith("bias")
+
+
 def _require_data_files(tree: ParameterTree) -> None:
     """`BadInput` when a file the tree reads from is absent: there is no data to check."""
     absent = [str(f) for f in tree.files if not Path(f).exists()]
@@ -311,7 +319,8 @@ def _deep(tree: ParameterTree, reader: TensorReader, findings: Findings) -> dict
                 f"{format_value(result.first_non_finite_value)} at {list(result.first_non_finite)}")
         reason = _must_not_be_zero(param.name)
         if reason and result.all_zero and param.numel:
-            findings.problems.append(f"{label(param)}: every value is zero; {reason}")
+            sentence = f"{label(param)}: every value is zero; {reason}"
+            (findings.notes if _zero_is_only_a_note(param.name) else findings.problems).append(sentence)
     return {"tensors": tensors, "values": values}
 
 
