@@ -14,7 +14,7 @@ demo: $(VENV)/.core
 	@rm -rf demo-out && mkdir -p demo-out
 	$(BIN)/bertconv convert fixtures/tf/full demo-out/hf --to hf
 	$(BIN)/bertconv audit demo-out/hf
-	$(BIN)/bertconv verify demo-out/hf
+	$(BIN)/bertconv verify demo-out/hf --deep
 	$(BIN)/bertconv diff fixtures/tf/full demo-out/hf
 
 test: $(VENV)/.test $(MINILM)
@@ -30,6 +30,8 @@ fixtures: $(VENV)/.test
 	$(BIN)/python fixtures/make_hf_fixtures.py
 	$(BIN)/python fixtures/make_tf_fixtures.py
 	$(BIN)/python fixtures/make_bert4keras_fixtures.py
+	$(BIN)/python fixtures/make_verify_fixtures.py
+	$(BIN)/python fixtures/make_runtime_fixtures.py
 
 # The core: numpy, safetensors, h5py, google-crc32c, cramjam, click, rich.
 $(VENV)/.core: pyproject.toml
