@@ -11,9 +11,9 @@ import sys
 import click
 
 from .errors import BertconvError
-from .commands import audit, convert, inspect
+from .commands import audit, convert, diff, fill_mask, inspect, verify
 
-COMMANDS = (inspect.command, audit.command, convert.command)
+COMMANDS = (inspect.command, audit.command, convert.command, verify.command, diff.command, fill_mask.command)
 
 
 class _Group(click.Group):

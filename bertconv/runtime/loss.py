@@ -1,0 +1,80 @@
+"""Google's pre-training losses, as google-research/bert run_pretraining.py computes them, in NumPy.
+
+Shape legend: B batch, S sequence length, H hidden size, V vocab size, M prediction slots per
+sequence (`max_predictions_per_seq`; slots past a sequence's real masks are padding, weight 0).
+
+`get_masked_lm_output`, step by step:
+  1. gather the encoder output at `masked_lm_positions`: [B, S, H] -> [B, M, H]  (`gather_positions`)
+  2. the MLM head on the gathered vectors only: transform dense + activation + LayerNorm, then
+     logits against the decoder (the word embeddings, tied) plus the output bias: [B, M, V]
+     (the runtime's `mlm_logits`; gathering first is what keeps the V x H product to M positions)
+  3. log_softmax over V
+  4. per-slot loss: -log p(label)
+  5. loss = sum(weights * per-slot loss) / (sum(weights) + MLM_LOSS_EPSILON)
+`get_next_sentence_output`: log_softmax of the [B, 2] NSP logits, then the batch mean of
+-log p(label) (label 0: B follows A, 1: B is random). The pre-training loss is their sum.
+
+`torch_bert` mirrors each function here with torch operations, step for step. Inputs arrive
+checked (`inputs.check_slot_inputs`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .numerics import MLM_LOSS_EPSILON
+
+
+@dataclass(frozen=True)
+class PretrainingLoss:
+    """Losses of one batch, as scalars of the runtime's array type (float32 by default).
+
+    Attributes:
+      mlm: the masked-LM loss (step 5 above).
+      nsp: the next-sentence loss, or None when no labels were given.
+      total: mlm + nsp (mlm alone without NSP labels), as `total_loss` in run_pretraining.py.
+      mlm_per_slot: [B, M] -log p(label) at every prediction slot, padding slots included
+        (their weight, not this value, keeps them out of the loss).
+    """
+
+    mlm: Any
+    nsp: Any | None
+    total: Any
+    mlm_per_slot: Any
+
+
+def gather_positions(sequence: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """Step 1, run_pretraining.py `gather_indexes`: [B, S, H] at positions [B, M] -> [B, M, H]."""
+    batch = np.arange(sequence.shape[0])[:, None]  # [B, 1]
+    return sequence[batch, positions]
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """Step 3, `tf.nn.log_softmax` over the last axis: logits - max - log(sum(exp(logits - max)))."""
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    shifted -= np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    return shifted
+
+
+def masked_lm_loss(logits: np.ndarray, label_ids: np.ndarray, label_weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Steps 3-5 on the head's logits [B, M, V]: (loss scalar, per-slot loss [B, M]).
+
+    The label's log-probability is picked by index, which equals Google's
+    `reduce_sum(log_probs * one_hot(label_ids))` exactly for finite log-probabilities.
+    """
+    log_probs = log_softmax(logits)  # [B, M, V]
+    per_slot = -np.take_along_axis(log_probs, label_ids[..., None], axis=-1)[..., 0]  # [B, M]
+    numerator = np.sum(label_weights * per_slot)
+    denominator = np.sum(label_weights) + np.float32(MLM_LOSS_EPSILON)
+    return (numerator / denominator).astype(logits.dtype), per_slot
+
+
+def next_sentence_loss(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """run_pretraining.py `get_next_sentence_output` on the NSP logits [B, 2]: the batch mean of
+    -log p(label), a scalar."""
+    log_probs = log_softmax(logits)  # [B, 2]
+    per_example = -np.take_along_axis(log_probs, labels[:, None], axis=-1)[:, 0]  # [B]
+    return per_example.mean(dtype=logits.dtype)

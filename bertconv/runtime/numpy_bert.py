@@ -1,0 +1,292 @@
+"""BERT with its pre-training heads, in NumPy, run directly on the canonical tree.
+
+Shape legend: B batch, S sequence length, H hidden size, A attention heads, D = H / A head width,
+I intermediate size, V vocab size, M prediction slots per sequence.
+
+The model is google-research/bert's `BertModel` plus the heads of run_pretraining.py:
+  embeddings: word[ids] + token_type[types] + position[:S], LayerNorm         [B, S, H]
+  L layers:   x = LN(x + SelfAttention(x, mask));  x = LN(x + FFN(x))         [B, S, H]
+  pooler:     tanh(x[:, 0] @ kernel + bias)                                   [B, H]
+  MLM head:   LN(act(h @ transform + b)) @ decoder^T + output_bias            [..., V]
+  NSP head:   pooled @ kernel + bias                                          [B, 2]
+Weights are float32 (float16 and bfloat16 files are widened exactly); the conventions that vary
+between implementations (activation, LayerNorm epsilon, mask adder) come from a `Numerics`.
+`torch_bert.TorchBert` mirrors this API method for method.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from ..config import Heads
+from ..tree import ParameterTree
+from . import loss as losses
+from . import weights
+from .inputs import check_model_inputs, check_positions, check_slot_inputs
+from .numerics import GELU_ERF, GELU_TANH, GELU_TANH_CUBIC, GELU_TANH_SCALE, RELU, Numerics
+
+
+@dataclass(frozen=True)
+class BertOutput:
+    """What a forward pass returns, as arrays of the runtime's type.
+
+    Attributes:
+      sequence_output: [B, S, H] the last layer's hidden states.
+      pooled_output: [B, H] tanh(dense([CLS])), or None without a pooler.
+      mlm_logits: [B, S, V] masked-LM logits at every position, or None without an MLM head.
+      nsp_logits: [B, 2] next-sentence logits, or None without an NSP head.
+    """
+
+    sequence_output: Any
+    pooled_output: Any | None
+    mlm_logits: Any | None
+    nsp_logits: Any | None
+
+
+# --- activations ---------------------------------------------------------------------------
+
+#: erf is evaluated as 1 - erfc(|x|), with erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z / 2): the
+#: form of Numerical Recipes' `erfcc`, with a polynomial P fitted here, at import, to the standard
+#: library's `math.erfc` at Chebyshev nodes. Degree 12 on z in [0, 6] gives |error| < 1e-10 in
+#: float64 (tests/test_runtime.py measures it); past z = 6, erfc < 2.2e-17 is taken as 0.
+ERFC_FIT_DEGREE = 12
+ERFC_FIT_Z_MAX = 6.0
+_ERFC_FIT_NODES = 64
+
+
+def _fit_erfc() -> tuple[np.ndarray, float]:
+    """(coefficients of P in u in [-1, 1], highest power first; t at z = ERFC_FIT_Z_MAX)."""
+    t_min = 1.0 / (1.0 + ERFC_FIT_Z_MAX / 2.0)
+    k = np.arange(_ERFC_FIT_NODES)
+    u = np.cos(np.pi * (k + 0.5) / _ERFC_FIT_NODES)  # Chebyshev nodes in (-1, 1)
+    t = t_min + (u + 1.0) / 2.0 * (1.0 - t_min)
+    z = 2.0 / t - 2.0
+    target = np.log([math.erfc(v) for v in z]) + z * z - np.log(t)  # P(t), exactly
+    chebyshev = np.polynomial.chebyshev.chebfit(u, target, ERFC_FIT_DEGREE)
+    return np.polynomial.chebyshev.cheb2poly(chebyshev)[::-1], t_min
+
+
+_ERFC_POLY, _ERFC_T_MIN = _fit_erfc()
+
+
+#: Elements per block of the float64 erf and GELU: a block's temporaries stay in a core's cache
+#: (on whole activations the arithmetic is memory-bound, about 5x slower).
+_BLOCK = 1 << 15
+_SQRT_HALF = 1.0 / math.sqrt(2.0)
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """The error function, elementwise, computed in float64 and returned in `x`'s dtype."""
+    return _blockwise(_erf64, x)
+
+
+def gelu_erf(x: np.ndarray) -> np.ndarray:
+    """0.5 x (1 + erf(x / sqrt(2))): transformers' "gelu", torch.nn.functional.gelu(approximate="none").
+
+    Computed in float64 and rounded once to `x`'s dtype.
+    """
+    return _blockwise(lambda v: 0.5 * v * (1.0 + _erf64(v * _SQRT_HALF)), x)
+
+
+def _blockwise(function: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:
+    """`function` (float64 in, float64 out, elementwise) over `x` in blocks, in `x`'s float dtype."""
+    x = np.asarray(x)
+    flat = x.reshape(-1)
+    out = np.empty(flat.shape, dtype=np.result_type(x, np.float32))
+    for start in range(0, flat.size, _BLOCK):
+        out[start:start + _BLOCK] = function(flat[start:start + _BLOCK].astype(np.float64))
+    return out.reshape(x.shape)
+
+
+def _erf64(x: np.ndarray) -> np.ndarray:
+    """erf of a float64 array, in float64 (see ERFC_FIT_DEGREE for the method and its error)."""
+    z = np.minimum(np.abs(x), ERFC_FIT_Z_MAX)
+    t = 1.0 / (1.0 + 0.5 * z)
+    u = (2.0 * t - (1.0 + _ERFC_T_MIN)) / (1.0 - _ERFC_T_MIN)
+    poly = np.full_like(u, _ERFC_POLY[0])
+    for coefficient in _ERFC_POLY[1:]:
+        poly *= u
+        poly += coefficient
+    poly -= z * z
+    erfc = t * np.exp(poly, out=poly)
+    erfc[z >= ERFC_FIT_Z_MAX] = 0.0
+    return np.copysign(1.0 - erfc, x)
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): google-research/bert's `gelu`."""
+    inner = np.float32(GELU_TANH_SCALE) * (x + np.float32(GELU_TANH_CUBIC) * x * x * x)
+    return 0.5 * x * (1.0 + np.tanh(inner))
+
+
+def relu(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, 0)
+
+
+#: bertconv activation name -> its NumPy function.
+ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {GELU_ERF: gelu_erf, GELU_TANH: gelu_tanh, RELU: relu}
+
+
+# --- the model -----------------------------------------------------------------------------
+
+
+class NumpyBert:
+    """BERT with the pre-training heads a checkpoint has, on float32 NumPy arrays.
+
+    Attributes:
+      config: the tree's hyper-parameters.
+      numerics: activation, LayerNorm epsilon and mask adder in use.
+      heads: which heads are present (each complete; see `weights.plan`).
+      decoder: canonical name of the MLM decoder matrix: "embeddings.word" when tied.
+      params: canonical name -> float32 array in canonical layout (kernels [in, out]).
+    """
+
+    def __init__(self, tree: ParameterTree, numerics: Numerics | None = None):
+        self.path = tree.path
+        self.config = tree.config
+        self.numerics = numerics or Numerics.for_tree(tree)
+        self._plan = weights.plan(tree)
+        self.heads: Heads = self._plan.heads
+        self.decoder = self._plan.decoder
+        self.decoder_bias = self._plan.decoder_bias
+        self.params: dict[str, np.ndarray] = weights.load(tree, self._plan, weights.to_float32)
+        self._activation = ACTIVATIONS[self.numerics.activation]
+        self._mask_value = np.float32(self.numerics.mask_value(float(np.finfo(np.float32).min)))
+
+    def __call__(self, input_ids, token_type_ids=None, attention_mask=None) -> BertOutput:
+        """The encoder and every head present, on ids [B, S] (token types and mask [B, S] optional).
+
+        The MLM logits are computed at every position ([B, S, V]); for a loss, `pretraining_loss`
+        computes them only at the masked positions.
+        """
+        sequence = self.encode(input_ids, token_type_ids, attention_mask)
+        pooled = self.pool(sequence) if self.heads.pooler else None
+        return BertOutput(
+            sequence_output=sequence,
+            pooled_output=pooled,
+            mlm_logits=self.mlm_logits(sequence) if self.heads.mlm else None,
+            nsp_logits=self.nsp_logits(pooled) if self.heads.nsp else None,
+        )
+
+    # --- encoder ---------------------------------------------------------------------------
+
+    def encode(self, input_ids, token_type_ids=None, attention_mask=None) -> np.ndarray:
+        """The last layer's hidden states [B, S, H]."""
+        inputs = check_model_inputs(self.config, input_ids, token_type_ids, attention_mask)
+        p = self.params
+        seq_len = inputs.input_ids.shape[1]
+        x = p["embeddings.word"][inputs.input_ids]  # [B, S, H]
+        x = x + p["embeddings.token_type"][inputs.token_type_ids]
+        x = x + p["embeddings.position"][:seq_len]
+        x = self._layer_norm(x, "embeddings.norm")
+        # Added to the scores of padding keys; [B, 1, 1, S] broadcasts over heads and queries.
+        adder = np.where(inputs.attention_mask, np.float32(0), self._mask_value)[:, None, None, :]
+        for layer in range(self.config.num_hidden_layers):
+            x = self._layer(x, adder, f"layers.{layer}")
+        return x
+
+    def _layer(self, x: np.ndarray, adder: np.ndarray, layer: str) -> np.ndarray:
+        """One encoder layer: [B, S, H] -> [B, S, H]."""
+        x = self._layer_norm(x + self._attention(x, adder, f"{layer}.attention"), f"{layer}.attention_norm")
+        hidden = self._activation(self._dense(x, f"{layer}.ffn.intermediate"))  # [B, S, I]
+        return self._layer_norm(x + self._dense(hidden, f"{layer}.ffn.output"), f"{layer}.ffn_norm")
+
+    def _attention(self, x: np.ndarray, adder: np.ndarray, prefix: str) -> np.ndarray:
+        """Multi-head self-attention with its output projection: [B, S, H] -> [B, S, H]."""
+        batch, seq_len, hidden = x.shape
+        heads = self.config.num_attention_heads
+        width = hidden // heads  # D
+
+        def split(t: np.ndarray) -> np.ndarray:  # [B, S, H] -> [B, A, S, D]
+            return t.reshape(batch, seq_len, heads, width).transpose(0, 2, 1, 3)
+
+        query = split(self._dense(x, f"{prefix}.query"))
+        key = split(self._dense(x, f"{prefix}.key"))
+        value = split(self._dense(x, f"{prefix}.value"))
+        scores = query @ key.transpose(0, 1, 3, 2)  # [B, A, S, S]
+        scores *= np.float32(1.0 / math.sqrt(width))
+        scores += adder
+        probs = _softmax_(scores)
+        context = (probs @ value).transpose(0, 2, 1, 3).reshape(batch, seq_len, hidden)  # [B, S, H]
+        return self._dense(context, f"{prefix}.output")
+
+    # --- heads -----------------------------------------------------------------------------
+
+    def pool(self, sequence_output: np.ndarray) -> np.ndarray:
+        """The pooler: tanh(dense(sequence_output[:, 0])), [B, S, H] -> [B, H]."""
+        weights.require_head(self._plan, "pooler", self.path, "the pooled output")
+        return np.tanh(self._dense(sequence_output[:, 0], "pooler"))
+
+    def mlm_logits(self, hidden: np.ndarray) -> np.ndarray:
+        """The MLM head on hidden states [..., H] -> logits [..., V]."""
+        weights.require_head(self._plan, "mlm", self.path, "masked-LM prediction")
+        h = self._layer_norm(self._activation(self._dense(hidden, "mlm.transform")), "mlm.norm")
+        decoder = self.params[self.decoder]  # [V, H]: the word-embedding table itself when tied
+        return _matmul(h, decoder.T) + self.params[self.decoder_bias]
+
+    def nsp_logits(self, pooled_output: np.ndarray) -> np.ndarray:
+        """The NSP head: [B, H] -> [B, 2] (class 0: B follows A)."""
+        weights.require_head(self._plan, "nsp", self.path, "next-sentence prediction")
+        return self._dense(pooled_output, "nsp")
+
+    def masked_lm_logits(self, input_ids, token_type_ids, attention_mask, masked_lm_positions) -> np.ndarray:
+        """MLM logits [B, M, V] at positions [B, M] only: encoder, gather, then the head."""
+        weights.require_head(self._plan, "mlm", self.path, "masked-LM prediction")
+        sequence = self.encode(input_ids, token_type_ids, attention_mask)
+        positions = check_positions(*sequence.shape[:2], masked_lm_positions)
+        return self.mlm_logits(losses.gather_positions(sequence, positions))
+
+    def pretraining_loss(self, input_ids, token_type_ids, attention_mask, masked_lm_positions, masked_lm_ids,
+                         masked_lm_weights=None, next_sentence_labels=None) -> losses.PretrainingLoss:
+        """Google's pre-training loss (see `loss`): masked-LM, plus NSP when labels are given.
+
+        Args:
+          input_ids, token_type_ids, attention_mask: [B, S] as for `encode`.
+          masked_lm_positions, masked_lm_ids: [B, M] slot positions and their original token ids.
+          masked_lm_weights: [B, M] 1.0 for real slots, 0.0 for padding; default all ones.
+          next_sentence_labels: [B] 0 (is next) or 1 (random), or None for no NSP loss.
+        """
+        weights.require_head(self._plan, "mlm", self.path, "the masked-LM loss")
+        if next_sentence_labels is not None:
+            weights.require_head(self._plan, "nsp", self.path, "the next-sentence loss")
+        sequence = self.encode(input_ids, token_type_ids, attention_mask)  # [B, S, H]
+        slots = check_slot_inputs(*sequence.shape[:2], self.config.vocab_size, masked_lm_positions,
+                                  masked_lm_ids, masked_lm_weights, next_sentence_labels)
+        logits = self.mlm_logits(losses.gather_positions(sequence, slots.positions))  # [B, M, V]
+        mlm, per_slot = losses.masked_lm_loss(logits, slots.label_ids, slots.label_weights)
+        nsp = None
+        if slots.nsp_labels is not None:
+            nsp = losses.next_sentence_loss(self.nsp_logits(self.pool(sequence)), slots.nsp_labels)
+        return losses.PretrainingLoss(mlm=mlm, nsp=nsp, total=mlm if nsp is None else mlm + nsp,
+                                      mlm_per_slot=per_slot)
+
+    # --- building blocks -------------------------------------------------------------------
+
+    def _dense(self, x: np.ndarray, prefix: str) -> np.ndarray:
+        """x @ kernel + bias, kernel [in, out]: [..., in] -> [..., out]."""
+        return _matmul(x, self.params[f"{prefix}.kernel"]) + self.params[f"{prefix}.bias"]
+
+    def _layer_norm(self, x: np.ndarray, prefix: str) -> np.ndarray:
+        """(x - mean) / sqrt(var + eps) * gamma + beta over the last axis (biased variance)."""
+        mean = x.mean(axis=-1, keepdims=True)
+        centered = x - mean
+        variance = np.mean(centered * centered, axis=-1, keepdims=True)
+        normed = centered / np.sqrt(variance + np.float32(self.numerics.layer_norm_eps))
+        return normed * self.params[f"{prefix}.gamma"] + self.params[f"{prefix}.beta"]
+
+
+def _matmul(x: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """[..., K] @ [K, N] -> [..., N] as one 2-D product (one BLAS call, not one per batch row)."""
+    return (x.reshape(-1, x.shape[-1]) @ matrix).reshape(*x.shape[:-1], matrix.shape[-1])
+
+
+def _softmax_(scores: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis, max-subtracted, computed in place in `scores` and returned."""
+    scores -= scores.max(axis=-1, keepdims=True)
+    np.exp(scores, out=scores)
+    scores /= scores.sum(axis=-1, keepdims=True)
+    return scores

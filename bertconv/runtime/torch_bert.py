@@ -1,0 +1,231 @@
+"""BERT with its pre-training heads, in torch, run directly on the canonical tree.
+
+Shape legend: B batch, S sequence length, H hidden size, A attention heads, D = H / A head width,
+I intermediate size, V vocab size, M prediction slots per sequence.
+
+The same model as `numpy_bert.NumpyBert`, method for method, on torch tensors: see that module for
+the architecture, and `loss` for Google's losses, which the private functions at the end of this
+module repeat with torch operations, step for step. torch is an optional extra (`bertconv[torch]`);
+this module is imported only when a `TorchBert` is asked for.
+
+Weights run in float32 by default. `dtype=torch.float16` or `torch.bfloat16` runs them natively:
+a file stored in that dtype is used as stored, bit for bit, with no round trip through float32.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..config import Heads
+from ..dtypes import BFLOAT16, DType
+from ..errors import BadInput
+from ..tree import ParameterTree
+from . import weights
+from .inputs import check_model_inputs, check_positions, check_slot_inputs
+from .loss import PretrainingLoss
+from .numerics import GELU_ERF, GELU_TANH, MLM_LOSS_EPSILON, RELU, Numerics
+from .numpy_bert import BertOutput
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:  # an optional extra; TorchBert says how to install it
+    torch = None
+
+#: bertconv activation name -> torch.nn.functional.gelu's `approximate` argument (relu apart).
+GELU_APPROXIMATE = {GELU_ERF: "none", GELU_TANH: "tanh"}
+
+
+def _require_torch() -> None:
+    if torch is None:
+        raise BadInput("the torch runtime needs torch: pip install 'bertconv[torch]' (or torch==2.13.0, the CPU "
+                       "build), or use the numpy runtime")
+
+
+class TorchBert:
+    """BERT with the pre-training heads a checkpoint has, on torch tensors.
+
+    Attributes:
+      config, numerics, heads, decoder, params: as for `NumpyBert` (params are torch tensors).
+      dtype, device: where and in which precision it computes.
+    """
+
+    def __init__(self, tree: ParameterTree, numerics: Numerics | None = None, *, dtype: Any = None,
+                 device: Any = "cpu"):
+        _require_torch()
+        self.path = tree.path
+        self.config = tree.config
+        self.numerics = numerics or Numerics.for_tree(tree)
+        self.dtype = dtype or torch.float32
+        self.device = torch.device(device)
+        if not self.dtype.is_floating_point:
+            raise BadInput(f"dtype {self.dtype} is not a floating-point type")
+        self._plan = weights.plan(tree)
+        self.heads: Heads = self._plan.heads
+        self.decoder = self._plan.decoder
+        self.decoder_bias = self._plan.decoder_bias
+        self.params: dict[str, torch.Tensor] = weights.load(tree, self._plan, self._to_tensor)
+        self._mask_value = self.numerics.mask_value(torch.finfo(self.dtype).min)
+
+    def _to_tensor(self, values: np.ndarray, dtype: DType) -> "torch.Tensor":
+        """Stored values -> an owned tensor in `self.dtype` on `self.device`; bfloat16 bits as bfloat16."""
+        if dtype is BFLOAT16:
+            tensor = torch.from_numpy(np.array(values, dtype=np.uint16).view(np.int16)).view(torch.bfloat16)
+        else:
+            tensor = torch.from_numpy(np.array(values))
+        return tensor.to(device=self.device, dtype=self.dtype).contiguous()
+
+    def _tensor(self, array: np.ndarray) -> "torch.Tensor":
+        return torch.from_numpy(array).to(self.device)
+
+    def __call__(self, input_ids, token_type_ids=None, attention_mask=None) -> BertOutput:
+        """As `NumpyBert.__call__`: the encoder and every head present, as tensors."""
+        sequence = self.encode(input_ids, token_type_ids, attention_mask)
+        pooled = self.pool(sequence) if self.heads.pooler else None
+        return BertOutput(
+            sequence_output=sequence,
+            pooled_output=pooled,
+            mlm_logits=self.mlm_logits(sequence) if self.heads.mlm else None,
+            nsp_logits=self.nsp_logits(pooled) if self.heads.nsp else None,
+        )
+
+    # --- encoder ---------------------------------------------------------------------------
+
+    def encode(self, input_ids, token_type_ids=None, attention_mask=None) -> "torch.Tensor":
+        """The last layer's hidden states [B, S, H]."""
+        inputs = check_model_inputs(self.config, _numpy(input_ids), _numpy(token_type_ids), _numpy(attention_mask))
+        p = self.params
+        ids, types = self._tensor(inputs.input_ids), self._tensor(inputs.token_type_ids)
+        x = p["embeddings.word"][ids]  # [B, S, H]
+        x = x + p["embeddings.token_type"][types]
+        x = x + p["embeddings.position"][: ids.shape[1]]
+        x = self._layer_norm(x, "embeddings.norm")
+        mask = self._tensor(inputs.attention_mask)
+        # Added to the scores of padding keys; [B, 1, 1, S] broadcasts over heads and queries.
+        adder = torch.zeros(mask.shape, dtype=self.dtype, device=self.device).masked_fill(~mask, self._mask_value)
+        adder = adder[:, None, None, :]
+        for layer in range(self.config.num_hidden_layers):
+            x = self._layer(x, adder, f"layers.{layer}")
+        return x
+
+    def _layer(self, x: "torch.Tensor", adder: "torch.Tensor", layer: str) -> "torch.Tensor":
+        """One encoder layer: [B, S, H] -> [B, S, H]."""
+        x = self._layer_norm(x + self._attention(x, adder, f"{layer}.attention"), f"{layer}.attention_norm")
+        hidden = self._activation(self._dense(x, f"{layer}.ffn.intermediate"))  # [B, S, I]
+        return self._layer_norm(x + self._dense(hidden, f"{layer}.ffn.output"), f"{layer}.ffn_norm")
+
+    def _attention(self, x: "torch.Tensor", adder: "torch.Tensor", prefix: str) -> "torch.Tensor":
+        """Multi-head self-attention with its output projection: [B, S, H] -> [B, S, H].
+
+        scaled_dot_product_attention computes softmax(q k^T / sqrt(D) + adder) v, the same sum as
+        NumpyBert's, in one fused kernel.
+        """
+        batch, seq_len, hidden = x.shape
+        heads = self.config.num_attention_heads
+        width = hidden // heads  # D
+
+        def split(t: "torch.Tensor") -> "torch.Tensor":  # [B, S, H] -> [B, A, S, D]
+            return t.view(batch, seq_len, heads, width).transpose(1, 2)
+
+        query = split(self._dense(x, f"{prefix}.query"))
+        key = split(self._dense(x, f"{prefix}.key"))
+        value = split(self._dense(x, f"{prefix}.value"))
+        context = F.scaled_dot_product_attention(query, key, value, attn_mask=adder,
+                                                 scale=1.0 / math.sqrt(width))  # [B, A, S, D]
+        context = context.transpose(1, 2).reshape(batch, seq_len, hidden)
+        return self._dense(context, f"{prefix}.output")
+
+    # --- heads -----------------------------------------------------------------------------
+
+    def pool(self, sequence_output: "torch.Tensor") -> "torch.Tensor":
+        """The pooler: tanh(dense(sequence_output[:, 0])), [B, S, H] -> [B, H]."""
+        weights.require_head(self._plan, "pooler", self.path, "the pooled output")
+        return torch.tanh(self._dense(sequence_output[:, 0], "pooler"))
+
+    def mlm_logits(self, hidden: "torch.Tensor") -> "torch.Tensor":
+        """The MLM head on hidden states [..., H] -> logits [..., V]."""
+        weights.require_head(self._plan, "mlm", self.path, "masked-LM prediction")
+        h = self._layer_norm(self._activation(self._dense(hidden, "mlm.transform")), "mlm.norm")
+        decoder = self.params[self.decoder]  # [V, H]: the word-embedding table itself when tied
+        return h @ decoder.T + self.params[self.decoder_bias]
+
+    def nsp_logits(self, pooled_output: "torch.Tensor") -> "torch.Tensor":
+        """The NSP head: [B, H] -> [B, 2] (class 0: B follows A)."""
+        weights.require_head(self._plan, "nsp", self.path, "next-sentence prediction")
+        return self._dense(pooled_output, "nsp")
+
+    def masked_lm_logits(self, input_ids, token_type_ids, attention_mask, masked_lm_positions) -> "torch.Tensor":
+        """MLM logits [B, M, V] at positions [B, M] only: encoder, gather, then the head."""
+        weights.require_head(self._plan, "mlm", self.path, "masked-LM prediction")
+        sequence = self.encode(input_ids, token_type_ids, attention_mask)
+        positions = check_positions(*sequence.shape[:2], _numpy(masked_lm_positions))
+        return self.mlm_logits(_gather_positions(sequence, self._tensor(positions)))
+
+    def pretraining_loss(self, input_ids, token_type_ids, attention_mask, masked_lm_positions, masked_lm_ids,
+                         masked_lm_weights=None, next_sentence_labels=None) -> PretrainingLoss:
+        """As `NumpyBert.pretraining_loss`; the losses are 0-d float32 tensors."""
+        weights.require_head(self._plan, "mlm", self.path, "the masked-LM loss")
+        if next_sentence_labels is not None:
+            weights.require_head(self._plan, "nsp", self.path, "the next-sentence loss")
+        sequence = self.encode(input_ids, token_type_ids, attention_mask)  # [B, S, H]
+        slots = check_slot_inputs(*sequence.shape[:2], self.config.vocab_size, _numpy(masked_lm_positions),
+                                  _numpy(masked_lm_ids), _numpy(masked_lm_weights), _numpy(next_sentence_labels))
+        # The losses are computed in float32 whatever the compute dtype, as Google computes them.
+        logits = self.mlm_logits(_gather_positions(sequence, self._tensor(slots.positions))).float()  # [B, M, V]
+        mlm, per_slot = _masked_lm_loss(logits, self._tensor(slots.label_ids), self._tensor(slots.label_weights))
+        nsp = None
+        if slots.nsp_labels is not None:
+            nsp_logits = self.nsp_logits(self.pool(sequence)).float()
+            nsp = _next_sentence_loss(nsp_logits, self._tensor(slots.nsp_labels))
+        return PretrainingLoss(mlm=mlm, nsp=nsp, total=mlm if nsp is None else mlm + nsp, mlm_per_slot=per_slot)
+
+    # --- building blocks -------------------------------------------------------------------
+
+    def _dense(self, x: "torch.Tensor", prefix: str) -> "torch.Tensor":
+        """x @ kernel + bias, kernel [in, out]: [..., in] -> [..., out]."""
+        return torch.addmm(self.params[f"{prefix}.bias"], x.reshape(-1, x.shape[-1]),
+                           self.params[f"{prefix}.kernel"]).view(*x.shape[:-1], -1)
+
+    def _layer_norm(self, x: "torch.Tensor", prefix: str) -> "torch.Tensor":
+        return F.layer_norm(x, x.shape[-1:], self.params[f"{prefix}.gamma"], self.params[f"{prefix}.beta"],
+                            eps=self.numerics.layer_norm_eps)
+
+    def _activation(self, x: "torch.Tensor") -> "torch.Tensor":
+        if self.numerics.activation == RELU:
+            return F.relu(x)
+        return F.gelu(x, approximate=GELU_APPROXIMATE[self.numerics.activation])
+
+
+def _numpy(values):
+    """A CPU torch tensor as a NumPy array (for the shared input checks); anything else unchanged."""
+    if torch is not None and isinstance(values, torch.Tensor):
+        return values.detach().cpu().numpy()
+    return values
+
+
+# --- Google's losses, mirroring loss.py step for step ----------------------------------------
+
+
+def _gather_positions(sequence: "torch.Tensor", positions: "torch.Tensor") -> "torch.Tensor":
+    """Step 1: [B, S, H] at positions [B, M] -> [B, M, H]."""
+    batch = torch.arange(sequence.shape[0], device=sequence.device)[:, None]  # [B, 1]
+    return sequence[batch, positions]
+
+
+def _masked_lm_loss(logits: "torch.Tensor", label_ids: "torch.Tensor",
+                    label_weights: "torch.Tensor") -> tuple["torch.Tensor", "torch.Tensor"]:
+    """Steps 3-5 on logits [B, M, V]: (loss, per-slot loss [B, M])."""
+    log_probs = torch.log_softmax(logits, dim=-1)  # [B, M, V]
+    per_slot = -log_probs.gather(-1, label_ids[..., None])[..., 0]  # [B, M]
+    numerator = torch.sum(label_weights * per_slot)
+    denominator = torch.sum(label_weights) + MLM_LOSS_EPSILON
+    return numerator / denominator, per_slot
+
+
+def _next_sentence_loss(logits: "torch.Tensor", labels: "torch.Tensor") -> "torch.Tensor":
+    """NSP logits [B, 2] -> the batch mean of -log p(label)."""
+    log_probs = torch.log_softmax(logits, dim=-1)  # [B, 2]
+    return -log_probs.gather(-1, labels[:, None])[:, 0].mean()
