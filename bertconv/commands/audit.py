@@ -8,8 +8,7 @@ import click
 from rich.table import Table
 
 from ..checks.audit import audit
-from ..errors import EXIT_CHECK_FAILED
-from .common import checkpoint_options, human, load, print_json, stdout
+from .common import checkpoint_options, finish, human, load, stdout
 
 
 def print_report(report: dict) -> None:
@@ -44,9 +43,4 @@ def print_report(report: dict) -> None:
 def command(path: Path, config_path, num_heads, as_json: bool) -> None:
     """Count parameters per component against the closed form from the config (reads no tensor data)."""
     report = audit(load(path, config_path, num_heads))
-    if as_json:
-        print_json(report)
-    else:
-        print_report(report)
-    if not report["ok"]:
-        raise SystemExit(EXIT_CHECK_FAILED)
+    finish(report, as_json, print_report)

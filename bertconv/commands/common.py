@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Callable
 
 import click
 from rich.console import Console
 
 from .. import formats
+from ..errors import EXIT_CHECK_FAILED
 from ..tree import ParameterTree
 
 stdout = Console(highlight=False, soft_wrap=True)
@@ -35,6 +37,16 @@ def load(path: Path, config_path: Path | None, num_heads: int | None) -> Paramet
 
 def print_json(data) -> None:
     sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+def finish(report: dict, as_json: bool, print_report: Callable[[dict], None]) -> None:
+    """Print a check's report (JSON or for people) and exit 1 when it says not ok."""
+    if as_json:
+        print_json(report)
+    else:
+        print_report(report)
+    if not report["ok"]:
+        raise SystemExit(EXIT_CHECK_FAILED)
 
 
 def human(n: int) -> str:

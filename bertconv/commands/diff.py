@@ -7,8 +7,7 @@ from pathlib import Path
 import click
 
 from ..checks.diff import BIT_EXACT, diff
-from ..errors import EXIT_CHECK_FAILED
-from .common import load, print_json, stdout
+from .common import finish, load, stdout
 
 #: How many tensor names a line about differing dtypes shows.
 DTYPE_NAMES_SHOWN = 3
@@ -71,9 +70,4 @@ def command(a: Path, b: Path, atol: float, as_json: bool) -> None:
     Exit status: 0 equal (within --atol), 1 they differ, 2 an input cannot be read.
     """
     report = diff(load(a, None, None), load(b, None, None), atol=atol)
-    if as_json:
-        print_json(report)
-    else:
-        print_report(report)
-    if not report["ok"]:
-        raise SystemExit(EXIT_CHECK_FAILED)
+    finish(report, as_json, print_report)

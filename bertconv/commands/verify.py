@@ -7,8 +7,7 @@ from pathlib import Path
 import click
 
 from ..checks.verify import verify
-from ..errors import EXIT_CHECK_FAILED
-from .common import checkpoint_options, human, load, print_json, stdout
+from .common import checkpoint_options, finish, human, load, stdout
 
 #: Colours of the head and tying verdicts in the human report.
 VERDICT_STYLE = {"complete": "green", "tied": "green", "partial": "red", "missing": "red",
@@ -73,9 +72,4 @@ def command(path: Path, config_path, num_heads, deep: bool, allow_missing_mlm: b
     Exit status: 0 ok, 1 a check failed, 2 the input cannot be read.
     """
     report = verify(load(path, config_path, num_heads), deep=deep, allow_missing_mlm=allow_missing_mlm)
-    if as_json:
-        print_json(report)
-    else:
-        print_report(report)
-    if not report["ok"]:
-        raise SystemExit(EXIT_CHECK_FAILED)
+    finish(report, as_json, print_report)
