@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ..containers import keras_h5
 from ..errors import bad_input
 from ..tree import ParameterTree
-from . import google_tf, hf
+from . import bert4keras, google_tf, hf
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ class Format:
 
 FORMATS: tuple[Format, ...] = (
     Format("hf", hf.FORMATS, hf.sniff, hf.candidates, hf.read, hf.write, writes_directory=True),
+    Format("bert4keras", bert4keras.FORMATS, bert4keras.sniff, bert4keras.candidates, bert4keras.read,
+           bert4keras.write, writes_directory=False),
     Format("tf", (google_tf.FORMAT,), google_tf.sniff, google_tf.candidates, google_tf.read, google_tf.write,
            writes_directory=True),
 )
@@ -64,12 +67,15 @@ def resolve(path: Path) -> tuple[Format, Path]:
                                   f"expected model.safetensors, pytorch_model.bin, a *.index.json, "
                                   f"a TF bundle (*.ckpt.index) or a bert4keras .h5")
         names = ", ".join(p.name for _, p in found)
-        raise bad_input(path, f"directory holds {len(found)} checkpoints ({names}); pass the one to use")
+        raise bad_input(path, f"directory holds {len(found)} checkpoints ({names}); pass the one to use, "
+                              f"e.g. {found[0][1]}")
     for fmt in FORMATS:
         if fmt.sniff(path):
             return fmt, path
     if not path.exists():
         raise bad_input(path, "does not exist")
+    if keras_h5.is_hdf5(path):
+        keras_h5.read_weights_file(path)  # an HDF5 file but not Keras weights: raises, saying what it holds
     raise bad_input(path, "is not a checkpoint bertconv reads (not safetensors, a torch zip or pickle, "
                           "a TF tensor bundle, or Keras HDF5)")
 
