@@ -11,6 +11,7 @@ from typing import Callable
 from . import formats
 from .atomic import atomic_output
 from .checks.shapes import shape_problems
+from .checks.verify import vocab_problem
 from .errors import bad_input
 from .tree import ParameterTree
 
@@ -29,6 +30,13 @@ class WriteOptions:
     max_shard_bytes: int | None = None
     drop_untied_decoder: bool = False
     on_tensor: Callable[[int], None] | None = None
+
+
+def warnings_for(tree: ParameterTree) -> list[str]:
+    """What a conversion goes ahead with but its user should hear about: a vocab.txt beside the
+    source that does not match the word embeddings (writers that carry vocab.txt copy it as is)."""
+    problem = vocab_problem(tree)
+    return [problem] if problem else []
 
 
 def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool = False,

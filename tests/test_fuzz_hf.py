@@ -15,6 +15,8 @@ from fuzzing import CASES, check_case, mutations
 
 HF = FIXTURES / "hf"
 
+pytestmark = pytest.mark.fuzz  # `make fuzz` selects these with -m fuzz (and BERTCONV_FUZZ_CASES=20000)
+
 
 def _fuzz(tmp_path: Path, source: Path, name: str, boundaries: list[int], seed: int) -> Counter:
     data = source.read_bytes()

@@ -12,7 +12,8 @@ It sees only the canonical tree (never a file format), and reports:
   decoder differs (a failure if the config says the embeddings are tied, a note otherwise);
   `n/a` without an MLM head. A stored decoder bias must equal the output bias.
 - Consistency: the audit (`checks.audit`): shapes against the config, counts against the
-  closed form. Its report is embedded whole under `audit`.
+  closed form. Its report is embedded whole under `audit`. A vocab.txt beside the checkpoint
+  must hold one token per word-embedding row (`vocab_problem`).
 - With `deep`: every tensor read once, streaming in chunks: all values finite, LayerNorm gammas
   not all zero, no pooler/MLM/NSP tensor all zero (a head never trained, or zeroed on save).
   Checksums are checked where the format stores them, by the tensor's own `read()`.
@@ -243,6 +244,45 @@ def _consistency(report: dict) -> list[str]:
     return problems
 
 
+# --- the vocabulary -------------------------------------------------------------------------
+
+#: vocab.txt is counted in pieces of this size, so that a huge or hostile file costs no memory.
+VOCAB_READ_BYTES = 1 << 20
+
+
+def count_vocab_tokens(path: Path) -> int:
+    """Tokens in a vocab.txt: one per line, as BERT's tokenizer reads it (a last line without
+    its newline counts; the newline ending the file does not start another)."""
+    lines, last = 0, b"\n"
+    with open(path, "rb") as f:
+        while chunk := f.read(VOCAB_READ_BYTES):
+            lines += chunk.count(b"\n")
+            last = chunk[-1:]
+    return lines + (last != b"\n")
+
+
+def vocab_problem(tree: ParameterTree) -> str | None:
+    """A sentence when the vocab.txt beside the checkpoint does not hold one token per row of the
+    word embeddings, else None. Token id i is row i of the table: a vocab with more tokens has ids
+    past the table, one with fewer leaves rows no token reaches, and either way a vocab.txt of
+    another model turns every prediction into the wrong word."""
+    if tree.vocab is None or WORD not in tree.params:
+        return None
+    word = tree[WORD]
+    rows = int(word.tensor.shape[0])
+    try:
+        tokens = count_vocab_tokens(tree.vocab)
+    except OSError as exc:
+        return f"{tree.vocab}: cannot be read: {exc.strerror or exc}"
+    if tokens == rows:
+        return None
+    consequence = (f"ids {rows}..{tokens - 1} have no embedding row" if tokens > rows
+                   else f"rows {tokens}..{rows - 1} have no token")
+    return (f"{tree.vocab}: vocab.txt has {tokens} tokens (lines) but the word embeddings {label(word)} "
+            f"have {rows} rows: {consequence}. Token ids are line numbers, so this is probably the "
+            f"vocab.txt of another model; use the one this checkpoint was trained with")
+
+
 # --- deep -----------------------------------------------------------------------------------
 
 
@@ -362,6 +402,9 @@ def verify(tree: ParameterTree, *, deep: bool = False, allow_missing_mlm: bool =
     report_audit = audit(tree)
     consistency = _consistency(report_audit)
     findings.problems.extend(consistency)
+    vocab = vocab_problem(tree)
+    if vocab:
+        findings.problems.append(vocab)
     deep_counts = _deep(tree, reader, findings) if deep else None
     findings.notes.extend(_ignored_notes(tree))
     return {

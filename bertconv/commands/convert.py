@@ -7,10 +7,11 @@ import sys
 from pathlib import Path
 
 import click
+from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
 from .. import formats
-from ..convert import WriteOptions, convert
+from ..convert import WriteOptions, convert, warnings_for
 from .common import checkpoint_options, load, stderr
 
 #: Progress bars appear for outputs at least this large, on a terminal, without --quiet.
@@ -50,6 +51,8 @@ def command(src: Path, dst: Path, target: str, config_path, num_heads, force: bo
     never replaces an existing path without --force.
     """
     tree = load(src, config_path, num_heads)
+    for warning in warnings_for(tree):
+        stderr.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     total = sum(p.tensor.nbytes for p in tree)
     options = dict(max_shard_bytes=parse_size(max_shard_size), drop_untied_decoder=drop_untied_decoder)
     if show_progress(total, quiet):

@@ -94,7 +94,16 @@ _ALLOWED = {
 
 
 class UnsafePickle(BadInput):
-    """The pickle names a global outside the allow-list: loading it could run code."""
+    """The pickle names a global outside the allow-list, or sets state that a state dict never
+    sets: loading it could run code."""
+
+
+def _stand_in_name(obj) -> str:
+    """The global a stand-in was resolved from (for messages), else the object's type."""
+    for (module, name), value in _ALLOWED.items():
+        if value is obj:
+            return f"{module}.{name}"
+    return type(obj).__name__
 
 
 # The pure-Python unpickler, not the C one: the C unpickler sizes its memo array by the largest
@@ -113,6 +122,22 @@ class _SafeUnpickler(pickle._Unpickler):
                 f"{self._path}: {self._member} calls {module}.{name}, which is not a tensor-rebuild "
                 f"function; refusing to load it (loading this file with torch.load would run that call)"
             ) from None
+
+    def load_build(self):
+        """BUILD sets an object's state. A state dict uses it only to give an OrderedDict its
+        `_metadata` attribute; anything else (state for a stand-in shared by every read, or an
+        instance attribute such as `__setstate__` that a second BUILD would call) is refused."""
+        state, target = self.stack[-1], self.stack[-2]
+        if not (type(target) is OrderedDict and isinstance(state, dict)
+                and all(isinstance(k, str) and not k.startswith("__") for k in state)):
+            keys = ", ".join(repr(k) for k in state) if isinstance(state, dict) else type(state).__name__
+            raise UnsafePickle(
+                f"{self._path}: {self._member} uses BUILD to set {keys:.200} on {_stand_in_name(target)}, "
+                f"which a state dict never does; refusing to load it (with torch.load this is a way to "
+                f"plant a __setstate__ that runs code)")
+        super().load_build()
+
+    dispatch = {**pickle._Unpickler.dispatch, pickle.BUILD[0]: load_build}
 
     def persistent_load(self, pid):
         if not (isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage"
@@ -213,25 +238,53 @@ def _read_zip(path: Path) -> tuple[dict, dict[str, tuple[int, int]]]:
 
 def _read_archive(path: Path, archive: zipfile.ZipFile) -> tuple[dict, dict[str, tuple[int, int]]]:
     members = archive.infolist()
+    file_size = os.path.getsize(path)
     pickles = [m for m in members if m.filename.endswith("data.pkl") and m.filename.count("/") == 1]
     if len(pickles) != 1:
-        found = ", ".join(m.filename for m in pickles) or "none"
+        _refuse_other_pickles(path, archive, members, file_size)
+        found = ", ".join(repr(m.filename) for m in members if m.filename.endswith(".pkl")) or "none"
         raise bad_input(path, f"expected one <archive>/data.pkl in the zip, found {found}")
     pkl = pickles[0]
     prefix = pkl.filename[: -len("data.pkl")]
-    file_size = os.path.getsize(path)
-    if pkl.file_size > file_size:
-        raise bad_input(path, f"{pkl.filename} claims {pkl.file_size} bytes, more than the file")
+    _check_member_size(path, pkl, file_size)
     byteorder = prefix + "byteorder"
     if byteorder in archive.namelist() and archive.read(byteorder).strip() not in (b"little", b""):
         raise bad_input(path, "big-endian torch checkpoints are not supported")
     records = _state_dict(_unpickle(io.BytesIO(archive.read(pkl)), path, pkl.filename), path)
+    _refuse_other_pickles(path, archive, [m for m in members if m is not pkl], file_size)
     spans = {}
     for member in members:
         if member.filename.startswith(prefix + "data/"):
             key = member.filename[len(prefix + "data/"):]
             spans[key] = (_member_data_offset(path, member, file_size), member.file_size)
     return records, spans
+
+
+def _check_member_size(path: Path, member: zipfile.ZipInfo, file_size: int) -> None:
+    if member.file_size > file_size:
+        raise bad_input(path, f"{member.filename!r} claims {member.file_size} bytes, more than the file")
+
+
+def _refuse_other_pickles(path: Path, archive: zipfile.ZipFile, members: list[zipfile.ZipInfo],
+                          file_size: int) -> None:
+    """Read every other `*.pkl` member with the safe unpickler and raise `UnsafePickle` for one
+    that names a global outside the allow-list.
+
+    bertconv reads only `<archive>/data.pkl`, but torch may load another pickle of the same zip
+    (a TorchScript archive's `constants.pkl`, or whichever `data.pkl` its archive-name rule
+    picks), so a hostile pickle anywhere in the archive is refused, naming its global. Pickles
+    that are merely malformed are left alone here.
+    """
+    for member in members:
+        if not member.filename.endswith(".pkl"):
+            continue
+        _check_member_size(path, member, file_size)
+        try:
+            _unpickle(io.BytesIO(archive.read(member)), path, repr(member.filename))
+        except UnsafePickle:
+            raise
+        except BadInput:
+            pass
 
 
 def _member_data_offset(path: Path, member: zipfile.ZipInfo, file_size: int) -> int:

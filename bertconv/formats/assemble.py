@@ -94,7 +94,12 @@ def config_from_shapes(path: Path, params: dict[str, Parameter], activation: str
         if name not in params:
             raise bad_input(path, f"no config given and {name} is absent, so its size cannot be "
                                   f"inferred; pass --config bert_config.json")
-        return int(params[name].tensor.shape[axis])
+        shape = params[name].tensor.shape
+        if len(shape) != 2:  # every tensor the sizes are read from is a 2-D matrix
+            raise bad_input(params[name].file, f"tensor {params[name].source!r} ({name}) has shape {list(shape)}, "
+                                               f"expected a 2-D matrix; no config given, so the model's sizes "
+                                               f"are read from it")
+        return int(shape[axis])
 
     hidden = dim("embeddings.word", 1)
     layers = {layer_of(n) for n in params if layer_of(n) is not None}

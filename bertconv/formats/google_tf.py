@@ -136,7 +136,9 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     directory = prefix.parent
     config = _config(directory, config_path)
     vocab = directory / VOCAB_FILE
-    files = [reader.index_path] + [reader.data_path(i) for i in range(reader.num_shards)]
+    # The data files its entries name (a header may claim any number of shards; only these are read).
+    shards = sorted({entry.shard_id for entry in reader.entries.values()})
+    files = [reader.index_path] + [reader.data_path(i) for i in shards]
     return assemble(
         format_name=FORMAT, path=prefix, entries=entries, table=TABLE, config=config,
         default_activation=DEFAULT_ACTIVATION, num_heads=num_heads, files=files,

@@ -1,0 +1,106 @@
+"""Inputs untouched: no command changes, adds or removes anything where it reads.
+
+Every fixture directory of every family is copied to tmp_path; then every command runs on the
+copy (conversions to every target write elsewhere). Afterwards the copy's listing, and the
+sha256, size, mode and mtime (ns) of every file in it, and the directory's own mtime, are as
+they were. Commands run in this process (fast); for one fixture each command also runs as a
+real `bertconv` process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from bertconv import formats
+from bertconv.cli import main
+from conftest import FIXTURES, run_cli
+
+FAMILIES = ("hf", "tf", "bert4keras")
+CASES = [f"{family}/{d.name}" for family in FAMILIES if (FIXTURES / family).is_dir()
+         for d in sorted((FIXTURES / family).iterdir()) if d.is_dir()]
+DESTINATIONS = {"hf": "hf-out", "tf": "tf-out", "bert4keras": "out.h5"}
+COMMAND_NAMES = {command.name for command in main.commands.values()}
+
+
+#: For fill-mask on fixtures without a vocab.txt of their own (V=99 throughout).
+VOCAB = FIXTURES / "tf" / "full" / "vocab.txt"
+
+
+def commands(path: Path, out: Path) -> list[list[str]]:
+    runs = [["inspect", path], ["inspect", "--json", path], ["audit", path], ["verify", path],
+            ["verify", "--deep", path], ["diff", path, path]]
+    runs += [["convert", path, out / DESTINATIONS[target], "--to", target] for target in formats.TARGETS]
+    if "fill-mask" in COMMAND_NAMES:
+        vocab = [] if (path / "vocab.txt").exists() else ["--vocab", out.parent / "vocab" / "vocab.txt"]
+        runs.append(["fill-mask", path, "the [MASK] sat on the mat .", *vocab])
+    return [[str(a) for a in run] for run in runs]
+
+
+def snapshot(directory: Path) -> dict:
+    """Everything a command could change about a directory tree it reads."""
+    state = {".": (directory.stat().st_mtime_ns, sorted(os.listdir(directory)))}
+    for path in sorted(directory.rglob("*")):
+        info = path.lstat()
+        relative = str(path.relative_to(directory))
+        if path.is_dir():
+            state[relative] = ("dir", info.st_mtime_ns, sorted(os.listdir(path)))
+        else:
+            state[relative] = (hashlib.sha256(path.read_bytes()).hexdigest(), info.st_size,
+                               stat.S_IMODE(info.st_mode), info.st_mtime_ns)
+    return state
+
+
+def copy_fixture(case: str, tmp_path: Path) -> Path:
+    """The fixture's directory copied into tmp_path/input/, and a vocab.txt into tmp_path/vocab/."""
+    copy = tmp_path / "input" / case.replace("/", "-")
+    shutil.copytree(FIXTURES / case, copy)
+    (tmp_path / "vocab").mkdir(exist_ok=True)
+    shutil.copy(VOCAB, tmp_path / "vocab" / "vocab.txt")
+    return copy
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_no_command_changes_its_input(case, tmp_path):
+    copy = copy_fixture(case, tmp_path)
+    before, vocab = snapshot(copy), snapshot(tmp_path / "vocab")
+    statuses = {}
+    for args in commands(copy, tmp_path / "out"):
+        (tmp_path / "out").mkdir(exist_ok=True)
+        result = CliRunner().invoke(main, args)
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            raise AssertionError(f"bertconv {' '.join(args)}: uncaught {result.exception!r}")
+        statuses[" ".join(args[:2])] = result.exit_code
+        assert snapshot(copy) == before, f"bertconv {' '.join(args)} changed {copy}"
+        shutil.rmtree(tmp_path / "out")
+    assert snapshot(tmp_path / "vocab") == vocab
+    assert statuses[f"inspect {copy}"] == 0, "the fixture must at least be readable"
+    assert set(statuses.values()) <= {0, 1, 2}
+
+
+def test_no_command_changes_its_input_as_a_process(tmp_path):
+    """One real process per command (about 0.4 s each), on the family with the most files."""
+    copy = copy_fixture("tf/two_shards", tmp_path)
+    before = snapshot(copy)
+    out = tmp_path / "out"
+    out.mkdir()
+    for args in commands(copy, out):
+        result = run_cli(*args)
+        assert result.exit_code in (0, 1, 2) and "Traceback" not in result.stderr, (args, result.stderr)
+        assert snapshot(copy) == before, f"bertconv {' '.join(args)} changed {copy}"
+
+
+def test_prefix_and_file_forms_of_a_tf_input_are_untouched_too(tmp_path):
+    copy = copy_fixture("tf/two_shards", tmp_path)
+    before = snapshot(copy)
+    for path in (copy / "bert_model.ckpt", copy / "bert_model.ckpt.index",
+                 copy / "bert_model.ckpt.data-00001-of-00002"):
+        result = CliRunner().invoke(main, ["verify", "--deep", str(path)])
+        assert result.exit_code == 0, result.output
+    assert snapshot(copy) == before
