@@ -18,9 +18,18 @@ A nested model (a `Model` used as a layer) is one group named after it whose `we
 start with its inner layers' names (`Embedding-Token/embeddings:0`): `read_weights_file`
 expands it into those inner layers, in order, grouped by the first path component.
 
-Keras 3 layout (any `*.weights.h5`, even from tf-keras 2.x): `/layers/<snake_case class>[_k]/
-vars/<n>`, with no layer names at all. It is detected and refused with a message saying so:
-which tensor is which cannot be read from the file.
+Keras 3 layout (what `save_weights` writes for any `*.weights.h5`, even under tf-keras 2.x;
+tf_keras/src/saving/saving_lib.py), with no layer names at all:
+
+    /layers/<group>/vars/<n>          a layer's own variables, n = 0, 1, ... in creation order
+    /layers/<group>/<attr>/vars/<n>   the variables of a sub-layer held in attribute <attr>
+    /layers/<group>/layers/...        a nested model's own `layers` container, likewise
+    /vars, /optimizer/vars/<n>, ...   the model's own variables; a compiled model's optimizer
+
+where <group> is the layer's class in snake_case, with `_k` appended for the k-th (k >= 1) layer
+of that class in `model.layers` order (`dense`, `dense_1`, ...; `keras3_group_names`).
+`read_keras3_file` lists the groups and their datasets; which group is which layer is the
+format's business (it needs the model's layer order).
 
 Reading touches no tensor data: a contiguous, unfiltered dataset becomes a `MappedTensor` at
 its file offset; any other dataset (chunked, compressed, compact, big-endian) a `H5Tensor` read
@@ -37,6 +46,7 @@ import errno
 import math
 import mmap
 import os
+import re
 import struct
 from collections import Counter
 from dataclasses import dataclass
@@ -63,8 +73,9 @@ TOP_LEVEL_WEIGHTS = "top_level_model_weights"
 #: `model.save('x.h5')` puts the weights file under this group, optimizer state beside it.
 MODEL_WEIGHTS = "model_weights"
 OPTIMIZER_WEIGHTS = "optimizer_weights"
-#: The Keras 3 layout's root group.
+#: The Keras 3 layout's container of a model's layers, and the group of an object's own variables.
 KERAS3_LAYERS = "layers"
+KERAS3_VARS = "vars"
 #: The most a filter (compression) may expand stored bytes: deflate's own bound is 1032.
 MAX_FILTER_EXPANSION = 1100
 #: Copy granularity when writing: bounds the scratch a transposed source needs.
@@ -122,6 +133,38 @@ class KerasWeightsFile:
     extra: tuple[KerasWeight, ...]
     backend: str | None
     keras_version: str | None
+
+
+@dataclass(frozen=True)
+class Keras3Layer:
+    """One group of a Keras 3 layout's `layers` container.
+
+    `group` is its name there (`multi_head_attention_1`); `weights` every dataset below it, each
+    named by its path under the group (`vars/0`, `q_dense/vars/1`), sorted by name.
+    """
+
+    group: str
+    weights: tuple[KerasWeight, ...]
+
+
+@dataclass(frozen=True)
+class Keras3WeightsFile:
+    """A Keras 3 layout weights file.
+
+    Attributes:
+      container: the path of the `layers` group holding the model's layers: `layers`, or
+        `layers/<group>/layers` when the file's model has one nested model and nothing else with
+        weights (`nested` is then that group's name).
+      layers: the container's groups, weightless ones too, sorted by name.
+      extra: datasets outside the container (the model's own `vars`, an optimizer's state), each
+        named by its path in the file.
+    """
+
+    path: Path
+    container: str
+    layers: tuple[Keras3Layer, ...]
+    extra: tuple[KerasWeight, ...]
+    nested: str | None = None
 
 
 class H5Tensor(LazyTensor):
@@ -248,7 +291,7 @@ def _walk_global_heap(path: Path, data: mmap.mmap, start: int, size: int) -> Non
 def _is_keras3(f: h5py.File) -> bool:
     layers = f.get(KERAS3_LAYERS)
     return isinstance(layers, h5py.Group) and any(
-        isinstance(child, h5py.Group) and "vars" in child for child in layers.values())
+        isinstance(child, h5py.Group) and KERAS3_VARS in child for child in layers.values())
 
 
 def _weights_group(f: h5py.File) -> h5py.Group | None:
@@ -288,10 +331,8 @@ def _read_open(path: Path, f: h5py.File) -> KerasWeightsFile:
     if group is None:
         if _is_keras3(f):
             raise bad_input(path, "is in the Keras 3 weights layout (/layers/<class name>/vars/<n>, what "
-                                  "save_weights writes for a path ending in .weights.h5): it stores no layer "
-                                  "names, so which tensor is which cannot be told; this layout is not "
-                                  "supported. Re-save with model.save_weights('model.h5') under tf-keras "
-                                  "(a path ending in .h5 but not .weights.h5) to get the Keras 2 layout")
+                                  "save_weights writes for a path ending in .weights.h5), not the Keras 2 "
+                                  "layout with layer names that this reader expects")
         roots = ", ".join(sorted(f.keys())[:8]) or "nothing"
         raise bad_input(path, f"an HDF5 file without Keras' layer_names attribute (root holds: {roots}); "
                               f"not a Keras weights file")
@@ -310,6 +351,86 @@ def _read_open(path: Path, f: h5py.File) -> KerasWeightsFile:
     extra = _extra_weights(path, f, group, size)
     return KerasWeightsFile(path, tuple(layers), tuple(extra), _string_attr(group.attrs, "backend"),
                             _string_attr(group.attrs, "keras_version"))
+
+
+def read_keras3_file(path: Path) -> Keras3WeightsFile:
+    """Parse a Keras 3 layout weights file: its layer groups and their datasets, as lazy tensors
+    (no data read). Which group is which layer the file does not say (see the module docstring)."""
+    path = Path(path)
+    if not is_hdf5(path):
+        raise bad_input(path, "not an HDF5 file (no HDF5 signature), so not a Keras weights file")
+    check_global_heaps(path)
+    try:
+        with h5py.File(path, "r") as f:
+            if not _is_keras3(f):
+                roots = ", ".join(sorted(f.keys())[:8]) or "nothing"
+                raise bad_input(path, f"not in the Keras 3 weights layout (no /{KERAS3_LAYERS}/<group>/"
+                                      f"{KERAS3_VARS}; the root holds: {roots})")
+            return _read_keras3_open(path, f)
+    except BadInput:
+        raise
+    except _H5_ERRORS as exc:
+        raise bad_input(path, f"cannot read as HDF5: {type(exc).__name__}: {exc}") from None
+
+
+def _read_keras3_open(path: Path, f: h5py.File) -> Keras3WeightsFile:
+    size = file_size(path)
+    datasets: list[str] = []
+    f.visititems(lambda name, obj: datasets.append(name) if isinstance(obj, h5py.Dataset) else None)
+    weights = {name: _keras3_weight(path, f, name, size) for name in sorted(datasets)}
+    container, nested = _keras3_container(f, weights)
+    prefix = container + "/"
+    groups: dict[str, list[KerasWeight]] = {
+        name: [] for name, child in sorted(f[container].items()) if isinstance(child, h5py.Group)}
+    extra = []
+    for name, tensor in weights.items():
+        group, _, relative = name[len(prefix):].partition("/")
+        if name.startswith(prefix) and relative:
+            groups[group].append(KerasWeight(relative, tensor))
+        else:
+            extra.append(KerasWeight(name, tensor))
+    layers = tuple(Keras3Layer(group, tuple(ws)) for group, ws in groups.items())
+    return Keras3WeightsFile(path, container, layers, tuple(extra), nested)
+
+
+def _keras3_container(f: h5py.File, weights: dict[str, LazyTensor]) -> tuple[str, str | None]:
+    """The `layers` group holding the model's layers, and the nested model's group if it is one
+    level down: a root container whose only group with weights is a model with a container of
+    its own (a model called as a layer inside another)."""
+    weighted = sorted({name.split("/")[1] for name in weights if name.startswith(KERAS3_LAYERS + "/")})
+    only = f[KERAS3_LAYERS].get(weighted[0]) if len(weighted) == 1 else None
+    if isinstance(only, h5py.Group) and isinstance(only.get(KERAS3_LAYERS), h5py.Group):
+        return f"{KERAS3_LAYERS}/{weighted[0]}/{KERAS3_LAYERS}", weighted[0]
+    return KERAS3_LAYERS, None
+
+
+def _keras3_weight(path: Path, f: h5py.File, name: str, size: int) -> LazyTensor:
+    dataset = f[name]
+    if not os.path.samefile(dataset.file.filename, path):
+        raise bad_input(path, f"dataset {name!r} is an external link into {dataset.file.filename}; refused")
+    return _tensor(path, dataset, size, f"dataset {name!r}")
+
+
+def snake_case(class_name: str) -> str:
+    """A Keras class name as Keras names its group in the Keras 3 layout
+    (tf_keras/src/utils/generic_utils.py `to_snake_case`): `MultiHeadAttention` ->
+    `multi_head_attention`; a private class (`_Foo`) gets the prefix `private`."""
+    intermediate = re.sub(r"(.)([A-Z][a-z0-9]+)", r"\1_\2", class_name)
+    name = re.sub(r"([a-z])([A-Z])", r"\1_\2", intermediate).lower()
+    return name if not name.startswith("_") else "private" + name
+
+
+def keras3_group_names(classes: Sequence[str]) -> list[str]:
+    """The Keras 3 group of each layer, for the Keras class names of `model.layers` in order:
+    the snake_case class, then `_1`, `_2`, ... for later layers of the same class
+    (saving_lib `_save_container_state`)."""
+    seen: Counter[str] = Counter()
+    names = []
+    for class_name in classes:
+        base = snake_case(class_name)
+        names.append(base if not seen[base] else f"{base}_{seen[base]}")
+        seen[base] += 1
+    return names
 
 
 def _check_layer_names(path: Path, names: list[str]) -> None:

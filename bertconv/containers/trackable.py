@@ -110,6 +110,19 @@ def parse_object_graph(data: bytes, *, source: Path | str) -> list[TrackableNode
     return nodes
 
 
-def variable_names(nodes: list[TrackableNode]) -> dict[str, str]:
-    """checkpoint_key -> full_name of every saved variable in the graph."""
-    return {a.checkpoint_key: a.full_name for node in nodes for a in node.attributes if a.checkpoint_key}
+def variable_names(nodes: list[TrackableNode], *, source: Path | str) -> dict[str, str]:
+    """checkpoint_key -> full_name of every saved variable in the graph.
+
+    Raises `BadInput` naming `source` when one key is given two different names: which layer the
+    variable belongs to would then be a guess.
+    """
+    names: dict[str, str] = {}
+    for index, node in enumerate(nodes):
+        for attribute in node.attributes:
+            if not attribute.checkpoint_key:
+                continue
+            known = names.setdefault(attribute.checkpoint_key, attribute.full_name)
+            if known != attribute.full_name:
+                raise pw.bad_input(source, f"{GRAPH_KEY} node {index}: checkpoint key {attribute.checkpoint_key!r} "
+                                           f"is named {attribute.full_name!r}, but an earlier node names it {known!r}")
+    return names

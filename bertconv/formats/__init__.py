@@ -13,7 +13,7 @@ from typing import Callable
 from ..containers import keras_h5
 from ..errors import bad_input
 from ..tree import ParameterTree
-from . import bert4keras, google_tf, hf
+from . import bert4keras, bert4keras_objects, google_tf, hf
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,9 @@ FORMATS: tuple[Format, ...] = (
            bert4keras.write, writes_directory=False),
     Format("tf", (google_tf.FORMAT,), google_tf.sniff, google_tf.candidates, google_tf.read, google_tf.write,
            writes_directory=True),
+    # Read-only: what bert4keras' pre-training leaves (Keras object-based TF checkpoints).
+    Format("bert4keras-tf", (bert4keras_objects.FORMAT,), bert4keras_objects.sniff, bert4keras_objects.candidates,
+           bert4keras_objects.read, write=None, writes_directory=False),
 )
 
 TARGETS = {f.target: f for f in FORMATS if f.write is not None}
@@ -65,7 +68,7 @@ def resolve(path: Path) -> tuple[Format, Path]:
             listing = ", ".join(sorted(p.name for p in path.iterdir())[:12]) or "nothing"
             raise bad_input(path, f"directory holds no checkpoint bertconv reads (it holds: {listing}); "
                                   f"expected model.safetensors, pytorch_model.bin, a *.index.json, "
-                                  f"a TF bundle (*.ckpt.index) or a bert4keras .h5")
+                                  f"a TF bundle (*.ckpt.index) or a bert4keras .h5 / .weights.h5")
         names = ", ".join(p.name for _, p in found)
         raise bad_input(path, f"directory holds {len(found)} checkpoints ({names}); pass the one to use, "
                               f"e.g. {found[0][1]}")

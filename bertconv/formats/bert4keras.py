@@ -25,6 +25,13 @@ The file holds no config: a `bert_config.json` beside it (or `--config`) gives o
 bert4keras reads it ("gelu" is the exact erf form); without one the sizes come from the shapes
 and the head count is the stated default (hidden_size / 64) unless `--heads` says otherwise.
 
+A `*.weights.h5` file (the Keras 3 layout, detected by content) names no layer: its groups are
+`<snake_case class>[_k]`, k counting the layers of a class in `model.layers` order. With the
+config (required: it fixes L and whether there are segments) and the heads (read off the file:
+one `scale_offset` group is the MLM head, each `dense` group beyond MLM-Dense a pooler or NSP
+layer), `model_layers` gives that order, hence which group is which layer; the reader refuses a
+file whose groups or shapes differ from it in any way, saying what it expected and found.
+
 Writing (`convert SRC DST.h5 --to bert4keras`) produces the single file that
 `build_transformer_model(config_path, with_pool=, with_nsp=, with_mlm=).save_weights(DST.h5)`
 would: same layers in the same `model.layers` order, weightless ones included, same weight
@@ -40,21 +47,25 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Iterable
 
 from ..config import BertConfig, Heads, load_config_file
 from ..containers import keras_h5
 from ..containers.keras_h5 import KerasLayer, LayerToWrite, Node
 from ..dtypes import BFLOAT16, FLOAT32, as_float32
-from ..errors import bad_input
+from ..errors import BadInput, bad_input
 from ..tensor import LazyTensor
 from ..tree import Ignored, ParameterTree, role_of
 from .assemble import Entry, assemble
 from .table import Row, Table
 
 FORMAT = "bert4keras-h5"
-FORMATS = (FORMAT,)
+#: A `*.weights.h5` file in the Keras 3 layout.
+FORMAT_KERAS3 = "bert4keras-keras3"
+FORMATS = (FORMAT, FORMAT_KERAS3)
 #: bert4keras computes a config's "gelu" as the exact erf form (bert4keras/backend.py `gelu_erf`).
 DEFAULT_ACTIVATION = "gelu"
 CONFIG_FILE = "bert_config.json"
@@ -111,6 +122,26 @@ class LayerKind:
         if self.conditional and count == len(self.slots) + len(self.conditional):
             return self.slots + self.conditional
         return None
+
+    def options(self) -> tuple[tuple[Slot, ...], ...]:
+        """The weight lists a layer of this kind may hold: plain, and conditional if it can be."""
+        return (self.slots, self.slots + self.conditional) if self.conditional else (self.slots,)
+
+
+def keras3_locations(slots: tuple[Slot, ...]) -> tuple[str, ...]:
+    """Where each slot of a layer sits in the Keras 3 layout, under the layer's group.
+
+    A layer saves its own variables as `vars/<n>` and each sub-layer under the attribute holding
+    it (`q_dense/vars/<n>`), n counting in creation order, which is the order `slots` lists them
+    (the order `layer.weights` gives): `q_dense/kernel` -> `q_dense/vars/0`, `beta` -> `vars/0`.
+    """
+    counts: Counter[str] = Counter()
+    locations = []
+    for slot in slots:
+        owner = slot.role.rpartition("/")[0]
+        locations.append(f"{owner}/{keras_h5.KERAS3_VARS}/{counts[owner]}".lstrip("/"))
+        counts[owner] += 1
+    return tuple(locations)
 
 
 def _dense(attribute: str, keras_name: str) -> tuple[Slot, Slot]:
@@ -214,31 +245,44 @@ def _is_reserved(layer: str) -> bool:
 
 
 def sniff(path: Path) -> str | None:
-    """FORMAT for a Keras HDF5 weights file (by content: HDF5 signature and Keras' layer_names,
+    """The format of a Keras HDF5 weights file (by content: HDF5 signature and Keras' layer_names,
     or the Keras 3 layout, whatever the suffix); None otherwise. `read` refuses files that are
     Keras but not a bert4keras BERT, with a message saying what they hold."""
-    return FORMAT if keras_h5.layout(Path(path)) else None
+    return {"keras2": FORMAT, "keras3": FORMAT_KERAS3}.get(keras_h5.layout(Path(path)))
 
 
 def candidates(directory: Path) -> list[Path]:
-    """The Keras 2 weights files in `directory` that hold bert4keras BERT layers."""
-    found = []
-    for path in sorted(Path(directory).iterdir()):
-        if path.is_file() and keras_h5.layout(path) == "keras2" and any(
-                kind_of(name) is not None for name in keras_h5.layer_names(path)):
-            found.append(path)
-    return found
+    """The Keras weights files in `directory` that hold bert4keras BERT layers (Keras 2 layout:
+    by layer name; Keras 3 layout: by its attention and feed-forward groups)."""
+    return [path for path in sorted(Path(directory).iterdir()) if path.is_file() and _holds_bert(path)]
+
+
+def _holds_bert(path: Path) -> bool:
+    kind = keras_h5.layout(path)
+    if kind == "keras2":
+        return any(kind_of(name) is not None for name in keras_h5.layer_names(path))
+    if kind == "keras3":
+        try:
+            groups = {layer.group for layer in keras_h5.read_keras3_file(path).layers}
+        except BadInput:
+            return False
+        return {_keras3_group(ATTENTION), _keras3_group(FEED_FORWARD)} <= groups
+    return False
 
 
 # --- reading --------------------------------------------------------------------------------
 
 
 def read(path: Path, *, config_path: Path | None = None, num_heads: int | None = None) -> ParameterTree:
-    """Read a bert4keras HDF5 weights file into a canonical tree (no tensor data is read)."""
+    """Read a bert4keras HDF5 weights file into a canonical tree (no tensor data is read): the
+    Keras 2 layout by layer names, the Keras 3 layout (`*.weights.h5`) with `read_keras3`."""
     path = Path(path)
+    if keras_h5.layout(path) == "keras3":
+        return read_keras3(path, config_path=config_path, num_heads=num_heads)
     weights_file = keras_h5.read_weights_file(path)
     weighted = [layer for layer in weights_file.layers if layer.weights]
-    _refuse_non_bert(path, weighted)
+    refuse_non_bert(path, [layer.name for layer in weighted], what="a Keras weights file",
+                    saved_by="build_transformer_model(...).save_weights")
     entries: list[Entry] = []
     spelling: dict[str, str] = {}
     ignored = [Ignored(w.name, _extra_reason(w.name), w.tensor.numel, str(w.tensor.dtype), tuple(w.tensor.shape))
@@ -262,14 +306,15 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     return _with_condition_size(tree)
 
 
-def _refuse_non_bert(path: Path, weighted: list[KerasLayer]) -> None:
-    """A Keras file without bert4keras BERT layers, or with layers of another bert4keras model."""
-    names = [layer.name for layer in weighted]
+def refuse_non_bert(path: Path, names: list[str], *, what: str, saved_by: str) -> None:
+    """Refuse a Keras file whose layers with weights (`names`) include no bert4keras BERT layer,
+    or include layers of another bert4keras model; `what` the file is, `saved_by` how a BERT's
+    is written (for the message)."""
     if not any(kind_of(name) for name in names):
         shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
         expected = ", ".join(template.replace("{i}", "0") for template, _ in LAYERS[:5])
-        raise bad_input(path, f"a Keras weights file, but not a bert4keras BERT: its layers with weights are "
-                              f"{shown or 'none'}; a bert4keras BERT (build_transformer_model(...).save_weights) "
+        raise bad_input(path, f"{what}, but not a bert4keras BERT: its layers with weights are "
+                              f"{shown or 'none'}; a bert4keras BERT ({saved_by}) "
                               f"has layers {expected}, ..., MLM-Bias")
     foreign = sorted(name for name in names if kind_of(name) is None and _is_reserved(name))
     if foreign:
@@ -295,8 +340,12 @@ def _slots(path: Path, layer: KerasLayer, kind: LayerKind) -> tuple[Slot, ...]:
     return slots
 
 
+def foreign_layer_reason(layer: str) -> str:
+    return f"layer {layer!r} is not one bert4keras' BERT builds (a task head added on top?)"
+
+
 def _foreign_layer(layer: KerasLayer) -> list[Ignored]:
-    reason = f"layer {layer.name!r} is not one bert4keras' BERT builds (a task head added on top?)"
+    reason = foreign_layer_reason(layer.name)
     return [Ignored(w.name, reason, w.tensor.numel, str(w.tensor.dtype), tuple(w.tensor.shape))
             for w in layer.weights]
 
@@ -312,6 +361,155 @@ def _config(path: Path, config_path: Path | None) -> BertConfig | None:
     if config_path is None and not candidate.is_file():
         return None
     return load_config_file(candidate, gelu_means_for_google=DEFAULT_ACTIVATION)
+
+
+# --- reading the Keras 3 layout (*.weights.h5) -------------------------------------------------
+
+KERAS3_NEEDS_CONFIG = (
+    "is in the Keras 3 weights layout (/layers/<class name>/vars/<n>, what save_weights writes for a "
+    "path ending in .weights.h5): it stores no layer names, so bertconv tells its layers apart by the "
+    "order of the model bert4keras builds, which the model's bert_config.json fixes; without it this "
+    "layout is not supported: pass --config bert_config.json (the config the model was built from), "
+    "or put it beside the file")
+
+
+def _keras3_group(kind: LayerKind) -> str:
+    return keras_h5.snake_case(kind.keras_class)
+
+
+def _count(groups: Iterable[str], kind: LayerKind) -> int:
+    """How many groups are layers of `kind`'s class (`dense`, `dense_1`, ...)."""
+    pattern = re.compile(re.escape(_keras3_group(kind)) + r"(?:_[1-9]\d*)?")
+    return sum(1 for group in groups if pattern.fullmatch(group))
+
+
+def keras3_heads(path: Path, groups: Iterable[str]) -> Heads:
+    """The heads of a bert4keras BERT saved in the Keras 3 layout, from its groups with weights.
+
+    The MLM head is the one ScaleOffset layer (MLM-Bias) and brings MLM-Dense; every other Dense
+    is Pooler-Dense, then NSP-Proba (bert4keras builds NSP on the pooler only).
+    """
+    groups = list(groups)
+    mlm = _count(groups, OUTPUT_BIAS)
+    dense = _count(groups, DENSE) - mlm
+    if mlm > 1 or not 0 <= dense <= 2:
+        raise bad_input(path, f"Keras 3 layout with {mlm} {_keras3_group(OUTPUT_BIAS)} and "
+                              f"{_count(groups, DENSE)} {_keras3_group(DENSE)} groups: a bert4keras BERT has at "
+                              f"most one of the first (MLM-Bias) and one more of the second (MLM-Dense) plus "
+                              f"Pooler-Dense and NSP-Proba; this is not a plain bert4keras BERT (a task head "
+                              f"on top?), whose layers cannot be told apart in this layout. Save it with "
+                              f"model.save_weights('model.h5') (the Keras 2 layout, with layer names)")
+    return Heads(pooler=dense >= 1, nsp=dense == 2, mlm=mlm == 1)
+
+
+def keras3_layout(config: BertConfig, heads: Heads, *, conditional: bool) -> dict[str, str]:
+    """Keras 3 group -> bert4keras layer, for every layer with weights of the model
+    `build_transformer_model(config, with_pool=, with_nsp=, with_mlm=)` builds.
+
+    Only layers with weights are counted: no class of theirs (Embedding, Dense, ...) is also the
+    class of a weightless layer, so weightless layers (Dropout, Add, ...) do not shift their counters.
+    """
+    names = model_layers(config.num_hidden_layers, heads, segments=config.type_vocab_size > 0,
+                         conditional=conditional)
+    weighted = [(name, kind) for name in names if (kind := kind_of(name)) is not None]
+    groups = keras_h5.keras3_group_names([kind.keras_class for _, kind in weighted])
+    return {group: name for group, (name, _) in zip(groups, weighted, strict=True)}
+
+
+def read_keras3(path: Path, *, config_path: Path | None = None, num_heads: int | None = None) -> ParameterTree:
+    """Read a bert4keras BERT saved as `*.weights.h5` (Keras 3 layout); needs its config."""
+    path = Path(path)
+    config = _config(path, config_path)
+    if config is None:
+        raise bad_input(path, KERAS3_NEEDS_CONFIG)
+    weights_file = keras_h5.read_keras3_file(path)
+    found = {layer.group: layer for layer in weights_file.layers if layer.weights}
+    heads = keras3_heads(path, found)
+    conditional = _keras3_conditional(path, found)
+    layout = keras3_layout(config, heads, conditional=conditional)
+    _check_keras3_groups(path, weights_file, set(found), layout, config, heads)
+    entries: list[Entry] = []
+    spelling: dict[str, str] = {}
+    for group, layer in layout.items():
+        for location, slot, weight in _keras3_weights(path, weights_file, found[group], kind_of(layer)):
+            name = f"{weights_file.container}/{group}/{location}"
+            spelling[name] = f"{layer}/{slot.role}"
+            entries.append(Entry(name, weight.tensor, path))
+    ignored = [Ignored(w.name, _keras3_extra_reason(w.name), w.tensor.numel, str(w.tensor.dtype),
+                       tuple(w.tensor.shape)) for w in weights_file.extra]
+    tree = _with_condition_size(assemble(
+        format_name=FORMAT_KERAS3, path=path, entries=entries, table=TABLE, config=config,
+        default_activation=DEFAULT_ACTIVATION, num_heads=num_heads, files=[path], extra_ignored=ignored,
+        rename=lambda name: spelling.get(name, name),
+    ))
+    _check_keras3_shapes(path, tree, heads)
+    return tree
+
+
+def _keras3_conditional(path: Path, found: dict[str, keras_h5.Keras3Layer]) -> bool:
+    """Whether the LayerNorms are conditional (they hold the extra kernels); all or none."""
+    norms = [layer for group, layer in found.items() if _count([group], LAYER_NORM)]
+    extra = set(keras3_locations(LAYER_NORM.conditional))
+    conditional = [layer.group for layer in norms if extra & {w.name for w in layer.weights}]
+    if conditional and len(conditional) != len(norms):
+        plain = sorted(set(layer.group for layer in norms) - set(conditional))
+        raise bad_input(path, f"Keras 3 layout: LayerNorm groups {', '.join(conditional)} are conditional but "
+                              f"{', '.join(plain)} are not; bert4keras conditions all of them or none")
+    return bool(conditional)
+
+
+def _describe_heads(heads: Heads) -> str:
+    return "+".join(name for name, present in (("pool", heads.pooler), ("nsp", heads.nsp), ("mlm", heads.mlm))
+                    if present) or "no heads"
+
+
+def _check_keras3_groups(path: Path, weights_file: keras_h5.Keras3WeightsFile, found: set[str],
+                         layout: dict[str, str], config: BertConfig, heads: Heads) -> None:
+    """The groups with weights must be exactly those of the model the config and heads imply."""
+    missing, unexpected = sorted(set(layout) - found), sorted(found - set(layout))
+    if not missing and not unexpected:
+        return
+    where = f" (inside the nested model {weights_file.nested!r})" if weights_file.nested else ""
+    raise bad_input(path, (
+        f"Keras 3 layout{where}: its groups with weights are not those of a bert4keras BERT with "
+        f"num_hidden_layers={config.num_hidden_layers}, type_vocab_size={config.type_vocab_size} (from the "
+        f"config) and heads {_describe_heads(heads)} (from its dense and scale_offset groups): "
+        f"missing {', '.join(missing) or 'none'}; unexpected {', '.join(unexpected) or 'none'}. Pass --config "
+        f"with the bert_config.json the model was built from; a model with other layers (a task head, "
+        f"another bert4keras model) cannot be read from this layout: save it with "
+        f"model.save_weights('model.h5') (Keras 2 layout, with layer names)"))
+
+
+def _keras3_weights(path: Path, weights_file: keras_h5.Keras3WeightsFile, layer: keras_h5.Keras3Layer,
+                    kind: LayerKind):
+    """(location, slot, weight) for each weight of a group, refusing anything but an exact fit."""
+    by_location = {w.name: w for w in layer.weights}
+    for slots in kind.options():
+        locations = keras3_locations(slots)
+        if set(locations) == set(by_location):
+            return [(location, slot, by_location[location]) for location, slot in zip(locations, slots, strict=True)]
+    expected = " or ".join(", ".join(keras3_locations(slots)) for slots in kind.options())
+    raise bad_input(path, f"Keras 3 layout: group {weights_file.container}/{layer.group} ({kind.keras_class}) "
+                          f"holds {', '.join(sorted(by_location))}; expected {expected}")
+
+
+def _check_keras3_shapes(path: Path, tree: ParameterTree, heads: Heads) -> None:
+    """Every tensor has the shape the config gives its role: the mapping came from layer order,
+    so a file that only resembles the implied model is refused, not misread."""
+    wrong = [f"{p.source} read as {p.name}: shape {list(p.tensor.shape)}, expected "
+             f"{list(role_of(p.name).expected_shape(tree.config))}"
+             for p in tree if tuple(p.tensor.shape) != role_of(p.name).expected_shape(tree.config)]
+    if wrong:
+        raise bad_input(path, f"Keras 3 layout read as a bert4keras BERT with heads {_describe_heads(heads)}, "
+                              f"but {len(wrong)} tensor(s) do not fit the config: {'; '.join(wrong[:4])}"
+                              f"{' ...' if len(wrong) > 4 else ''}. Pass --config with the bert_config.json "
+                              f"the model was built from")
+
+
+def _keras3_extra_reason(name: str) -> str:
+    if name.split("/", 1)[0] == "optimizer":
+        return "optimizer state (the compiled model's optimizer), not a model parameter"
+    return "a variable outside the model's layers (the model's own), not a bert4keras BERT weight"
 
 
 def _with_condition_size(tree: ParameterTree) -> ParameterTree:

@@ -10,14 +10,17 @@ its `full_name` starts with the bert4keras layer name. The key's tail after the 
 `layer_with_weights-N/` is the variable's role inside that layer. Together they spell the
 bert4keras table's names (`Transformer-0-MultiHeadSelfAttention/q_dense/kernel`), so this reader
 shares the bert4keras table and yields the same canonical tree; every writer works on it.
+
+Read-only: bertconv writes Google's names (`--to tf`), which bert4keras loads directly.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import load_config_file
+from ..config import BertConfig, load_config_file
 from ..containers import tf_bundle, trackable
 from ..errors import bad_input
 from ..tree import Ignored, ParameterTree
@@ -35,6 +38,18 @@ _NOT_WEIGHTS = (
     ("/.OPTIMIZER_SLOT/", "optimizer slot of a weight (legacy Keras optimizer)"),
     ("save_counter/", "checkpoint bookkeeping (save counter)"),
 )
+GRAPH_REASON = "the object graph naming the saved objects (not a weight)"
+UNNAMED_REASON = "a variable the object graph does not name"
+
+
+@dataclass(frozen=True)
+class Variable:
+    """A model variable of the checkpoint: its bundle key, its Keras layer (first component of
+    its `full_name`) and its role in that layer (the key's object path below the layer)."""
+
+    key: str
+    layer: str
+    role: str
 
 
 def is_object_checkpoint(prefix: Path) -> bool:
@@ -66,6 +81,9 @@ def candidates(directory: Path) -> list[Path]:
 
 
 def _not_a_weight(key: str) -> str | None:
+    """Why a key is saved state but no model variable, or None for a model variable's key."""
+    if key == trackable.GRAPH_KEY:
+        return GRAPH_REASON
     for marker, reason in _NOT_WEIGHTS:
         if key.startswith(marker) or (marker.startswith("/") and marker in key):
             return reason
@@ -79,37 +97,70 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     if trackable.GRAPH_KEY not in reader.entries:
         raise bad_input(reader.index_path, f"object-based checkpoint without {trackable.GRAPH_KEY}: "
                                            f"its variables cannot be told apart by position alone")
-    nodes = trackable.parse_object_graph(reader.read_string_scalar(trackable.GRAPH_KEY), source=reader.index_path)
-    full_names = trackable.variable_names(nodes)
-    entries: list[Entry] = []
-    spelling: dict[str, str] = {}
-    ignored: list[Ignored] = []
-    for key, entry in reader.entries.items():
-        reason = None
-        if key == trackable.GRAPH_KEY:
-            reason = "the object graph naming the saved objects (not a weight)"
-        elif _not_a_weight(key):
-            reason = _not_a_weight(key)
-        elif not key.endswith(VARIABLE_SUFFIX) or entry.dtype is None:
-            reason = f"not a variable value ({tf_bundle.tf_dtype_name(entry.tf_dtype)})"
-        elif key not in full_names:
-            reason = "a variable the object graph does not name"
-        if reason:
-            ignored.append(Ignored(key, reason, entry.numel if entry.dtype is not None else 0,
-                                   tf_bundle.tf_dtype_name(entry.tf_dtype), entry.shape))
+    variables, ignored = _classify(reader)
+    layers = list(dict.fromkeys(v.layer for v in variables))
+    bert4keras.refuse_non_bert(reader.index_path, layers, what="a Keras object-based checkpoint",
+                               saved_by="build_transformer_model(...) saved with save_weights('bert_model.ckpt')")
+    entries, spelling = [], {}
+    for layer in layers:
+        mine = [v for v in variables if v.layer == layer]
+        kind = bert4keras.kind_of(layer)
+        if kind is None:
+            ignored.extend(_ignored(reader, v.key, bert4keras.foreign_layer_reason(layer)) for v in mine)
             continue
-        layer = full_names[key].split("/", 1)[0]
-        role = _LAYER_PATH.sub("", key[: -len(VARIABLE_SUFFIX)])
-        spelling[key] = f"{layer}/{role}"
-        entries.append(Entry(key, reader.tensor(key), reader.data_path(entry.shard_id)))
+        _check_roles(reader.index_path, layer, kind, [v.role for v in mine])
+        for v in mine:
+            spelling[v.key] = f"{layer}/{v.role}"
+            entries.append(Entry(v.key, reader.tensor(v.key), reader.data_path(reader.entries[v.key].shard_id)))
     directory = prefix.parent
-    config_file = config_path or directory / bert4keras.CONFIG_FILE
-    config = None
-    if config_path is not None or config_file.is_file():
-        config = load_config_file(config_file, gelu_means_for_google=bert4keras.DEFAULT_ACTIVATION)
-    files = [reader.index_path] + [reader.data_path(i) for i in range(reader.num_shards)]
+    vocab = directory / "vocab.txt"
+    # The data files its entries name (a header may claim any number of shards; only these are read).
+    shards = sorted({entry.shard_id for entry in reader.entries.values()})
     return assemble(
-        format_name=FORMAT, path=prefix, entries=entries, table=bert4keras.TABLE, config=config,
-        default_activation=bert4keras.DEFAULT_ACTIVATION, num_heads=num_heads, files=files,
-        extra_ignored=ignored, rename=lambda key: spelling.get(key, key),
+        format_name=FORMAT, path=prefix, entries=entries, table=bert4keras.TABLE,
+        config=_config(directory, config_path), default_activation=bert4keras.DEFAULT_ACTIVATION,
+        num_heads=num_heads, files=[reader.index_path] + [reader.data_path(i) for i in shards],
+        vocab=vocab if vocab.is_file() else None, extra_ignored=ignored,
+        rename=lambda key: spelling.get(key, key),
     )
+
+
+def _classify(reader: tf_bundle.BundleReader) -> tuple[list[Variable], list[Ignored]]:
+    """The model variables of the bundle, each named by the object graph, and the rest, each
+    with the reason it is not a model weight."""
+    nodes = trackable.parse_object_graph(reader.read_string_scalar(trackable.GRAPH_KEY), source=reader.index_path)
+    full_names = trackable.variable_names(nodes, source=reader.index_path)
+    variables, ignored = [], []
+    for key, entry in reader.entries.items():
+        reason = _not_a_weight(key)
+        if reason is None and (not key.endswith(VARIABLE_SUFFIX) or entry.dtype is None):
+            reason = f"not a variable value ({tf_bundle.tf_dtype_name(entry.tf_dtype)})"
+        if reason is None and not full_names.get(key):
+            reason = UNNAMED_REASON
+        if reason is not None:
+            ignored.append(_ignored(reader, key, reason))
+            continue
+        role = _LAYER_PATH.sub("", key[: -len(VARIABLE_SUFFIX)])
+        variables.append(Variable(key, full_names[key].split("/", 1)[0], role))
+    return variables, ignored
+
+
+def _ignored(reader: tf_bundle.BundleReader, key: str, reason: str) -> Ignored:
+    entry = reader.entries[key]
+    return Ignored(key, reason, entry.numel if entry.dtype is not None else 0,
+                   tf_bundle.tf_dtype_name(entry.tf_dtype), entry.shape)
+
+
+def _check_roles(path: Path, layer: str, kind: bert4keras.LayerKind, roles: list[str]) -> None:
+    """A bert4keras layer holds exactly the roles of its kind: no weight is dropped unseen."""
+    if any(sorted(roles) == sorted(slot.role for slot in option) for option in kind.options()):
+        return
+    raise bad_input(path, f"layer {layer!r} ({kind.keras_class}) holds {len(roles)} variables "
+                          f"({', '.join(sorted(roles))}), expected {kind.expected()}; not a layout bertconv knows")
+
+
+def _config(directory: Path, config_path: Path | None) -> BertConfig | None:
+    config_file = config_path or directory / bert4keras.CONFIG_FILE
+    if config_path is None and not config_file.is_file():
+        return None
+    return load_config_file(config_file, gelu_means_for_google=bert4keras.DEFAULT_ACTIVATION)
