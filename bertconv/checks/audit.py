@@ -10,6 +10,9 @@ from ..config import expected_components
 from .shapes import shape_problems
 from ..tree import ParameterTree, component_of
 
+#: How many names of one kind of ignored entry a summary lists before "and N more".
+NAMES_SHOWN = 5
+
 CONFIG_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                "intermediate_size", "max_position_embeddings", "type_vocab_size")
 
@@ -60,3 +63,20 @@ def audit(tree: ParameterTree) -> dict:
         "problems": problems,
         "ok": not problems and parameters == expected_total,
     }
+
+
+def ignored_summary(ignored: list[dict]) -> list[str]:
+    """One sentence per reason entries were set aside (from `audit`'s `ignored` list), naming the
+    first few: a pre-training checkpoint holds hundreds of optimizer slots."""
+    by_reason: dict[str, list[dict]] = {}
+    for entry in ignored:
+        by_reason.setdefault(entry["reason"], []).append(entry)
+    sentences = []
+    for reason, entries in by_reason.items():
+        names = [e["name"] for e in entries]
+        shown = ", ".join(names[:NAMES_SHOWN])
+        more = f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else ""
+        values = sum(e["parameters"] for e in entries)
+        sentences.append(f"ignored {len(names)} entr{'y' if len(names) == 1 else 'ies'} "
+                         f"({values:,} values; {reason}): {shown}{more}")
+    return sentences

@@ -38,7 +38,7 @@ import numpy as np
 from ..dtypes import DType, as_float32
 from ..errors import BadInput, bad_input
 from ..tree import Parameter, ParameterTree, role_of
-from .audit import audit
+from .audit import audit, ignored_summary
 from .diff import chunk_indices, compare_arrays, format_value, global_position
 
 WORD = "embeddings.word"
@@ -56,8 +56,6 @@ MLM_REQUIRED = {
 }
 #: Heads whose tensors must not be all zero (`deep`): a zero head was never trained or saved.
 TRAINED_HEADS = ("pooler", "mlm", "nsp")
-#: How many names of one kind of ignored entry a note lists before "and N more".
-NOTE_NAMES_SHOWN = 5
 
 MISSING_MLM = (
     "no MLM head: this checkpoint holds only the encoder{others} and none of the masked-LM weights "
@@ -367,19 +365,6 @@ def _deep(tree: ParameterTree, reader: TensorReader, findings: Findings) -> dict
 # --- the report -----------------------------------------------------------------------------
 
 
-def _ignored_notes(tree: ParameterTree) -> list[str]:
-    """One note per reason entries were set aside, naming them (never a failure)."""
-    by_reason: dict[str, list[str]] = {}
-    for entry in tree.ignored:
-        by_reason.setdefault(entry.reason, []).append(entry.name)
-    notes = []
-    for reason, names in by_reason.items():
-        shown = ", ".join(names[:NOTE_NAMES_SHOWN])
-        more = f" and {len(names) - NOTE_NAMES_SHOWN} more" if len(names) > NOTE_NAMES_SHOWN else ""
-        notes.append(f"ignored {len(names)} entr{'y' if len(names) == 1 else 'ies'} ({reason}): {shown}{more}")
-    return notes
-
-
 def verify(tree: ParameterTree, *, deep: bool = False, allow_missing_mlm: bool = False) -> dict:
     """Verify `tree`'s MLM head, tying, consistency and (with `deep`) values; a JSON-ready report.
 
@@ -406,7 +391,7 @@ def verify(tree: ParameterTree, *, deep: bool = False, allow_missing_mlm: bool =
     if vocab:
         findings.problems.append(vocab)
     deep_counts = _deep(tree, reader, findings) if deep else None
-    findings.notes.extend(_ignored_notes(tree))
+    findings.notes.extend(ignored_summary([entry.as_dict() for entry in tree.ignored]))
     return {
         "path": str(tree.path),
         "format": tree.format,

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from ..checks.audit import audit
+from ..checks.audit import audit, ignored_summary
 from .common import checkpoint_options, finish, human, load, stdout
 
 
@@ -27,10 +27,8 @@ def print_report(report: dict) -> None:
     for copy in report["tied_copies"]:
         how = "shares storage with" if copy["shared_storage"] else "stored copy of"
         stdout.print(f"tied: {copy['name']} ({copy['canonical']}) is a {how} its tied parameter; counted once")
-    if report["ignored"]:
-        stdout.print(f"ignored ({len(report['ignored'])} entries, {human(report['ignored_parameters'])} values, not counted):")
-        for i in report["ignored"]:
-            stdout.print(f"  {i['name']}  {human(i['parameters'])}  - {i['reason']}")
+    for sentence in ignored_summary(report["ignored"]):
+        stdout.print(f"{sentence} (not counted)")
     for problem in report["problems"]:
         stdout.print(f"[red]problem:[/] {problem}")
     stdout.print("[green]audit ok[/]" if report["ok"] else "[red]audit FAILED[/]")
