@@ -7,10 +7,12 @@ tensor at a time after a header computed from shapes, in the same byte layout as
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
 import struct
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable
@@ -76,9 +78,11 @@ def read_header(path: Path) -> SafetensorsHeader:
     except OSError as exc:
         raise bad_input(path, f"cannot read: {exc.strerror or exc}") from None
     try:
-        header = json.loads(raw.decode("utf-8"))
+        header = json.loads(raw.decode("utf-8"), object_pairs_hook=_refuse_duplicate_keys)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise bad_input(path, f"safetensors header is not valid JSON: {exc}") from None
+    except _DuplicateKey as exc:
+        raise bad_input(path, f"tensor {exc.args[0]!r} appears twice in the safetensors header") from None
     if not isinstance(header, dict):
         raise bad_input(path, "safetensors header is not a JSON object")
     metadata = header.pop(METADATA_KEY, None) or {}
@@ -99,6 +103,19 @@ def read_header(path: Path) -> SafetensorsHeader:
         tensors[name] = MappedTensor(path, data_start + begin, dtype, shape, name=name)
     _check_spans_tile(path, spans, data_size)
     return SafetensorsHeader(path, tensors, {str(k): str(v) for k, v in metadata.items()})
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+def _refuse_duplicate_keys(pairs: list[tuple[str, object]]) -> dict:
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
 
 
 def _entry(path: Path, name: str, info) -> tuple[DType, tuple[int, ...], int, int]:
@@ -132,7 +149,9 @@ def _check_spans_tile(path: Path, spans: list[tuple[int, int, str]], data_size: 
 
 # --- writing ------------------------------------------------------------------------------
 
-TensorSource = tuple[str, DType, tuple[int, ...], Callable[[], np.ndarray]]
+#: (name, dtype, shape, source): the source is a `LazyTensor` (whose bytes may then be copied
+#: file to file, see `copy_span`) or a callable returning the array.
+TensorSource = tuple[str, DType, tuple[int, ...], "LazyTensor | Callable[[], np.ndarray]"]
 
 
 def plan(tensors: Iterable[TensorSource]) -> list[TensorSource]:
@@ -155,18 +174,49 @@ def encode_header(ordered: list[TensorSource], metadata: dict[str, str] | None) 
     return struct.pack("<Q", len(text)) + text
 
 
+#: While one tensor is written, the next one is loaded (read, checked, transposed) by a helper
+#: thread, if it is at most this large: the two overlap on a second core, and resident memory
+#: grows by at most this much over one tensor at a time.
+PREFETCH_MAX_BYTES = 64 << 20
+
+
 def write_file(path: Path, tensors: Iterable[TensorSource], metadata: dict[str, str] | None = None,
                *, on_tensor: Callable[[int], None] | None = None) -> None:
     """Write a safetensors file, loading one tensor at a time.
 
-    Each source's callable returns the tensor in storage dtype (a memory map or a transposed
-    view is fine); bytes are written row-major. `on_tensor(nbytes)` is called after each one.
+    A source that is a `LazyTensor` with a `copy_span()` of the planned dtype and shape is copied
+    from its file by the kernel (`os.copy_file_range`: no page of it enters this process);
+    anything else is loaded (a memory map or a transposed copy is fine) and its bytes written
+    row-major, the next such tensor being loaded meanwhile (see `PREFETCH_MAX_BYTES`).
+    `on_tensor(nbytes)` is called after each one.
     """
     ordered = plan(tensors)
-    with open(path, "wb") as out:
+    spans = [_copy_span(dtype, shape, source) for _, dtype, shape, source in ordered]
+    pending = [i for i, span in enumerate(spans) if span is None]  # tensors to load, in order
+    cursor = 0  # pending[cursor] is the next one to start loading
+    with open(path, "wb") as out, ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertconv-load") as pool:
+        loading: dict[int, Future] = {}
+
+        def load_next(limit: float = math.inf) -> None:
+            nonlocal cursor
+            if not loading and cursor < len(pending) and _planned_nbytes(ordered[pending[cursor]]) <= limit:
+                loading[pending[cursor]] = pool.submit(_load, ordered[pending[cursor]][3])
+                cursor += 1
+
+        load_next()
         out.write(encode_header(ordered, metadata))
-        for name, dtype, shape, load in ordered:
-            array = load()
+        for i, (name, dtype, shape, source) in enumerate(ordered):
+            if spans[i] is not None and copy_bytes(out, spans[i], _planned_nbytes(ordered[i])):
+                if on_tensor:
+                    on_tensor(_planned_nbytes(ordered[i]))
+                continue
+            if i in loading:
+                array = loading.pop(i).result()
+            else:
+                if cursor < len(pending) and pending[cursor] == i:
+                    cursor += 1
+                array = _load(source)
+            load_next(limit=PREFETCH_MAX_BYTES)  # the next one loads while this one is written
             if tuple(array.shape) != tuple(shape) or array.dtype != dtype.numpy:
                 raise ValueError(f"{name}: source gave {array.dtype} {list(array.shape)}, "
                                  f"planned {dtype} {list(shape)}")
@@ -174,6 +224,58 @@ def write_file(path: Path, tensors: Iterable[TensorSource], metadata: dict[str, 
             if on_tensor:
                 on_tensor(array.nbytes)
             del array
+            load_next()
+
+
+def _planned_nbytes(source: TensorSource) -> int:
+    _, dtype, shape, _ = source
+    return math.prod(shape) * dtype.itemsize
+
+
+def _copy_span(dtype: DType, shape: tuple[int, ...], source) -> tuple[Path, int] | None:
+    """Where the planned tensor's bytes can be copied from verbatim, if they can."""
+    if not isinstance(source, LazyTensor) or not math.prod(shape):
+        return None
+    if source.dtype != dtype or tuple(source.shape) != tuple(shape):
+        return None
+    return source.copy_span()
+
+
+def _load(source) -> np.ndarray:
+    return source.read() if isinstance(source, LazyTensor) else source()
+
+
+#: Errors after which a kernel copy is not possible here and the bytes are written through
+#: Python instead (old kernels, file systems or file kinds without copy_file_range support).
+_NO_KERNEL_COPY = {errno.ENOSYS, errno.EXDEV, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF, errno.EPERM}
+
+
+def copy_bytes(out: BinaryIO, span: tuple[Path, int], nbytes: int) -> bool:
+    """Append `nbytes` of file `span[0]` from offset `span[1]` to `out` with `os.copy_file_range`.
+
+    Returns False, with `out` where it was, when the kernel cannot copy between these files (the
+    caller writes the bytes itself). A source shorter than the reader found it is `BadInput`.
+    """
+    source_path, offset = span
+    out.flush()
+    start = out.tell()
+    copied = 0
+    try:
+        with open(source_path, "rb") as source:
+            while copied < nbytes:
+                n = os.copy_file_range(source.fileno(), out.fileno(), nbytes - copied,
+                                       offset + copied, start + copied)
+                if n == 0:
+                    raise bad_input(Path(source_path), f"ends before byte {offset + nbytes}: the file "
+                                                       f"changed or was truncated while being read")
+                copied += n
+    except OSError as exc:
+        if exc.errno not in _NO_KERNEL_COPY:
+            raise
+        out.seek(start)
+        return False
+    out.seek(start + nbytes)
+    return True
 
 
 #: Copy granularity: large enough to be fast, small enough to keep transposes' scratch bounded.

@@ -42,6 +42,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator, NamedTuple
@@ -829,6 +830,15 @@ def encode_entry(tf_dtype: int, shape: tuple[int, ...], *, shard_id: int, offset
 
 TensorSource = tuple[str, DType, tuple[int, ...], Callable[[], np.ndarray]]
 
+#: `write_bundle` loads the next tensor while writing the current one when the next is at most
+#: this large: the overlap uses a second core, and memory grows by at most this much.
+PREFETCH_MAX_BYTES = 64 << 20
+
+
+def _source_nbytes(source: TensorSource) -> int:
+    _, dtype, shape, _ = source
+    return math.prod(shape) * dtype.itemsize
+
 
 def _little_endian_chunks(array: np.ndarray, dtype: DType) -> Iterator[np.ndarray]:
     """`array`'s bytes, row-major little-endian, as uint8 arrays of about CRC_CHUNK_BYTES:
@@ -867,8 +877,10 @@ def write_bundle(prefix: str | Path, tensors: Iterable[TensorSource], *, compres
 
     `tensors` yields (name, dtype, shape, load); `load()` returns the values in `dtype.storage`
     (bfloat16 as uint16 bits), any strides or byte order. Names are sorted first; each `load`
-    is called once, in that order, and its array released before the next, so memory stays
-    bounded by one tensor. Writes "<prefix>.data-00000-of-00001", then "<prefix>.index".
+    is called once, in that order, by a helper thread, the next one while the previous array
+    is written if it is at most PREFETCH_MAX_BYTES (a second core reads, checks and transposes
+    while the first checksums and writes), so memory stays bounded by one tensor plus
+    PREFETCH_MAX_BYTES. Writes "<prefix>.data-00000-of-00001", then "<prefix>.index".
     `compress` snappy-compresses the .index file's blocks that shrink by at least 12.5%
     (LevelDB's rule; TensorFlow reads such files, as older releases wrote them).
     """
@@ -884,9 +896,19 @@ def write_bundle(prefix: str | Path, tensors: Iterable[TensorSource], *, compres
 
     entries: list[tuple[bytes, bytes]] = []
     offset = 0
-    with open(f"{prefix}.data-00000-of-00001", "wb") as data_file:
-        for name, dtype, shape, load in sources:
-            size, crc = _write_tensor(data_file, name, dtype, tuple(shape), load())
+    with (open(f"{prefix}.data-00000-of-00001", "wb") as data_file,
+          ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertconv-load") as pool):
+        upcoming = pool.submit(sources[0][3]) if sources else None
+        for k, (name, dtype, shape, _) in enumerate(sources):
+            array = upcoming.result()
+            following = sources[k + 1] if k + 1 < len(sources) else None
+            upcoming = None
+            if following is not None and _source_nbytes(following) <= PREFETCH_MAX_BYTES:
+                upcoming = pool.submit(following[3])  # loads while this one is written
+            size, crc = _write_tensor(data_file, name, dtype, tuple(shape), array)
+            del array
+            if upcoming is None and following is not None:
+                upcoming = pool.submit(following[3])
             entry = encode_entry(TF_DTYPE_CODES[dtype], tuple(shape), shard_id=0, offset=offset,
                                  size=size, crc32c_value=crc)
             entries.append((name.encode("utf-8"), entry))

@@ -194,7 +194,7 @@ def architecture(tree: ParameterTree) -> str:
 
 
 def tensors_to_write(tree: ParameterTree) -> list[safetensors_file.TensorSource]:
-    """(name, dtype, shape, load) for every tensor a Hugging Face file of `tree` holds.
+    """(name, dtype, shape, lazy tensor) for every tensor a Hugging Face file of `tree` holds.
 
     Tied copies are not written (as `save_pretrained` does); an untied decoder is.
     """
@@ -210,7 +210,7 @@ def tensors_to_write(tree: ParameterTree) -> list[safetensors_file.TensorSource]
         if encoder_only:
             name = name.removeprefix("bert.")
         tensor = layout.to_format(param.tensor)
-        sources.append((name, tensor.dtype, tuple(tensor.shape), tensor.read))
+        sources.append((name, tensor.dtype, tuple(tensor.shape), tensor))  # lazy: copied or read when written
     return sources
 
 
