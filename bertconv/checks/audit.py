@@ -78,5 +78,5 @@ def ignored_summary(ignored: list[dict]) -> list[str]:
         more = f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else ""
         values = sum(e["parameters"] for e in entries)
         sentences.append(f"ignored {len(names)} entr{'y' if len(names) == 1 else 'ies'} "
-                         f"({values:,} values; {reason}): {shown}{more}")
+                         f"({values:,} value{'' if values == 1 else 's'}; {reason}): {shown}{more}")
     return sentences
