@@ -253,7 +253,8 @@ def check_global_heaps(path: Path) -> None:
 
     Every "GCOL" signature followed by a plausible header (version 1, zero reserved bytes, a
     size of at least 4096 bytes inside the file) is walked object by object as HDF5 walks it;
-    an object that does not advance the walk is corruption.
+    an object that does not advance the walk is corruption. Only the metadata is searched, not
+    the tensors' bytes, so checking a multi-GB file reads kilobytes.
     """
     try:
         with open(path, "rb") as f:
@@ -261,12 +262,39 @@ def check_global_heaps(path: Path) -> None:
             if size == 0:
                 return
             with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                start = data.find(GLOBAL_HEAP_SIGNATURE)
-                while start >= 0:
-                    _walk_global_heap(path, data, start, size)
-                    start = data.find(GLOBAL_HEAP_SIGNATURE, start + 1)
+                for begin, end in _metadata_ranges(path, size):
+                    start = data.find(GLOBAL_HEAP_SIGNATURE, begin, end)
+                    while start >= 0:
+                        _walk_global_heap(path, data, start, size)
+                        start = data.find(GLOBAL_HEAP_SIGNATURE, start + 1, end)
     except OSError as exc:
         raise bad_input(path, f"cannot read: {exc.strerror or exc}") from None
+
+
+def _metadata_ranges(path: Path, size: int) -> list[tuple[int, int]]:
+    """The byte ranges of the file outside its datasets' contiguous storage: where HDF5 keeps
+    metadata, global heaps included. Listing datasets reads no attribute (no global heap); if the
+    file is too damaged to list them, the whole file is searched."""
+    spans: list[tuple[int, int]] = []
+
+    def collect(_name: str, node) -> None:
+        if isinstance(node, h5py.Dataset):
+            offset = node.id.get_offset()
+            if offset is not None:
+                spans.append((offset, node.id.get_storage_size()))
+
+    try:
+        with h5py.File(path, "r") as f:
+            f.visititems(collect)
+    except Exception:  # noqa: BLE001 - damaged structure: fall back to searching everything
+        return [(0, size)]
+    ranges, position = [], 0
+    for offset, length in sorted(spans):
+        if offset > position:
+            ranges.append((position, offset))
+        position = max(position, offset + length)
+    ranges.append((position, size))
+    return ranges
 
 
 def _walk_global_heap(path: Path, data: mmap.mmap, start: int, size: int) -> None:
