@@ -1,0 +1,61 @@
+"""`python -m benchmarks` (or `make bench`): build the inputs, run every benchmark, print the table
+and write it to benchmarks/RESULTS.md.
+
+  --quick      bert-base only, 1 repetition (written to benchmarks/RESULTS-quick.md, so a quick
+               look never replaces the full table the README includes)
+  --reps N     repetitions per row (default 3); the median is reported
+  --sizes ...  model sizes to run (default: base large)
+  --output F   where to write the Markdown
+  --idle-wait S  before each measured run, wait up to S seconds for the CPUs to be idle
+               (default 15, 0 with --quick); medians with runs that started busy are marked †
+
+Inputs are cached under $BERTCONV_BENCH_DIR (default .cache/bench, about 8 GB when every
+format of both sizes is there); outputs are written under it and removed after each run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from . import conversions, inputs
+from .report import render
+
+HERE = Path(__file__).resolve().parent
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="bert-base only, 1 repetition")
+    parser.add_argument("--reps", type=int, default=None, help="repetitions per row (default 3; 1 with --quick)")
+    parser.add_argument("--sizes", nargs="+", choices=["base", "large"], default=None)
+    parser.add_argument("--output", type=Path, default=None, help="Markdown file to write")
+    parser.add_argument("--idle-wait", type=float, default=None, metavar="SECONDS",
+                        help="before each run, wait up to this long for the CPUs to be idle (default 15; 0 with --quick)")
+    args = parser.parse_args(argv)
+    reps = args.reps or (1 if args.quick else 3)
+    sizes = args.sizes or (["base"] if args.quick else ["base", "large"])
+    output = args.output or HERE / ("RESULTS-quick.md" if args.quick else "RESULTS.md")
+    command = "python -m benchmarks" + (" --quick" if args.quick else "") + \
+              (f" --reps {args.reps}" if args.reps else "") + (f" --sizes {' '.join(args.sizes)}" if args.sizes else "")
+
+    started = time.perf_counter()
+    log(f"inputs in {inputs.bench_dir()}")
+    idle_wait = args.idle_wait if args.idle_wait is not None else (0 if args.quick else 15)
+    sections = conversions.run(sizes, reps, log, idle_wait=idle_wait)
+    extra = conversions.runtime_section(reps, args.quick, log)
+    text = render(sections, command=command, reps=reps, extra=extra)
+    print(text)
+    output.write_text(text)
+    log(f"written to {output} ({time.perf_counter() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

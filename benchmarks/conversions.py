@@ -1,0 +1,329 @@
+"""The rows of issue 9 (and the bounded-memory figures of issue 8): bertconv next to the tools a
+user would use instead, on the same inputs, in the same run, each as a whole process.
+
+Per size (`base`, and `large` unless --quick):
+  - audit: `bertconv audit` vs transformers `from_pretrained` + `num_parameters()` (safetensors,
+    .bin), vs TensorFlow `tf.train.load_checkpoint` listing shapes (TF checkpoint);
+  - convert HF -> HF, HF -> TF, .bin -> HF, TF -> HF, bert4keras h5 -> HF, bert4keras
+    object-based pre-training checkpoint -> TF (issue 10), each vs the reference script in
+    `benchmarks/reference/`;
+  - physical limits: `cp` of the same bytes (and `cp` + `sync`, since bertconv fsyncs what it
+    writes), reading the file once (`cat > /dev/null`);
+  - every pair of formats bertconv reads and writes: time, x `cp`, peak RSS against the largest
+    tensor + 150 MiB;
+  - `bertconv audit` from a cold page cache: how much of the checkpoint it pulled in.
+
+Runtime rows come from `benchmarks/runtime.py` when it exists (another issue's benchmark): it is
+run as `python -m benchmarks.runtime [--quick] [--reps N]` and its stdout (Markdown) is appended.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import math
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from . import inputs
+from .inputs import bert_names
+from .measure import CommandFailed, Measurement, evict, measure, remove, resident_bytes, run_once, warm
+from .report import AUDIT_GOAL, CONVERT_GOAL, AuditReadRow, PairRow, Row, Section
+
+ROOT = inputs.ROOT
+REFERENCE = inputs.REFERENCE
+TITLES = {"base": "bert-base (L=12, H=768, V=30522, fp32)", "large": "BERT-large (L=24, H=1024, V=30522, fp32)",
+          "tiny": "tiny"}
+#: bertconv --to target -> (input kind it is read back as, whether the output is a single file)
+TARGETS = {"hf": ("hf-safetensors", False), "tf": ("tf", False), "bert4keras": ("bert4keras", True)}
+
+
+def bertconv_command() -> list[str]:
+    """The `bertconv` console script users run, beside this Python."""
+    script = Path(sys.executable).parent / "bertconv"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "bertconv.cli"]
+
+
+def reference(script: str, *args) -> list[str]:
+    return [sys.executable, str(REFERENCE / script), *map(str, args)]
+
+
+def available_targets() -> list[str]:
+    """`convert --to` targets bertconv has now (bert4keras arrives with its own issue)."""
+    from bertconv import formats
+
+    return [t for t in TARGETS if t in formats.TARGETS]
+
+
+def bert4keras_supported() -> bool:
+    from bertconv import formats
+
+    return any("bert4keras" in name for f in formats.FORMATS for name in f.names)
+
+
+@dataclass
+class Runner:
+    """Measures commands, each once per distinct command line (rows that share a command share
+    its measurement), printing progress to stderr."""
+
+    reps: int
+    out_dir: Path
+    log: Callable[[str], None]
+    idle_wait: float = 0  # seconds each run may wait for an idle machine
+
+    def __post_init__(self):
+        self._cache: dict[tuple, Measurement] = {}
+        self._checks: dict[tuple, str] = {}
+
+    def checked(self, command: list[str]) -> str:
+        return self._checks.get(tuple(map(str, command)), "")
+
+    def run(self, command: list[str], *, output: Path | None = None, env: dict | None = None,
+            stdout: str | None = None, check: Callable[[Path], str] | None = None) -> Measurement | None:
+        """Measure `command`; `output` is removed before each run and after the last, once
+        `check(output)` (if given) has looked at it (see `checked`)."""
+        key = tuple(map(str, command))
+        if key in self._cache:
+            return self._cache[key]
+        self.log("  " + " ".join(_short(str(c)) for c in command))
+        env = env or inputs.oracle_env()
+        try:
+            # One untimed run first: it fills the bytecode cache and the page cache of the
+            # libraries the command imports, as any second use of a tool finds them.
+            if output:
+                remove(output)()
+            run_once(command, env=env, cwd=ROOT, stdout=stdout)
+            m = measure(command, reps=self.reps, env=env, cwd=ROOT,
+                        before_each=remove(output) if output else None, stdout=stdout, idle_wait=self.idle_wait)
+            if check is not None:
+                self._checks[key] = check(output)
+        except CommandFailed as exc:
+            self.log(f"    FAILED: {exc}")
+            m = None
+        finally:
+            if output:
+                remove(output)()
+        if m is not None:
+            busy = f" ({m.busy_runs} of {m.reps} runs started on a busy machine)" if m.busy_runs else ""
+            self.log(f"    median {m.median_s:.2f} s, peak RSS {m.peak_rss_bytes / 2**20:.0f} MiB{busy}")
+        self._cache[key] = m
+        return m
+
+    def out(self, name: str) -> Path:
+        return self.out_dir / name
+
+
+def _short(text: str) -> str:
+    for base in (str(inputs.bench_dir()), str(ROOT)):
+        text = text.replace(base + "/", "")
+    return text
+
+
+def file_bytes(size: str, kind: str) -> int:
+    return sum(f.stat().st_size for f in inputs.data_files(size, kind))
+
+
+def largest_tensor_bytes(size: str) -> int:
+    shapes = bert_names.google_shapes(inputs.CONFIGS[size]).values()
+    return max(math.prod(shape) for shape in shapes) * 4
+
+
+def convert_command(size: str, kind: str, target: str, destination: Path) -> list[str]:
+    return [*bertconv_command(), "convert", inputs.entry_path(size, kind), destination, "--to", target, "--quiet"]
+
+
+def destination(runner: Runner, kind: str, target: str) -> Path:
+    name = f"{kind}-to-{target}"
+    return runner.out(name + ".h5" if TARGETS[target][1] else name)
+
+
+def size_section(size: str, runner: Runner, *, with_b4k: bool, with_keras_object: bool) -> Section:
+    """Every row of issue 9 for one model size."""
+    title = f"{TITLES[size]}: {file_bytes(size, 'hf-safetensors') / 2**20:,.0f} MiB in model.safetensors"
+    section = Section(title)
+    log = runner.log
+    kinds = ["hf-safetensors", "hf-bin", "tf"] + (["bert4keras"] if with_b4k else [])
+    for kind in kinds:
+        inputs.ensure(size, kind, log=log)
+    warm([f for kind in kinds for f in inputs.data_files(size, kind)])
+    bc = bertconv_command()
+
+    def pair(task: str, bertconv_cmd: list[str], output: Path | None, refs: list[tuple[str, list[str], float, Path | None]]):
+        mine = Row(task, "bertconv", runner.run(bertconv_cmd, output=output, check=check_for(size, bertconv_cmd)))
+        section.rows.append(mine)
+        for tool, command, goal, ref_output in refs:
+            section.rows.append(Row(task, tool, runner.run(command, output=ref_output), bertconv=mine, goal=goal))
+
+    # audit
+    for kind, label in (("hf-safetensors", "model.safetensors"), ("hf-bin", "pytorch_model.bin")):
+        pair(f"audit {label}", [*bc, "audit", inputs.entry_path(size, kind)], None,
+             [("transformers from_pretrained + num_parameters", reference("hf_load_count.py", inputs.input_dir(size, kind)),
+               AUDIT_GOAL, None)])
+    pair("audit TF checkpoint", [*bc, "audit", inputs.entry_path(size, "tf")], None,
+         [("TensorFlow load_checkpoint + shapes", reference("tf_count.py", inputs.entry_path(size, "tf")), None, None)])
+
+    # conversions with a reference
+    resave = runner.out("ref-hf")
+    pair("convert HF → HF (model.safetensors)", convert_command(size, "hf-safetensors", "hf", destination(runner, "hf-safetensors", "hf")),
+         destination(runner, "hf-safetensors", "hf"),
+         [("transformers from_pretrained + save_pretrained",
+           reference("hf_resave.py", inputs.input_dir(size, "hf-safetensors"), resave), CONVERT_GOAL, resave)])
+    pair("convert HF → HF (pytorch_model.bin)", convert_command(size, "hf-bin", "hf", destination(runner, "hf-bin", "hf")),
+         destination(runner, "hf-bin", "hf"),
+         [("transformers from_pretrained + save_pretrained",
+           reference("hf_resave.py", inputs.input_dir(size, "hf-bin"), resave), CONVERT_GOAL, resave)])
+    ref_tf = runner.out("ref-tf")
+    pair("convert HF → TF", convert_command(size, "hf-safetensors", "tf", destination(runner, "hf-safetensors", "tf")),
+         destination(runner, "hf-safetensors", "tf"),
+         [("transformers + TensorFlow SaveV2 (Google names)",
+           reference("hf_to_tf.py", inputs.input_dir(size, "hf-safetensors"), ref_tf), CONVERT_GOAL, ref_tf)])
+    pair("convert TF → HF", convert_command(size, "tf", "hf", destination(runner, "tf", "hf")), destination(runner, "tf", "hf"),
+         [("TensorFlow load_checkpoint + safetensors save_file",
+           reference("tf_to_hf.py", inputs.entry_path(size, "tf"), resave), CONVERT_GOAL, resave)])
+    if with_b4k:
+        h5 = inputs.entry_path(size, "bert4keras")
+        pair("convert bert4keras h5 → HF", convert_command(size, "bert4keras", "hf", destination(runner, "bert4keras", "hf")),
+             destination(runner, "bert4keras", "hf"),
+             [("bert4keras build_transformer_model + load_weights + export",
+               reference("b4k_to_hf.py", h5, h5.parent / "bert_config.json", resave), CONVERT_GOAL, resave)])
+    if with_keras_object:
+        keras_object_rows(size, runner, section)
+
+    # physical limits
+    st = inputs.entry_path(size, "hf-safetensors")
+    cp_out = runner.out("cp.bin")
+    cp = runner.run(["cp", st, cp_out], output=cp_out)
+    anchor = next(r for r in section.rows if r.task.startswith("convert HF → HF (model"))
+    section.rows.append(Row("copy model.safetensors", "cp", cp, bertconv=anchor,
+                            note="physical limit; ratio vs bertconv HF → HF"))
+    cp_sync = runner.run(["sh", "-c", 'cp "$1" "$2" && sync "$2"', "sh", st, cp_out], output=cp_out)
+    section.rows.append(Row("copy model.safetensors", "cp + sync", cp_sync, bertconv=anchor,
+                            note="bertconv fsyncs its output before renaming it into place"))
+    cat = runner.run(["cat", st], stdout=os.devnull)
+    section.rows.append(Row("read model.safetensors once", "cat > /dev/null", cat, note="from the page cache"))
+    section.notes.append("bertconv writes into a temporary sibling, fsyncs it and renames it into place (atomic and "
+                         "durable); `cp` does not fsync, `cp + sync` does. Inputs are in the page cache for every "
+                         "timed run; outputs are removed and `sync` run between runs.")
+
+    # every pair of formats
+    targets = [t for t in available_targets() if t != "bert4keras" or with_b4k]
+    for kind in kinds:
+        cp_kind = cp if kind == "hf-safetensors" else _cp_measurement(size, kind, runner)
+        cp_sync_kind = cp_sync if kind == "hf-safetensors" else _cp_measurement(size, kind, runner, sync=True)
+        for target in targets:
+            dest = destination(runner, kind, target)
+            command = convert_command(size, kind, target, dest)
+            m = runner.run(command, output=dest, check=check_for(size, command))
+            if m is not None:
+                section.pairs.append(PairRow(kind, target, file_bytes(size, kind), largest_tensor_bytes(size), m, cp_kind,
+                                             cp_sync=cp_sync_kind, identical=runner.checked(command)))
+
+    # audit reads no tensor data
+    for kind in kinds:
+        section.audit_reads.append(audit_cold(size, kind, runner))
+    warm([f for kind in kinds for f in inputs.data_files(size, kind)])
+    return section
+
+
+def check_for(size: str, command: list[str]) -> Callable[[Path], str] | None:
+    """The output check of a `bertconv convert ... --to T` command (see `same_as_library`)."""
+    if "convert" not in command or "--to" not in command:
+        return None
+    target = command[command.index("--to") + 1]
+    return lambda output: same_as_library(size, target, output)
+
+
+def same_as_library(size: str, target: str, output: Path) -> str:
+    """Whether bertconv's output is byte for byte the input the format's own library wrote from
+    the same values ("yes"/"NO"), or "" where that is not expected (HDF5 files carry their own
+    layout and timestamps)."""
+    files = {"hf": ["model.safetensors"], "tf": ["bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001"]}
+    if target not in files:
+        return ""
+    library = inputs.input_dir(size, TARGETS[target][0])
+    same = all(filecmp.cmp(output / name, library / name, shallow=False) for name in files[target])
+    return "yes" if same else "NO"
+
+
+def _cp_measurement(size: str, kind: str, runner: Runner, *, sync: bool = False) -> Measurement | None:
+    """`cp` of a checkpoint's files into a new directory (then `sync` of the copies, if asked)."""
+    files = inputs.data_files(size, kind)
+    out = runner.out(f"cp-{kind}")
+    script = 'out="$1"; shift; mkdir "$out" && cp "$@" "$out"/' + (' && sync "$out"/*' if sync else "")
+    return runner.run(["sh", "-c", script, "sh", out, *files], output=out)
+
+
+def audit_cold(size: str, kind: str, runner: Runner) -> AuditReadRow:
+    """`bertconv audit` once with the checkpoint evicted from the page cache: the bytes of it
+    that are cached afterwards are what the audit (and the kernel's readahead) read."""
+    files = inputs.data_files(size, kind)
+    evict(files)
+    sample = run_once([*bertconv_command(), "audit", inputs.entry_path(size, kind)], cwd=ROOT, env=inputs.oracle_env())
+    resident = sum(resident_bytes(f) for f in files)
+    runner.log(f"  cold audit of {kind}: {resident / 1024:.0f} KiB of {file_bytes(size, kind) / 2**20:.0f} MiB cached after")
+    return AuditReadRow(kind, file_bytes(size, kind), resident,
+                        Measurement(tuple(map(str, [*bertconv_command(), "audit"])), (sample,)))
+
+
+def keras_object_rows(size: str, runner: Runner, section: Section) -> None:
+    """Issue 10: a bert4keras pre-training checkpoint (object-based, with Adam state) to Google TF."""
+    try:
+        inputs.ensure(size, "keras-object", log=runner.log)
+    except subprocess.CalledProcessError as exc:
+        section.notes.append(f"keras object-based input could not be built ({exc}); issue 10 row skipped")
+        return
+    prefix = inputs.entry_path(size, "keras-object")
+    probe = run_once([*bertconv_command(), "audit", prefix], cwd=ROOT, check=False, env=inputs.oracle_env())
+    if probe.exit_code not in (0, 1):
+        section.notes.append("bertconv does not read bert4keras object-based checkpoints yet "
+                             f"(audit exit {probe.exit_code}); issue 10 row skipped")
+        return
+    warm(inputs.data_files(size, "keras-object"))
+    dest = runner.out("keras-object-to-tf")
+    mine = Row("convert bert4keras pre-training ckpt (object-based, Adam) → TF", "bertconv",
+               runner.run([*convert_command(size, "keras-object", "tf", dest), "--config", prefix.parent / "bert_config.json"],
+                          output=dest))
+    ref_out = runner.out("ref-keras-tf")
+    section.rows += [mine, Row(mine.task, "bert4keras + tf-keras restore + SaveV2 (workaround)",
+                               runner.run(reference("keras_object_to_tf.py", prefix, prefix.parent / "bert_config.json", ref_out),
+                                          output=ref_out),
+                               bertconv=mine, goal=CONVERT_GOAL)]
+
+
+def runtime_section(reps: int, quick: bool, log) -> list[str]:
+    """The runtime benchmark's Markdown, when `benchmarks/runtime.py` exists."""
+    if not (Path(__file__).parent / "runtime.py").exists():
+        return []
+    log("runtime benchmark (benchmarks/runtime.py) ...")
+    base = [sys.executable, "-m", "benchmarks.runtime"]
+    for command in ([*base, *(["--quick"] if quick else []), "--reps", str(reps)], base):
+        proc = subprocess.run(command, cwd=ROOT, env=inputs.oracle_env(), capture_output=True, text=True)
+        if proc.returncode == 0:
+            return ["## Runtime (benchmarks/runtime.py)", "", proc.stdout.strip(), ""]
+        if proc.returncode != 2:  # 2: it does not take these options; try it bare
+            break
+    log(f"  runtime benchmark failed ({proc.returncode}): {proc.stderr.strip()[-1500:]}")
+    return ["## Runtime (benchmarks/runtime.py)", "", f"benchmarks/runtime.py failed (exit {proc.returncode}).", ""]
+
+
+def run(sizes: list[str], reps: int, log, *, idle_wait: float = 0) -> list[Section]:
+    with_b4k = bert4keras_supported() and "bert4keras" in available_targets()
+    out_dir = inputs.bench_dir() / "out"
+    shutil.rmtree(out_dir, ignore_errors=True)
+    out_dir.mkdir(parents=True)
+    runner = Runner(reps, out_dir, log, idle_wait)
+    sections = []
+    try:
+        for size in sizes:
+            log(f"== {TITLES[size]}")
+            section = size_section(size, runner, with_b4k=with_b4k, with_keras_object=with_b4k and size == "base")
+            if not with_b4k:
+                section.notes.append("bertconv has no bert4keras format yet: the bert4keras rows are left out")
+            sections.append(section)
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)
+    return sections

@@ -1,0 +1,210 @@
+"""The benchmark tables: rows as measured, rendered as Markdown (printed, and written to
+`benchmarks/RESULTS.md` for the README). Numbers come only from `Measurement`s, never by hand."""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from .measure import Measurement
+
+MIB = 2**20
+#: Issue 9's goals: reference time / bertconv time at least this much.
+AUDIT_GOAL = 20.0
+CONVERT_GOAL = 5.0
+#: bertconv's BERT-large conversions within this factor of `cp` of the same bytes.
+CP_GOAL = 3.0
+#: Issue 8: peak RSS of a conversion at most the largest tensor plus this.
+RSS_HEADROOM = 150 * MIB
+
+
+@dataclass
+class Row:
+    """One tool on one task. A reference row names the bertconv row it is compared with."""
+
+    task: str
+    tool: str
+    measurement: Measurement | None
+    bertconv: Row | None = None  # set on reference rows
+    goal: float | None = None  # reference / bertconv must be >= goal
+    note: str = ""
+
+    @property
+    def ratio(self) -> float | None:
+        """reference time / bertconv time (> 1: bertconv is faster)."""
+        if self.bertconv is None or self.measurement is None or self.bertconv.measurement is None:
+            return None
+        return self.measurement.median_s / self.bertconv.measurement.median_s
+
+
+@dataclass
+class PairRow:
+    """A bertconv conversion between two formats, with its bounded-memory check."""
+
+    source: str
+    target: str
+    file_bytes: int
+    largest_tensor_bytes: int
+    measurement: Measurement
+    cp: Measurement | None = None  # `cp` of the source's bytes, for the speed-of-copy check
+    cp_sync: Measurement | None = None  # the same, then `sync` of the copy (bertconv fsyncs)
+    identical: str = ""  # output byte-identical to what the target format's own library wrote
+
+    @property
+    def rss_limit(self) -> int:
+        return self.largest_tensor_bytes + RSS_HEADROOM
+
+    @property
+    def rss_ok(self) -> bool:
+        return self.measurement.peak_rss_bytes <= self.rss_limit
+
+    @property
+    def times_cp(self) -> float | None:
+        return None if self.cp is None else self.measurement.median_s / self.cp.median_s
+
+    @property
+    def times_cp_sync(self) -> float | None:
+        return None if self.cp_sync is None else self.measurement.median_s / self.cp_sync.median_s
+
+
+@dataclass
+class AuditReadRow:
+    """How much of a checkpoint `bertconv audit` pulled in, measured from a cold page cache."""
+
+    kind: str
+    file_bytes: int
+    resident_after: int  # bytes of the checkpoint's files in the page cache after the audit
+    measurement: Measurement
+
+    @property
+    def ok(self) -> bool:
+        # Headers and indexes are read; a few readahead windows around them are fine, tensor
+        # data is not: allow 1% of the file or 2 MiB, whichever is larger.
+        return self.resident_after <= max(2 * MIB, self.file_bytes // 100)
+
+
+@dataclass
+class Section:
+    title: str
+    rows: list[Row] = field(default_factory=list)
+    pairs: list[PairRow] = field(default_factory=list)
+    audit_reads: list[AuditReadRow] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+# --- machine ---------------------------------------------------------------------------------
+
+PACKAGES = ("bertconv", "numpy", "safetensors", "torch", "transformers", "tensorflow-cpu", "tensorflow", "tf-keras",
+            "bert4keras", "h5py", "google-crc32c")
+
+
+def machine() -> list[tuple[str, str]]:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory = ""
+    try:
+        kib = int(Path("/proc/meminfo").read_text().split("MemTotal:")[1].split()[0])
+        memory = f"{kib / 2**20:.1f} GiB"
+    except (OSError, IndexError, ValueError):
+        pass
+    versions = []
+    for package in PACKAGES:
+        try:
+            versions.append(f"{package} {metadata.version(package)}")
+        except metadata.PackageNotFoundError:
+            continue
+    load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    return [
+        ("CPU", f"{cpu}, {os.cpu_count()} cores"),
+        ("memory", memory),
+        ("OS", f"{platform.system()} {platform.release()}"),
+        ("Python", platform.python_version()),
+        ("versions", ", ".join(versions)),
+        ("load average when the table was printed (1/5/15 min)", load),
+    ]
+
+
+# --- rendering -------------------------------------------------------------------------------
+
+def _s(m: Measurement | None) -> str:
+    """The median, with a dagger when some runs started while other processes used the CPUs."""
+    if m is None:
+        return "-"
+    return f"{m.median_s:.2f}" + ("†" if m.busy_runs else "")
+
+
+def _mib(n: int | None) -> str:
+    return "-" if n is None else f"{n / MIB:,.0f}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return lines
+
+
+def _goal(row: Row) -> str:
+    if row.goal is None or row.ratio is None:
+        return ""
+    verdict = "PASS" if row.ratio >= row.goal else "FAIL"
+    return f"≥{row.goal:g}×: {verdict}"
+
+
+def render(sections: list[Section], *, command: str, reps: int, extra: list[str] = ()) -> str:
+    out = ["# bertconv benchmarks", "",
+           f"Produced by `{command}` (medians of {reps} run(s) per row, each a whole process; "
+           "peak RSS is `ru_maxrss`, the largest over the runs). Ratios are reference time / bertconv time: "
+           "above 1, bertconv is faster. † marks a median with runs that started while other processes "
+           "kept the CPUs busy (after waiting for them to go idle).", ""]
+    out += [f"- **{key}**: {value}" for key, value in machine()]
+    out.append("")
+    for section in sections:
+        out += [f"## {section.title}", ""]
+        if section.rows:
+            body = []
+            for row in section.rows:
+                m = row.measurement
+                ratio = "" if row.ratio is None else f"{row.ratio:.1f}×"
+                body.append([row.task, row.tool, _s(m), ratio, _mib(m.peak_rss_bytes if m else None),
+                             _goal(row), row.note])
+            out += _table(["task", "tool", "median s", "ratio", "peak RSS MiB", "goal", "note"], body)
+            out.append("")
+        if section.pairs:
+            body = []
+            for p in section.pairs:
+                m = p.measurement
+                x_cp = "" if p.times_cp is None else f"{p.times_cp:.1f}×"
+                x_sync = "" if p.times_cp_sync is None else f"{p.times_cp_sync:.1f}×"
+                cp_verdict = "" if p.times_cp is None else ("PASS" if p.times_cp <= CP_GOAL else "FAIL")
+                body.append([f"{p.source} → {p.target}", _mib(p.file_bytes), _mib(p.largest_tensor_bytes),
+                             _s(m), x_cp, cp_verdict, x_sync, _mib(m.peak_rss_bytes), _mib(p.rss_limit),
+                             "PASS" if p.rss_ok else "FAIL", p.identical or "-"])
+            out += _table(["bertconv convert", "input MiB", "largest tensor MiB", "median s", "× cp",
+                           f"≤{CP_GOAL:g}× cp", "× (cp + sync)", "peak RSS MiB", "RSS limit MiB", "RSS ≤ limit",
+                           "output = library's bytes"], body)
+            out.append("")
+        if section.audit_reads:
+            body = []
+            for a in section.audit_reads:
+                io = a.measurement.samples[0].io
+                body.append([a.kind, _mib(a.file_bytes), f"{a.resident_after / 1024:,.0f}",
+                             f"{io.get('rchar', 0) / 1024:,.0f}", f"{io.get('read_bytes', 0) / 1024:,.0f}",
+                             _s(a.measurement), "PASS" if a.ok else "FAIL"])
+            out += _table(["bertconv audit (cold cache)", "checkpoint MiB", "checkpoint KiB cached after",
+                           "process rchar KiB", "process read_bytes KiB", "s", "reads no tensor data"], body)
+            out.append("")
+        out += [f"- {note}" for note in section.notes]
+        if section.notes:
+            out.append("")
+    out += list(extra)
+    return "\n".join(out).rstrip() + "\n"
+

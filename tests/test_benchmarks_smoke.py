@@ -1,0 +1,104 @@
+"""Smoke test of the benchmark harness on a few-KB fixture: the measuring helpers and the table
+printer run and produce what the tables need. No timing is asserted."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks import measure, report
+from benchmarks.inputs import bert_names
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "fixtures" / "hf" / "pretraining"
+BERTCONV = [sys.executable, "-m", "bertconv.cli"]
+
+
+def test_run_once_reports_time_rss_and_io():
+    sample = measure.run_once([*BERTCONV, "audit", FIXTURE / "model.safetensors"], cwd=ROOT)
+    assert sample.exit_code == 0
+    assert sample.wall_s > 0
+    assert sample.maxrss_bytes > 1 << 20
+    assert {"rchar", "read_bytes"} <= set(sample.io)
+
+
+def test_failing_command_raises_with_its_stderr(tmp_path):
+    with pytest.raises(measure.CommandFailed, match="does not exist"):
+        measure.run_once([*BERTCONV, "audit", tmp_path / "absent"], cwd=ROOT)
+    sample = measure.run_once([*BERTCONV, "audit", tmp_path / "absent"], cwd=ROOT, check=False)
+    assert sample.exit_code == 2
+
+
+def test_measure_repeats_and_cleans_the_output(tmp_path):
+    out = tmp_path / "converted"
+    m = measure.measure([*BERTCONV, "convert", FIXTURE, out, "--to", "hf", "--quiet"], reps=2, cwd=ROOT,
+                        before_each=measure.remove(out))
+    assert m.reps == 2 and m.median_s > 0 and m.peak_rss_bytes > 0
+    assert (out / "model.safetensors").exists()  # the last run's output, until the caller removes it
+    measure.remove(out)()
+    assert not out.exists()
+
+
+def test_stdout_can_be_discarded(tmp_path):
+    sample = measure.run_once(["cat", FIXTURE / "model.safetensors"], stdout="/dev/null")
+    assert sample.exit_code == 0
+
+
+def test_page_cache_helpers(tmp_path):
+    copy = tmp_path / "model.safetensors"
+    copy.write_bytes((FIXTURE / "model.safetensors").read_bytes())
+    measure.warm([copy])
+    measure.evict([copy])  # a no-op on tmpfs, which keeps its pages
+    assert 0 <= measure.resident_bytes(copy) <= copy.stat().st_size
+
+
+def test_reference_names_match_a_transformers_file():
+    """The benchmark's own Google <-> HF table agrees with a file transformers wrote."""
+    from safetensors import safe_open
+
+    config = json.loads((FIXTURE / "config.json").read_text())
+    with safe_open(FIXTURE / "model.safetensors", "np") as f:
+        stored = {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}
+    ours = {}
+    for name, shape in bert_names.google_shapes(config).items():
+        hf, transpose = bert_names.google_to_hf(name)
+        ours[hf] = tuple(reversed(shape)) if transpose else shape
+        assert bert_names.hf_to_google(hf) == (name, transpose)
+    assert ours == stored
+
+
+def test_table_printer(tmp_path):
+    def fake(seconds: float, rss_mib: float, io=None) -> measure.Measurement:
+        sample = measure.Sample(seconds, int(rss_mib * report.MIB), 0, seconds, 0.0, io or {})
+        return measure.Measurement(("x",), (sample, sample))
+
+    ours = report.Row("audit model.safetensors", "bertconv", fake(0.25, 40))
+    ref = report.Row("audit model.safetensors", "transformers", fake(6.4, 350), bertconv=ours, goal=report.AUDIT_GOAL)
+    slow = report.Row("convert", "somebody", fake(1.0, 50), bertconv=ours, goal=report.CONVERT_GOAL)
+    largest = 30522 * 1024 * 4
+    pair_ok = report.PairRow("tf", "hf", 1_340_000_000, largest, fake(2.0, 200), cp=fake(1.0, 9), cp_sync=fake(1.6, 9),
+                             identical="yes")
+    pair_bad = report.PairRow("hf", "tf", 1_340_000_000, largest, fake(4.0, 400), cp=fake(1.0, 9))
+    cold = report.AuditReadRow("hf-safetensors", 440_000_000, 600_000,
+                               fake(0.3, 40, {"rchar": 7_000_000, "read_bytes": 600_000}))
+    section = report.Section("tiny", [ours, ref, slow], [pair_ok, pair_bad], [cold], ["a note"])
+    text = report.render([section], command="python -m benchmarks --quick", reps=2)
+
+    assert math.isclose(ref.ratio, 6.4 / 0.25)
+    assert "python -m benchmarks --quick" in text and "## tiny" in text and "- a note" in text
+    assert "| audit model.safetensors | transformers | 6.40 | 25.6× | 350 | ≥20×: PASS |" in text
+    assert "≥5×: FAIL" in text
+    assert "| tf → hf | 1,278 | 119 | 2.00 | 2.0× | PASS | 1.2× | 200 | 269 | PASS | yes |" in text
+    assert "| hf → tf | 1,278 | 119 | 4.00 | 4.0× | FAIL |  | 400 | 269 | FAIL | - |" in text
+    assert "| hf-safetensors | 420 | 586 | 6,836 | 586 | 0.30 | PASS |" in text
+    assert "CPU" in text and "Python" in text and "numpy" in text
+
+
+def test_idle_wait_marks_runs():
+    assert isinstance(measure.wait_for_idle(0), bool)
+    m = measure.measure(["true"], reps=1, idle_wait=0.01)
+    assert m.busy_runs in (0, 1) and m.samples[0].exit_code == 0
