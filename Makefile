@@ -25,6 +25,7 @@ fuzz: $(VENV)/.test
 
 bench: $(VENV)/.test
 	$(BIN)/python -m benchmarks
+	$(BIN)/python -m benchmarks.readme
 
 fixtures: $(VENV)/.test
 	$(BIN)/python fixtures/make_hf_fixtures.py
