@@ -341,17 +341,7 @@ def _has_list_attr(attrs, name: str) -> bool:
 
 def read_weights_file(path: Path) -> KerasWeightsFile:
     """Parse a Keras 2 weights file: layers, their ordered weights, lazy tensors (no data read)."""
-    path = Path(path)
-    if not is_hdf5(path):
-        raise bad_input(path, "not an HDF5 file (no HDF5 signature), so not a Keras weights file")
-    check_global_heaps(path)
-    try:
-        with h5py.File(path, "r") as f:
-            return _read_open(path, f)
-    except BadInput:
-        raise
-    except _H5_ERRORS as exc:
-        raise bad_input(path, f"cannot read as HDF5: {type(exc).__name__}: {exc}") from None
+    return _read_guarded(Path(path), _read_open)
 
 
 def _read_open(path: Path, f: h5py.File) -> KerasWeightsFile:
@@ -384,17 +374,18 @@ def _read_open(path: Path, f: h5py.File) -> KerasWeightsFile:
 def read_keras3_file(path: Path) -> Keras3WeightsFile:
     """Parse a Keras 3 layout weights file: its layer groups and their datasets, as lazy tensors
     (no data read). Which group is which layer the file does not say (see the module docstring)."""
-    path = Path(path)
+    return _read_guarded(Path(path), _read_keras3_open)
+
+
+def _read_guarded(path: Path, read):
+    """`read(path, open_file)` on an HDF5 file checked first for what would hang HDF5, with any
+    HDF5 error turned into `BadInput` naming the file."""
     if not is_hdf5(path):
         raise bad_input(path, "not an HDF5 file (no HDF5 signature), so not a Keras weights file")
     check_global_heaps(path)
     try:
         with h5py.File(path, "r") as f:
-            if not _is_keras3(f):
-                roots = ", ".join(sorted(f.keys())[:8]) or "nothing"
-                raise bad_input(path, f"not in the Keras 3 weights layout (no /{KERAS3_LAYERS}/<group>/"
-                                      f"{KERAS3_VARS}; the root holds: {roots})")
-            return _read_keras3_open(path, f)
+            return read(path, f)
     except BadInput:
         raise
     except _H5_ERRORS as exc:
@@ -402,6 +393,10 @@ def read_keras3_file(path: Path) -> Keras3WeightsFile:
 
 
 def _read_keras3_open(path: Path, f: h5py.File) -> Keras3WeightsFile:
+    if not _is_keras3(f):
+        roots = ", ".join(sorted(f.keys())[:8]) or "nothing"
+        raise bad_input(path, f"not in the Keras 3 weights layout (no /{KERAS3_LAYERS}/<group>/"
+                              f"{KERAS3_VARS}; the root holds: {roots})")
     size = file_size(path)
     datasets: list[str] = []
     f.visititems(lambda name, obj: datasets.append(name) if isinstance(obj, h5py.Dataset) else None)

@@ -653,6 +653,18 @@ def _prefix_in_directory(directory: Path) -> Path:
                                f"one you mean, e.g. {indexes[0].with_suffix('')}")
 
 
+def bundle_prefix_of(path: str | Path) -> Path | None:
+    """The bundle prefix a file path (a prefix, its `.index` or a data file) names, or None when
+    it names no bundle; never raises (for sniffing; `resolve_prefix` explains failures)."""
+    path = Path(path)
+    if path.is_dir():
+        return None
+    try:
+        return resolve_prefix(path)
+    except Exception:  # noqa: BLE001 - a sniff answers "no", the reader reports errors properly
+        return None
+
+
 def resolve_prefix(path: str | Path) -> Path:
     """The bundle prefix meant by `path`.
 

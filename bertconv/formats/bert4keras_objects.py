@@ -62,13 +62,8 @@ def is_object_checkpoint(prefix: Path) -> bool:
 
 
 def sniff(path: Path) -> str | None:
-    if path.is_dir():
-        return None
-    try:
-        prefix = tf_bundle.resolve_prefix(path)
-    except Exception:
-        return None
-    return FORMAT if is_object_checkpoint(prefix) else None
+    prefix = tf_bundle.bundle_prefix_of(path)
+    return FORMAT if prefix is not None and is_object_checkpoint(prefix) else None
 
 
 def candidates(directory: Path) -> list[Path]:

@@ -94,13 +94,8 @@ def candidates(directory: Path) -> list[Path]:
 
 
 def sniff(path: Path) -> str | None:
-    if path.is_dir():
-        return None
-    try:
-        prefix = tf_bundle.resolve_prefix(path)
-    except Exception:
-        return None
-    if not _looks_like_index(Path(f"{prefix}{tf_bundle.INDEX_SUFFIX}")):
+    prefix = tf_bundle.bundle_prefix_of(path)
+    if prefix is None or not _looks_like_index(Path(f"{prefix}{tf_bundle.INDEX_SUFFIX}")):
         return None
     return FORMAT if _is_google_bundle(prefix) else None
 
