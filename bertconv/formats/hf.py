@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 from ..config import BertConfig, load_config_file
@@ -31,6 +32,7 @@ SAFETENSORS_FILE = "model.safetensors"
 BIN_FILE = "pytorch_model.bin"
 INDEX_SUFFIX = ".index.json"
 CONFIG_FILE = "config.json"
+VOCAB_FILE = "vocab.txt"
 
 
 def _norm_rows(canonical: str, name: str) -> tuple[Row, ...]:
@@ -133,7 +135,7 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     for shard in shard_files:
         entries.extend(_entries(shard, path))
     config = _config(path, config_path)
-    vocab = path.parent / "vocab.txt"
+    vocab = path.parent / VOCAB_FILE
     return assemble(
         format_name=format_name or SAFETENSORS, path=path, entries=entries, table=TABLE, config=config,
         default_activation=DEFAULT_ACTIVATION, num_heads=num_heads, files=shard_files,
@@ -247,6 +249,9 @@ def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
     config["tie_word_embeddings"] = not tree.has_untied_decoder
     (directory / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     written.append(directory / CONFIG_FILE)
+    if tree.vocab is not None:
+        shutil.copyfile(tree.vocab, directory / VOCAB_FILE)
+        written.append(directory / VOCAB_FILE)
     return written
 
 
