@@ -105,3 +105,17 @@ def test_minilm_real_encoder_only_model(cli, minilm):
     assert report["config"]["hidden_size"] == 384 and report["config"]["num_hidden_layers"] == 6
     assert report["parameters"] == report["expected_parameters"] == 22_713_216
     assert [i["name"] for i in report["ignored"]] == ["embeddings.position_ids"]
+
+
+def test_progress_bar_only_for_large_work_on_a_terminal(monkeypatch):
+    from bertconv.commands import common
+
+    with common.byte_progress("x", common.PROGRESS_MIN_BYTES, quiet=False) as advance:
+        assert advance is None  # pytest's stderr is not a terminal
+    monkeypatch.setattr(common.sys.stderr, "isatty", lambda: True)
+    with common.byte_progress("x", common.PROGRESS_MIN_BYTES - 1, quiet=False) as advance:
+        assert advance is None
+    with common.byte_progress("x", common.PROGRESS_MIN_BYTES, quiet=True) as advance:
+        assert advance is None
+    with common.byte_progress("x", common.PROGRESS_MIN_BYTES, quiet=False) as advance:
+        advance(common.PROGRESS_MIN_BYTES)

@@ -341,10 +341,13 @@ def _require_data_files(tree: ParameterTree) -> None:
                                    f"exist; without --deep, verify reads only the headers")
 
 
-def _deep(tree: ParameterTree, reader: TensorReader, findings: Findings) -> dict:
-    """Read every tensor once and check its values; returns counts for the report."""
+def _deep(tree: ParameterTree, reader: TensorReader, findings: Findings, on_tensor=None) -> dict:
+    """Read every tensor once and check its values; returns counts for the report.
+    `on_tensor(nbytes)` is called after each tensor (progress)."""
     tensors = values = 0
     for param in tree:
+        if on_tensor:
+            on_tensor(param.tensor.nbytes)
         array = reader.read(param.name)
         if array is None:
             continue
@@ -365,7 +368,8 @@ def _deep(tree: ParameterTree, reader: TensorReader, findings: Findings) -> dict
 # --- the report -----------------------------------------------------------------------------
 
 
-def verify(tree: ParameterTree, *, deep: bool = False, allow_missing_mlm: bool = False) -> dict:
+def verify(tree: ParameterTree, *, deep: bool = False, allow_missing_mlm: bool = False,
+           on_tensor=None) -> dict:
     """Verify `tree`'s MLM head, tying, consistency and (with `deep`) values; a JSON-ready report.
 
     Keys: path, format, ok, mlm_head (`complete` | `partial` | `missing`), missing (canonical
@@ -390,7 +394,7 @@ def verify(tree: ParameterTree, *, deep: bool = False, allow_missing_mlm: bool =
     vocab = vocab_problem(tree)
     if vocab:
         findings.problems.append(vocab)
-    deep_counts = _deep(tree, reader, findings) if deep else None
+    deep_counts = _deep(tree, reader, findings, on_tensor) if deep else None
     findings.notes.extend(ignored_summary([entry.as_dict() for entry in tree.ignored]))
     return {
         "path": str(tree.path),

@@ -5,14 +5,19 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Callable
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 import click
 from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
 from .. import formats
 from ..errors import EXIT_CHECK_FAILED
 from ..tree import ParameterTree
+
+#: Progress bars appear for work of at least this many bytes, on a terminal, without --quiet.
+PROGRESS_MIN_BYTES = 100 * 2**20
 
 stdout = Console(highlight=False, soft_wrap=True)
 stderr = Console(stderr=True, highlight=False)
@@ -51,3 +56,16 @@ def finish(report: dict, as_json: bool, print_report: Callable[[dict], None]) ->
 
 def human(n: int) -> str:
     return f"{n:,}"
+
+
+@contextmanager
+def byte_progress(description: str, total_bytes: int, quiet: bool) -> Iterator[Callable[[int], None] | None]:
+    """A progress bar on stderr for `total_bytes` of work: yields the callback that advances it by
+    n bytes, or None when no bar is shown (quiet, small work, or stderr not a terminal)."""
+    if quiet or total_bytes < PROGRESS_MIN_BYTES or not sys.stderr.isatty():
+        yield None
+        return
+    with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                  TransferSpeedColumn(), TimeRemainingColumn(), console=stderr, transient=True) as bar:
+        task = bar.add_task(description, total=total_bytes)
+        yield lambda nbytes: bar.advance(task, nbytes)

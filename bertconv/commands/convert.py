@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import click
 from rich.markup import escape
-from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
 from .. import formats
 from ..convert import WriteOptions, convert, warnings_for
-from .common import checkpoint_options, load, stderr
-
-#: Progress bars appear for outputs at least this large, on a terminal, without --quiet.
-PROGRESS_MIN_BYTES = 100 * 2**20
+from .common import byte_progress, checkpoint_options, load, stderr
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]i?B|B)?\s*$", re.IGNORECASE)
 _UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
@@ -26,10 +21,6 @@ def parse_size(text: str) -> int:
     if not match:
         raise click.BadParameter(f"{text!r} is not a size such as 5GB, 500MB or 2GiB")
     return int(float(match.group(1)) * _UNITS[(match.group(2) or "b").lower()])
-
-
-def show_progress(total_bytes: int, quiet: bool) -> bool:
-    return not quiet and total_bytes >= PROGRESS_MIN_BYTES and sys.stderr.isatty()
 
 
 @click.command("convert")
@@ -53,16 +44,9 @@ def command(src: Path, dst: Path, target: str, config_path, num_heads, force: bo
     tree = load(src, config_path, num_heads)
     for warning in warnings_for(tree):
         stderr.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
-    total = sum(p.tensor.nbytes for p in tree)
     options = dict(max_shard_bytes=parse_size(max_shard_size), drop_untied_decoder=drop_untied_decoder)
-    if show_progress(total, quiet):
-        with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                      TransferSpeedColumn(), TimeRemainingColumn(), console=stderr, transient=True) as bar:
-            task = bar.add_task(f"writing {dst.name}", total=total)
-            written = convert(tree, dst, target, force=force,
-                              options=WriteOptions(**options, on_tensor=lambda n: bar.advance(task, n)))
-    else:
-        written = convert(tree, dst, target, force=force, options=WriteOptions(**options))
+    with byte_progress(f"writing {dst.name}", sum(p.tensor.nbytes for p in tree), quiet) as advance:
+        written = convert(tree, dst, target, force=force, options=WriteOptions(**options, on_tensor=advance))
     if not quiet:
         stderr.print(f"{tree.format} -> {target}: {len(tree.params)} tensors written to {dst}")
         for path in written:

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ..checks.verify import verify
-from .common import checkpoint_options, finish, human, load, stdout
+from .common import byte_progress, checkpoint_options, finish, human, load, stdout
 
 #: Colours of the head and tying verdicts in the human report.
 VERDICT_STYLE = {"complete": "green", "tied": "green", "partial": "red", "missing": "red",
@@ -66,10 +66,15 @@ def print_report(report: dict) -> None:
 @click.option("--allow-missing-mlm", is_flag=True,
               help="Accept a checkpoint without an MLM head (an encoder-only file verified on purpose).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def command(path: Path, config_path, num_heads, deep: bool, allow_missing_mlm: bool, as_json: bool) -> None:
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar for --deep.")
+def command(path: Path, config_path, num_heads, deep: bool, allow_missing_mlm: bool, as_json: bool,
+            quiet: bool) -> None:
     """Check that the MLM head is present and its decoder tied, and that shapes agree with the config.
 
     Exit status: 0 ok, 1 a check failed, 2 the input cannot be read.
     """
-    report = verify(load(path, config_path, num_heads), deep=deep, allow_missing_mlm=allow_missing_mlm)
+    tree = load(path, config_path, num_heads)
+    work = sum(p.tensor.nbytes for p in tree) if deep else 0
+    with byte_progress(f"reading {tree.path.name}", work, quiet) as advance:
+        report = verify(tree, deep=deep, allow_missing_mlm=allow_missing_mlm, on_tensor=advance)
     finish(report, as_json, print_report)
