@@ -1,24 +1,77 @@
-"""Outputs appear whole or not at all.
+"""Outputs appear whole or not at all, and replace nothing they were not allowed to.
 
 Writers write into a temporary sibling of the destination, `.<name>.bertconv-partial-<pid>`,
-which is renamed over the destination only once everything is written and synced. A run killed
-midway leaves only such a temporary; the next run towards the same destination removes those
-whose process is gone.
+which takes the destination's place only once everything is written and synced. A run killed
+midway leaves only such a temporary (SIGKILL; SIGINT, SIGTERM and SIGHUP remove it on the way
+out); the next run towards the same destination removes those whose process is gone.
+
+The last step never replaces a destination it did not check: a new output goes in with a
+no-replace rename (`renameat2(RENAME_NOREPLACE)`), so if another process created the
+destination meanwhile this run fails and the other's output stays whole; a `--force` replacement
+swaps the two atomically (`RENAME_EXCHANGE`) after checking that the destination is still the
+very file it inspected at the start.
+
+`--force` replaces only a checkpoint of the kind being written (`Replaceable`): never a device,
+FIFO, socket or symlink, never a file where a directory is written, never a directory holding
+anything the format does not own. Companion files the format does not write (tokenizer files)
+are carried over into the replacement.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
+import fnmatch
 import os
 import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from . import paths
 from .errors import bad_input
 
 PARTIAL_MARK = ".bertconv-partial-"
 _RETIRED_MARK = ".bertconv-replaced-"
+
+#: renameat2(2) flags (linux/fs.h).
+_RENAME_NOREPLACE = 1
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+@dataclass(frozen=True)
+class Replaceable:
+    """What an existing destination directory may hold for `--force` to replace it.
+
+    Attributes:
+      owned: name patterns (fnmatch) of the files a checkpoint of this kind consists of.
+      kept: name patterns of companion files (tokenizer files) that are carried into the
+        replacement when it does not write them itself.
+    """
+
+    owned: tuple[str, ...]
+    kept: tuple[str, ...] = ()
+
+    def unrelated(self, directory: Path) -> list[str]:
+        """Entries of `directory` that are neither owned nor kept (sorted; subdirectories marked /)."""
+        out = []
+        for entry in sorted(os.listdir(directory)):
+            if paths.kind_of(directory / entry) != "file":
+                out.append(entry + ("/" if (directory / entry).is_dir() else ""))
+            elif not self._matches(entry, self.owned + self.kept):
+                out.append(entry)
+        return out
+
+    def kept_in(self, directory: Path) -> list[Path]:
+        return [directory / e for e in sorted(os.listdir(directory))
+                if self._matches(e, self.kept) and paths.kind_of(directory / e) == "file"]
+
+    @staticmethod
+    def _matches(name: str, patterns: tuple[str, ...]) -> bool:
+        return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
 def _partial_pattern(name: str) -> re.Pattern:
@@ -60,21 +113,57 @@ def _fsync_tree(path: Path) -> None:
     for file in files:
         with open(file, "rb") as f:
             os.fsync(f.fileno())
+    with contextlib.suppress(OSError):  # the renames below must survive a crash too
+        directory = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+
+
+def check_replaceable(destination: Path, *, directory: bool, force: bool,
+                      replaceable: Replaceable | None) -> None:
+    """Refuse a destination this run may not replace, saying why, before anything is written."""
+    kind = paths.kind_of(destination)
+    if kind is None:
+        return
+    if kind == "symlink":
+        raise bad_input(destination, f"is a symbolic link (to {os.readlink(destination)}); bertconv does not "
+                                     f"write through or replace links: name the real path")
+    if kind not in ("file", "directory"):
+        raise bad_input(destination, f"is {kind}; bertconv writes checkpoints only as regular files and "
+                                     f"directories and never replaces anything else, --force or not")
+    if not force:
+        raise bad_input(destination, "already exists; pass --force to replace it")
+    wanted = "directory" if directory else "file"
+    if kind != wanted:
+        raise bad_input(destination, f"is a {kind}, and this output is a {wanted}: --force replaces only a "
+                                     f"checkpoint of the kind being written")
+    if kind == "directory" and replaceable is not None:
+        unrelated = replaceable.unrelated(destination)
+        if unrelated:
+            shown = ", ".join(unrelated[:8]) + (" ..." if len(unrelated) > 8 else "")
+            raise bad_input(destination, f"holds {len(unrelated)} entr{'y' if len(unrelated) == 1 else 'ies'} that "
+                                         f"are not part of the checkpoint being written ({shown}); --force "
+                                         f"replaces only a checkpoint of the same kind: choose another "
+                                         f"destination or move those away")
 
 
 @contextlib.contextmanager
-def atomic_output(destination: Path, *, directory: bool, force: bool = False) -> Iterator[Path]:
+def atomic_output(destination: Path, *, directory: bool, force: bool = False,
+                  replaceable: Replaceable | None = None) -> Iterator[Path]:
     """Yield a temporary path to write into; on success it becomes `destination`.
 
-    `directory` says whether the output is a directory (created empty) or a single file.
-    An existing destination is replaced only with `force`. On any failure the temporary is
-    removed and the destination is left as it was.
+    `directory` says whether the output is a directory (created empty) or a single file. An
+    existing destination is replaced only with `force`, and only as `check_replaceable` allows;
+    companions that `replaceable.kept` names are carried over. On any failure (a signal
+    included) the temporary is removed and the destination is left as it was.
     """
     destination = Path(os.path.abspath(destination))
-    if destination.exists() and not force:
-        raise bad_input(destination, "already exists; pass --force to replace it")
     if not destination.parent.is_dir():
         raise bad_input(destination, f"parent directory {destination.parent} does not exist")
+    check_replaceable(destination, directory=directory, force=force, replaceable=replaceable)
+    before = _lstat_identity(destination)
     clean_stale(destination)
     partial = destination.parent / f".{destination.name}{PARTIAL_MARK}{os.getpid()}"
     _remove(partial)
@@ -82,22 +171,91 @@ def atomic_output(destination: Path, *, directory: bool, force: bool = False) ->
         partial.mkdir()
     try:
         yield partial
+        if before is not None and directory and replaceable is not None:
+            _carry_kept(destination, partial, replaceable)
         _fsync_tree(partial)
-        _replace(partial, destination)
+        _install(partial, destination, before)
     except BaseException:
         _remove(partial)
         raise
 
 
-def _replace(partial: Path, destination: Path) -> None:
-    if not destination.exists() or (destination.is_file() and partial.is_file()):
-        os.replace(partial, destination)
+def _lstat_identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _carry_kept(destination: Path, partial: Path, replaceable: Replaceable) -> None:
+    for companion in replaceable.kept_in(destination):
+        if not (partial / companion.name).exists():
+            shutil.copy2(companion, partial / companion.name)
+
+
+def _install(partial: Path, destination: Path, before: tuple[int, int] | None) -> None:
+    """Put `partial` in `destination`'s place: only into an empty place if there was none at the
+    start, only over the very file inspected at the start otherwise."""
+    if before is None:
+        try:
+            _rename_noreplace(partial, destination)
+        except FileExistsError:
+            raise bad_input(destination, "appeared while this conversion was writing (another process "
+                                         "wrote it?); it was left as it is and nothing of this run was "
+                                         "kept") from None
         return
+    if _lstat_identity(destination) != before:
+        raise bad_input(destination, "changed while this conversion was writing (another process "
+                                     "replaced it?); it was left as it is and nothing of this run was kept")
     retired = destination.parent / f".{destination.name}{_RETIRED_MARK}{os.getpid()}"
+    try:
+        _renameat2(partial, destination, _RENAME_EXCHANGE)
+        _remove(partial)  # now the old destination
+        return
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise
     os.replace(destination, retired)
     try:
-        os.replace(partial, destination)
+        _rename_noreplace(partial, destination)
     except BaseException:
         os.replace(retired, destination)
         raise
     _remove(retired)
+
+
+def _rename_noreplace(source: Path, target: Path) -> None:
+    try:
+        _renameat2(source, target, _RENAME_NOREPLACE)
+        return
+    except OSError as exc:
+        if exc.errno == errno.EEXIST:
+            raise FileExistsError(errno.EEXIST, "exists", str(target)) from None
+        if exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise
+    # No renameat2 here: a file can go in by link (which fails if the target exists); a
+    # directory by rename, which fails over anything but an empty directory.
+    if source.is_dir():
+        if os.path.lexists(target):
+            raise FileExistsError(errno.EEXIST, "exists", str(target))
+        os.rename(source, target)
+    else:
+        os.link(source, target)
+        os.unlink(source)
+
+
+def _renameat2(source: Path, target: Path, flags: int) -> None:
+    function = getattr(_libc(), "renameat2", None)
+    if function is None:
+        raise OSError(errno.ENOSYS, "renameat2 is not available")
+    if function(_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(target), flags) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), str(target))
+
+
+def _libc():
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None

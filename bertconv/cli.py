@@ -1,19 +1,41 @@
 """The `bertconv` command line: parsing and printing only; the work lives in the library.
 
-Exit status: 0 fine, 1 a check failed, 2 bad input or usage. Errors bertconv expects are printed
-as one message naming the file and the tensor, never as a traceback.
+Exit status: 0 fine, 1 a check failed, 2 bad input or usage, 128 + N killed by signal N (130
+for Ctrl-C). Errors bertconv expects are printed as one message naming the file and the
+tensor, never as a traceback. SIGTERM and SIGHUP unwind like Ctrl-C, so an output being written
+is removed on the way out.
 """
 
 from __future__ import annotations
 
+import errno
+import os
+import signal
 import sys
 
 import click
 
-from .errors import BertconvError
 from .commands import audit, convert, diff, fill_mask, inspect, verify
+from .errors import EXIT_BAD_INPUT, BertconvError
 
 COMMANDS = (inspect.command, audit.command, convert.command, verify.command, diff.command, fill_mask.command)
+
+#: Signals that end a run the way Ctrl-C does: unwinding, so that temporaries are removed.
+UNWINDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+#: Shells report death by signal N as 128 + N.
+SIGNAL_EXIT_BASE = 128
+
+
+class Terminated(BaseException):
+    """Raised by the handler of an unwinding signal; like KeyboardInterrupt, not an error."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _terminate(signum, _frame):
+    raise Terminated(signum)
 
 
 class _Group(click.Group):
@@ -23,9 +45,33 @@ class _Group(click.Group):
         except BertconvError as exc:
             click.echo(f"bertconv: error: {exc}", err=True)
             ctx.exit(exc.exit_status)
+        except KeyboardInterrupt:
+            click.echo("bertconv: interrupted", err=True)
+            ctx.exit(SIGNAL_EXIT_BASE + signal.SIGINT)
+        except Terminated as exc:
+            click.echo(f"bertconv: stopped by {signal.Signals(exc.signum).name}", err=True)
+            ctx.exit(SIGNAL_EXIT_BASE + exc.signum)
         except BrokenPipeError:
-            sys.stderr.close()
+            _silence_stdout()
             ctx.exit(0)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EIO, errno.EBADF) or not _is_output_error(exc):
+                raise
+            click.echo(f"bertconv: error: cannot write the output: {exc.strerror}", err=True)
+            _silence_stdout()
+            ctx.exit(EXIT_BAD_INPUT)
+
+
+def _is_output_error(exc: OSError) -> bool:
+    """An error writing stdout carries no file name; one writing a checkpoint names its file."""
+    return exc.filename is None
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -38,5 +84,23 @@ for _command in COMMANDS:
     main.add_command(_command)
 
 
+def run() -> None:
+    """The console entry point: signal handlers, a usable stdout, then the commands."""
+    for signum in UNWINDING_SIGNALS:
+        signal.signal(signum, _terminate)
+    if sys.stdout is None:  # started with stdout closed (`>&-`)
+        sys.stderr.write("bertconv: error: standard output is closed; nowhere to print the result\n")
+        raise SystemExit(EXIT_BAD_INPUT)
+    try:
+        main()
+    finally:
+        try:
+            sys.stdout.flush()  # a full disk behind stdout shows here, not at interpreter exit
+        except OSError as exc:
+            sys.stderr.write(f"bertconv: error: cannot write the output: {exc.strerror}\n")
+            _silence_stdout()
+            raise SystemExit(EXIT_BAD_INPUT) from None
+
+
 if __name__ == "__main__":
-    main()
+    run()

@@ -76,6 +76,8 @@ class BertConfig:
     tie_word_embeddings: bool = True
     conditional_size: int | None = None
     provenance: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    #: The config file the values were read from, if any (an input the command reads).
+    source: Path | None = field(default=None, compare=False, repr=False)
 
     @property
     def head_size(self) -> int:
@@ -96,7 +98,7 @@ class BertConfig:
 
     def summary(self) -> dict[str, Any]:
         """The fields reports print (the `config` object of `audit --json`)."""
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "provenance"}
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("provenance", "source")}
         out["provenance"] = dict(self.provenance)
         return out
 
@@ -128,24 +130,28 @@ class BertConfig:
     def from_dict(cls, data: dict[str, Any], *, gelu_means: str, source: str = "file") -> "BertConfig":
         """A config from a `bert_config.json` or Hugging Face `config.json` dictionary.
 
-        Raises KeyError for a missing required field and ValueError for a bad value;
-        `load_config_file` turns both into messages naming the file.
+        Raises KeyError for a missing required field and ValueError naming the field for a value
+        of the wrong JSON type or range; `load_config_file` turns both into messages naming the file.
         """
-        required = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                    "intermediate_size", "max_position_embeddings")
-        missing = [k for k in required if k not in data]
+        missing = [k for k in REQUIRED_FIELDS if k not in data]
         if missing:
             raise KeyError(", ".join(missing))
-        values: dict[str, Any] = {k: int(data[k]) for k in required}
-        values["type_vocab_size"] = int(data.get("type_vocab_size", 2))
+        values: dict[str, Any] = {k: _size(data, k) for k in REQUIRED_FIELDS}
+        values["type_vocab_size"] = _size(data, "type_vocab_size") if "type_vocab_size" in data else 2
         if data.get(EXACT_ACTIVATION_KEY) in ACTIVATIONS:
             values["hidden_act"] = data[EXACT_ACTIVATION_KEY]
         else:
-            values["hidden_act"] = parse_activation(str(data.get("hidden_act", "gelu")), gelu_means=gelu_means)
-        values["layer_norm_eps"] = float(data.get("layer_norm_eps", LAYER_NORM_EPS))
-        values["tie_word_embeddings"] = bool(data.get("tie_word_embeddings", True))
+            act = data.get("hidden_act", "gelu")
+            if not isinstance(act, str):
+                raise ValueError(f"hidden_act is {act!r}, expected a string such as \"gelu\"")
+            values["hidden_act"] = parse_activation(act, gelu_means=gelu_means)
+        values["layer_norm_eps"] = _epsilon(data) if "layer_norm_eps" in data else LAYER_NORM_EPS
+        tie = data.get("tie_word_embeddings", True)
+        if not isinstance(tie, bool):
+            raise ValueError(f"tie_word_embeddings is {tie!r}, expected true or false")
+        values["tie_word_embeddings"] = tie
         if data.get("conditional_size"):
-            values["conditional_size"] = int(data["conditional_size"])
+            values["conditional_size"] = _size(data, "conditional_size")
         provenance = {k: source if k in data else "default" for k in values}
         provenance["hidden_act"] = source if "hidden_act" in data else "default"
         return cls(**values, provenance=provenance)
@@ -164,12 +170,25 @@ class BertConfig:
             "hidden_size": self.hidden_size,
             "initializer_range": 0.02,
             "intermediate_size": self.intermediate_size,
+            # Not a key of Google's own configs (its code hard-codes 1e-12); it ignores extra keys,
+            # and every reader of bertconv's takes it, so a model trained with another epsilon keeps it.
+            "layer_norm_eps": self.layer_norm_eps,
             "max_position_embeddings": self.max_position_embeddings,
             "num_attention_heads": self.num_attention_heads,
             "num_hidden_layers": self.num_hidden_layers,
             "type_vocab_size": self.type_vocab_size,
             "vocab_size": self.vocab_size,
         }
+
+    def to_bert4keras_dict(self) -> dict[str, Any]:
+        """The `bert_config.json` that `build_transformer_model` takes: Google's keys, with the
+        activation under bert4keras' own name (its "gelu" is the erf form, "gelu_tanh" the
+        approximation), and the condition size of a conditional LayerNorm when there is one."""
+        out = self.to_google_dict()
+        out["hidden_act"] = {"gelu_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}[self.hidden_act]
+        if self.conditional_size:
+            out["conditional_size"] = self.conditional_size
+        return out
 
     def to_hf_dict(self, *, architectures: list[str], dtype: str) -> dict[str, Any]:
         """Hugging Face's `config.json` for a BERT model."""
@@ -192,6 +211,33 @@ class BertConfig:
             "type_vocab_size": self.type_vocab_size,
             "vocab_size": self.vocab_size,
         }
+
+
+#: The fields that decide what a model computes: a conversion keeps each exactly (or refuses),
+#: and `diff` counts a difference in any of them as a difference of the models.
+COMPUTATION_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                      "intermediate_size", "max_position_embeddings", "type_vocab_size", "hidden_act",
+                      "layer_norm_eps", "tie_word_embeddings", "conditional_size")
+
+REQUIRED_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                   "intermediate_size", "max_position_embeddings")
+
+
+def _size(data: dict[str, Any], key: str) -> int:
+    """A size field: a JSON integer (never a string, a boolean or a fraction)."""
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{key} is {json.dumps(value)}, expected a whole number")
+    if value < 0:
+        raise ValueError(f"{key} is {value}, expected a non-negative number")
+    return value
+
+
+def _epsilon(data: dict[str, Any]) -> float:
+    value = data["layer_norm_eps"]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+        raise ValueError(f"layer_norm_eps is {json.dumps(value)}, expected a small positive number such as 1e-12")
+    return float(value)
 
 
 def is_hf_config(data: dict[str, Any]) -> bool:
@@ -218,7 +264,7 @@ def load_config_file(path: Path, *, gelu_means_for_google: str) -> BertConfig:
         raise bad_input(path, f"config is for model_type {data['model_type']!r}, expected 'bert'")
     gelu_means = "gelu" if is_hf_config(data) else gelu_means_for_google
     try:
-        return BertConfig.from_dict(data, gelu_means=gelu_means)
+        return replace(BertConfig.from_dict(data, gelu_means=gelu_means), source=path)
     except KeyError as exc:
         raise bad_input(path, f"config lacks required field(s) {exc.args[0]}") from None
     except (TypeError, ValueError) as exc:

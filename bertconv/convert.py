@@ -1,19 +1,28 @@
-"""Conversion: reader -> canonical tree -> writer, with the output written atomically."""
+"""Conversion: reader -> canonical tree -> writer, with the output written atomically.
+
+A conversion keeps what the model computes or refuses. The tensors are copied bit for bit by
+construction; the config is checked after the fact: the written output's header is read back
+through its own reader, and every field that decides the computation (`COMPUTATION_FIELDS`) must
+come back as it went in, every tensor must be there. A field the target cannot hold is refused
+(exit 2) unless the caller accepts losing it by name.
+"""
 
 from __future__ import annotations
 
 import errno
 import os
-from dataclasses import dataclass
+import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import formats
-from .atomic import atomic_output
+from . import companions, formats, paths
+from .atomic import Replaceable, atomic_output
 from .checks.shapes import shape_problems
 from .checks.verify import vocab_problem
+from .config import COMPUTATION_FIELDS
 from .errors import bad_input
-from .tree import ParameterTree
+from .tree import Ignored, ParameterTree
 
 
 @dataclass(frozen=True)
@@ -32,19 +41,66 @@ class WriteOptions:
     on_tensor: Callable[[int], None] | None = None
 
 
+@dataclass
+class Conversion:
+    """What a conversion wrote and what it set aside.
+
+    Attributes:
+      files: every file written, at its final path.
+      tensors: the tensors the output holds, by their names in the output file.
+      ignored: source entries that are not in the output, each with why (the reader's ignored
+        entries, and tied copies a format does not store).
+      notes: sentences the user should read (defaults written down as facts, accepted losses).
+    """
+
+    source: ParameterTree
+    destination: Path
+    target: str
+    files: list[Path] = field(default_factory=list)
+    tensors: list[str] = field(default_factory=list)
+    ignored: list[Ignored] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {
+            "source": {"path": str(self.source.path), "format": self.source.format},
+            "destination": {"path": str(self.destination), "target": self.target},
+            "files": [str(f) for f in self.files],
+            "tensors": len(self.tensors),
+            "ignored": [i.as_dict() for i in self.ignored],
+            "notes": list(self.notes),
+        }
+
+
 def warnings_for(tree: ParameterTree) -> list[str]:
     """What a conversion goes ahead with but its user should hear about: a vocab.txt beside the
-    source that does not match the word embeddings (writers that carry vocab.txt copy it as is)."""
+    source that does not match the word embeddings (it is carried along as is)."""
     problem = vocab_problem(tree)
     return [problem] if problem else []
 
 
-def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool = False,
-            options: WriteOptions = WriteOptions()) -> list[Path]:
-    """Write `tree` to `destination` in the `target` family ("hf", ...); returns the files.
+def inputs_of(tree: ParameterTree, given: Path | None = None) -> list[Path]:
+    """Every file and directory converting `tree` reads: checkpoint files, config, vocabulary and
+    tokenizer files, and the directory the user named."""
+    inputs = [*tree.files, *companions.find(companions.source_directory(tree.path))]
+    if tree.config.source is not None:
+        inputs.append(tree.config.source)
+    if tree.vocab is not None:
+        inputs.append(tree.vocab)
+    if given is not None:
+        inputs.append(given)
+    return inputs
 
-    Refuses a tree whose tensors disagree with its config, and a destination that would replace
-    one of the inputs. Nothing is left at `destination` unless the whole write succeeded.
+
+def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool = False,
+            options: WriteOptions = WriteOptions(), accept_loss: tuple[str, ...] = (),
+            given: Path | None = None) -> Conversion:
+    """Write `tree` to `destination` in the `target` format ("hf", ...); says what it wrote.
+
+    Refuses a tree whose tensors disagree with its config; a destination that is, contains or
+    lies inside anything the conversion reads (`given`: the path the user named, if a
+    directory); an output that would change a computation field not named in `accept_loss`.
+    Nothing is left at `destination` unless the whole write succeeded.
     """
     if target not in formats.TARGETS:
         raise bad_input(destination, f"unknown target {target!r}; choose one of {', '.join(formats.TARGETS)}")
@@ -53,14 +109,79 @@ def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool 
         raise bad_input(tree.path, "tensors disagree with the config: " + "; ".join(problems[:5]))
     fmt = formats.TARGETS[target]
     destination = Path(os.path.abspath(destination))
-    for source in tree.files:
-        source = Path(os.path.abspath(source))
-        if source == destination or destination in source.parents:
-            raise bad_input(destination, f"writing here would replace the input {source}")
+    clash = paths.clash(destination, inputs_of(tree, given))
+    if clash is not None:
+        source, how = clash
+        raise bad_input(destination, f"{how} {source}, which this conversion reads; choose a destination "
+                                     f"apart from the inputs")
+    extra = companions.find(companions.source_directory(tree.path))
+    replaceable = Replaceable(owned=fmt.owned_files, kept=companions.TOKENIZER_FILES) if fmt.writes_directory else None
+    result = Conversion(tree, destination, target, notes=_default_notes(tree))
     try:
-        with atomic_output(destination, directory=fmt.writes_directory, force=force) as partial:
+        with atomic_output(destination, directory=fmt.writes_directory, force=force,
+                           replaceable=replaceable) as partial:
             written = fmt.write(tree, partial, options=options)
+            if fmt.writes_directory:
+                written += _carry(extra, partial, written)
+            output = formats.read(partial)
+            dropped = ("mlm.decoder", "mlm.decoder_bias") if options.drop_untied_decoder else ()
+            accepted = (*accept_loss, "tie_word_embeddings") if dropped else accept_loss
+            result.notes += _kept_computation(tree, output, destination, accepted, dropped)
+            result.tensors = [p.source for p in output]
+            result.ignored = _set_aside(tree, output)
     except OSError as exc:
         reason = "no space left on device" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
         raise bad_input(destination, f"cannot write: {reason}; nothing was left at the destination") from None
-    return [destination / p.relative_to(partial) if fmt.writes_directory else destination for p in written]
+    result.files = [destination / p.relative_to(partial) if fmt.writes_directory else destination for p in written]
+    return result
+
+
+def _carry(files: list[Path], directory: Path, written: list[Path]) -> list[Path]:
+    """Copy the source's companion files the writer did not write itself into `directory`."""
+    names = {p.name for p in written}
+    carried = []
+    for file in files:
+        if file.name not in names:
+            shutil.copyfile(file, directory / file.name)
+            carried.append(directory / file.name)
+    return carried
+
+
+def _default_notes(tree: ParameterTree) -> list[str]:
+    """Values no file stated that the output will state as facts."""
+    guessed = [name for name in COMPUTATION_FIELDS if tree.config.provenance.get(name) == "default"
+               and name in ("num_attention_heads", "hidden_act")]
+    return [f"{name} = {getattr(tree.config, name)} is bertconv's default (no config stated it), and the "
+            f"output's config now states it; pass --config or --heads if the model was trained otherwise"
+            for name in guessed]
+
+
+def _kept_computation(source: ParameterTree, output: ParameterTree, destination: Path,
+                      accept_loss: tuple[str, ...], dropped: tuple[str, ...]) -> list[str]:
+    """Notes for accepted losses; `BadInput` for any other field or tensor the output lost."""
+    changed = [(name, getattr(source.config, name), getattr(output.config, name))
+               for name in COMPUTATION_FIELDS if getattr(source.config, name) != getattr(output.config, name)]
+    refused = [c for c in changed if c[0] not in accept_loss]
+    if refused:
+        fields = "; ".join(f"{name} is {a!r} in the source, {b!r} in the output" for name, a, b in refused)
+        raise bad_input(destination, f"the {output.format} output would compute differently: {fields}. Nothing "
+                                     f"was written; pass --accept-loss FIELD for each field to convert anyway")
+    lost = sorted(n for n in source.params if source.is_counted(n) and n not in output.params
+                  and n not in dropped)
+    if lost:
+        raise bad_input(destination, f"the {output.format} output lacks {', '.join(lost)}; nothing was written")
+    return [f"accepted loss: {name} is {a!r} in the source, {b!r} in the output" for name, a, b in changed]
+
+
+def _set_aside(source: ParameterTree, output: ParameterTree) -> list[Ignored]:
+    """Source entries the output does not hold: what the reader ignored, then tensors not written."""
+    ignored = list(source.ignored)
+    for param in source:
+        if param.name in output.params:
+            continue
+        if not source.is_counted(param.name):
+            reason = "tied copy, not stored: the output's format ties it by construction"
+        else:
+            reason = "untied MLM decoder dropped (--drop-untied-decoder): the word embeddings serve instead"
+        ignored.append(Ignored(param.source, reason, param.numel, str(param.tensor.dtype), tuple(param.tensor.shape)))
+    return ignored

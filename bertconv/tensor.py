@@ -52,6 +52,12 @@ class LazyTensor:
         (a checksum) that a blind copy would skip."""
         return self.byte_span()
 
+    def storage(self) -> tuple[Path, int, int] | None:
+        """(file, offset, nbytes): the bytes of a file this tensor's values are read from,
+        contiguous or not; None for a tensor not read from a file region."""
+        span = self.byte_span()
+        return (span[0], span[1], self.nbytes) if span is not None else None
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.dtype}, {list(self.shape)})"
 
@@ -117,6 +123,9 @@ class StridedTensor(LazyTensor):
         self._storage = (storage_offset, storage_nbytes)
         self._strides = tuple(strides)
         self._element_offset = element_offset
+
+    def storage(self) -> tuple[Path, int, int]:
+        return (self.path, *self._storage)
 
     def is_contiguous(self) -> bool:
         expected, step = [], 1
@@ -189,6 +198,9 @@ class TransposedTensor(LazyTensor):
     def copy_span(self) -> tuple[Path, int] | None:
         original = self._original()
         return original.copy_span() if original is not None else None
+
+    def storage(self) -> tuple[Path, int, int] | None:
+        return self.base.storage()
 
 
 #: A transpose is copied in tiles of this many source rows by this many source columns. numpy's

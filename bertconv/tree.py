@@ -153,7 +153,8 @@ def model_order_key(name: str) -> tuple[int, int, int]:
 class Parameter:
     """A canonical parameter as found in a file.
 
-    `tensor` is already in canonical layout (the format's table applied its transposes).
+    `tensor` is already in canonical layout (the format's table applied its transposes);
+    `source_shape` is the shape under its `source` name in the file (before those transposes).
     `shared_with` names another canonical parameter this one shares storage with in the file
     (tying by identity, as in a `pytorch_model.bin`).
     """
@@ -163,6 +164,11 @@ class Parameter:
     source: str
     file: Path
     shared_with: str | None = None
+    source_shape: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.source_shape is None:
+            self.source_shape = tuple(self.tensor.shape)
 
     @property
     def numel(self) -> int:

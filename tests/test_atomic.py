@@ -34,7 +34,7 @@ from conftest import FIXTURES, run_cli
 PARTIAL = re.compile(r"^\.(?P<name>.+)" + re.escape(PARTIAL_MARK) + r"(?P<pid>\d+)$")
 SMALL = FIXTURES / "hf" / "pretraining"
 #: Destination name per target: a directory for hf and tf, one file for bert4keras.
-DESTINATIONS = {"hf": "out-hf", "tf": "out-tf", "bert4keras": "out.h5"}
+DESTINATIONS = {"hf": "out-hf", "tf": "out-tf", "bert4keras": "out-b4k"}
 TARGETS = [t for t in ("hf", "tf", "bert4keras") if t in formats.TARGETS]
 
 # The large input: BERT-base-like widths, 8 layers, fp32 random values: 322 MB.
@@ -163,11 +163,8 @@ def _digest(path: Path) -> dict[str, tuple[str, int]]:
 @pytest.mark.parametrize("target", TARGETS)
 def test_existing_destination_is_replaced_only_with_force(tmp_path, target):
     destination = tmp_path / DESTINATIONS[target]
-    if target == "bert4keras":
-        destination.write_bytes(b"precious")
-    else:
-        destination.mkdir()
-        (destination / "precious.txt").write_text("keep me")
+    assert run_cli("convert", FIXTURES / "tf" / "full", destination, "--to", target).exit_code == 0
+    (destination / "tokenizer.json").write_text('{"kept": true}')
     before = _digest(destination)
 
     result = run_cli("convert", SMALL, destination, "--to", target)
@@ -181,7 +178,8 @@ def test_existing_destination_is_replaced_only_with_force(tmp_path, target):
     assert result.exit_code == 0, result.stderr
     assert _digest(destination) != before
     assert sorted(p.name for p in tmp_path.iterdir()) == [destination.name], "a temporary was left"
-    assert run_cli("audit", destination).exit_code == 0
+    assert run_cli("diff", SMALL, destination).exit_code == 0
+    assert (destination / "tokenizer.json").read_text() == '{"kept": true}', "--force lost a tokenizer file"
 
 
 def test_temporaries_of_live_runs_and_unrelated_files_are_left_alone(tmp_path):

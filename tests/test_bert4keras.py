@@ -81,13 +81,18 @@ def assert_same_file_contents(expected: Path, got: Path) -> None:
 def convert(src: Path, dst: Path, target: str, *, config: Path | None = None) -> Path:
     """In process: the bulk of the conversions (the CLI end to end is tested below, once)."""
     convert_tree(formats.read(src, config_path=config), dst, target)
-    return dst
+    return output_file(dst, target)
+
+
+def output_file(dst: Path, target: str) -> Path:
+    """The checkpoint file of a conversion's output: bert4keras writes a directory holding it."""
+    return dst / b4k.WEIGHTS_FILE if target == "bert4keras" else dst
 
 
 def convert_cli(src: Path, dst: Path, target: str, *extra: str) -> Path:
     result = run_cli("convert", src, dst, "--to", target, "--quiet", *extra)
     assert result.exit_code == 0, result.stderr
-    return dst
+    return output_file(dst, target)
 
 
 # --- the table, as data -------------------------------------------------------------------------
@@ -139,7 +144,7 @@ def test_cli_audit_and_convert_end_to_end(tmp_path):
     assert result.exit_code == 0, result.stdout + result.stderr
     assert json.loads(result.stdout)["parameters"] == 18_878
     hf = convert_cli(weights("v50-pool-nsp-mlm"), tmp_path / "hf", "hf")
-    back = convert_cli(hf, tmp_path / "back.h5", "bert4keras")
+    back = convert_cli(hf, tmp_path / "back-b4k", "bert4keras")
     assert_same_file_contents(weights("v50-pool-nsp-mlm"), back)
 
 
@@ -163,7 +168,7 @@ def test_formats_md_tiny_model_figures():
 
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
 def test_writer_reproduces_the_file_bert4keras_saved(name, tmp_path):
-    out = convert(weights(name), tmp_path / "out.h5", "bert4keras")
+    out = convert(weights(name), tmp_path / "out-b4k", "bert4keras")
     assert_same_file_contents(weights(name), out)
     with h5py.File(out, "r") as f, h5py.File(weights(name), "r") as original:
         assert sorted(f.keys()) == sorted(original.keys())  # top_level_model_weights included
@@ -176,7 +181,7 @@ def test_every_value_survives_bert4keras_hf_tf_bert4keras_bit_exactly(name, tmp_
     last = hf
     if "tf" in formats.TARGETS:
         last = convert(hf, tmp_path / "tf", "tf")
-    back = convert(last, tmp_path / "back.h5", "bert4keras", config=B4K / name / "bert_config.json")
+    back = convert(last, tmp_path / "back-b4k", "bert4keras", config=B4K / name / "bert_config.json")
     assert_same_file_contents(weights(name), back)
 
 
@@ -186,7 +191,7 @@ def test_conditional_layer_norm_round_trips_and_hf_refuses_it(tmp_path):
     assert tree.conditional and tree.config.conditional_size == 12
     assert tree.config.provenance["conditional_size"] == "shapes"
     assert tree["mlm.norm.gamma_cond"].tensor.shape == (12, 32)
-    assert_same_file_contents(source, convert(source, tmp_path / "again.h5", "bert4keras"))
+    assert_same_file_contents(source, convert(source, tmp_path / "again-b4k", "bert4keras"))
     with pytest.raises(BadInput, match="conditional"):
         convert(source, tmp_path / "hf", "hf")
 
@@ -234,8 +239,7 @@ def test_a_directory_resolves_to_its_weights_file():
 def test_layer_names_split_over_several_attributes_are_read_and_written(tmp_path, monkeypatch):
     tree = formats.read(weights("v50-pool-nsp-mlm"))
     monkeypatch.setattr(keras_h5, "HDF5_OBJECT_HEADER_LIMIT", 300)
-    out = tmp_path / "split.h5"
-    b4k.write(tree, out, options=WriteOptions())
+    out = b4k.write(tree, tmp_path, options=WriteOptions())[0]
     with h5py.File(out, "r") as f:
         assert "layer_names" not in f.attrs and "layer_names2" in f.attrs
         assert "weight_names1" in f["Transformer-0-MultiHeadSelfAttention"].attrs
@@ -261,7 +265,7 @@ def test_a_bfloat16_source_is_written_as_exact_float32(tmp_path):
     if not source.is_dir() or "tf" not in formats.TARGETS:
         pytest.skip("needs the Google TF format and its bf16 fixture")
     tree = formats.read(source)
-    out = convert(source, tmp_path / "out.h5", "bert4keras")
+    out = convert(source, tmp_path / "out-b4k", "bert4keras")
     _, _, values = file_values(out)
     token = values["Embedding-Token/embeddings:0"]
     assert token.dtype == np.float32
@@ -279,9 +283,9 @@ def test_an_untied_decoder_is_refused_unless_dropped_explicitly(tmp_path):
     tree = formats.read(tmp_path / "hf")
     assert tree.has_untied_decoder
     with pytest.raises(BadInput, match="drop-untied-decoder"):
-        convert_tree(tree, tmp_path / "refused.h5", "bert4keras")
-    assert not (tmp_path / "refused.h5").exists()
-    out = tmp_path / "dropped.h5"
+        convert_tree(tree, tmp_path / "refused-b4k", "bert4keras")
+    assert not (tmp_path / "refused-b4k").exists()
+    out = tmp_path / "dropped-b4k"
     convert_tree(tree, out, "bert4keras", options=WriteOptions(drop_untied_decoder=True))
     written = formats.read(out)
     assert "mlm.decoder" not in written and audit(written)["ok"]
@@ -566,7 +570,7 @@ def test_hf_to_bert4keras_gives_transformers_predictions(oracle, tmp_path):
             parameter.copy_(torch.randn_like(parameter) * 0.2 + (1.0 if parameter.ndim == 1 and
                                                                  parameter.shape[0] == 32 else 0.0))
     model.save_pretrained(tmp_path / "hf")
-    out = convert(tmp_path / "hf", tmp_path / "model.h5", "bert4keras")
+    out = convert(tmp_path / "hf", tmp_path / "model-b4k", "bert4keras")
     bert_config = tmp_path / "bert_config.json"
     bert_config.write_text(json.dumps(formats.read(tmp_path / "hf").config.to_google_dict()))
     keras_model = oracle.build(bert_config, dict(with_pool=True, with_nsp=True, with_mlm=True), None)
@@ -581,7 +585,7 @@ def test_hf_to_bert4keras_gives_transformers_predictions(oracle, tmp_path):
 
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
 def test_written_file_loads_into_bert4keras_with_the_source_heads(name, built, loaded, oracle, tmp_path):
-    out = convert(weights(name), tmp_path / "out.h5", "bert4keras")
+    out = convert(weights(name), tmp_path / "out-b4k", "bert4keras")
     wanted = manifest(name)
     fresh = oracle.build(B4K / name / "bert_config.json", wanted, wanted["condition_size"])
     fresh.load_weights(str(out))
@@ -591,8 +595,7 @@ def test_written_file_loads_into_bert4keras_with_the_source_heads(name, built, l
 
 def test_split_layer_names_load_in_bert4keras(loaded, oracle, tmp_path, monkeypatch):
     monkeypatch.setattr(keras_h5, "HDF5_OBJECT_HEADER_LIMIT", 300)
-    out = tmp_path / "split.h5"
-    b4k.write(formats.read(weights("v99-pool-mlm")), out, options=WriteOptions())
+    out = b4k.write(formats.read(weights("v99-pool-mlm")), tmp_path, options=WriteOptions())[0]
     fresh = oracle.build(B4K / "v99-pool-mlm" / "bert_config.json", manifest("v99-pool-mlm"), None)
     fresh.load_weights(str(out))
     for got, expected in zip(fresh.weights, loaded("v99-pool-mlm").weights, strict=True):

@@ -89,7 +89,7 @@ def test_convert_refuses_to_overwrite_its_own_input(cli, tmp_path):
     for name in ("model.safetensors", "config.json"):
         (source / name).write_bytes((HF / "pretraining" / name).read_bytes())
     result = cli("convert", source, source, "--to", "hf", "--force")
-    assert result.exit_code == 2 and "replace the input" in result.stderr
+    assert result.exit_code == 2 and "which this conversion reads" in result.stderr
     assert (source / "model.safetensors").exists()
 
 

@@ -252,6 +252,12 @@ def test_real_index_files_report_head_and_tying_without_data(name, tmp_path):
     index = real_file(f"{name}.ckpt.index")
     shutil.copy(index, tmp_path / "bert_model.ckpt.index")
     shutil.copy(real_file(f"{name}.bert_config.json"), tmp_path / "bert_config.json")
-    code, report = verify_json(tmp_path)
+    code, report = verify_json(tmp_path, "--headers-only")
     assert (code, report["mlm_head"], report["tying"]) == (EXIT_OK, "complete", "tied"), report["problems"]
     assert report["audit"]["ok"]
+    assert any("data file does not exist" in note for note in report["notes"])
+    # Without --headers-only, a checkpoint whose data is absent cannot be called ok.
+    code, report = verify_json(tmp_path)
+    assert code == EXIT_FAILED
+    [problem] = report["problems"]
+    assert problem.startswith(f"{tmp_path / 'bert_model.ckpt.data-00000-of-00001'}: data file does not exist")

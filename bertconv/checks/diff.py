@@ -27,8 +27,9 @@ only in its side.
 A tensor that cannot be read (a TF checksum mismatch, a truncated file) raises `BadInput` from
 its `read()`: for diff that is bad input (exit 2), unlike `verify --deep`, whose job is to find it.
 
-Config fields that differ are reported (`config_differences`) but do not make A and B differ:
-diff compares tensors; `verify` judges a config against its tensors.
+Config fields that decide the computation (`config.COMPUTATION_FIELDS`: sizes, heads,
+activation, LayerNorm epsilon, tying) are compared too: the same tensors run with another head
+count or activation are another model, so a field that differs is a difference (`ok` false).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from typing import Iterator
 
 import numpy as np
 
+from ..config import COMPUTATION_FIELDS
 from ..dtypes import DType, as_float32
 from ..tree import Parameter, ParameterTree, model_order_key, role_of
 
@@ -46,10 +48,6 @@ from ..tree import Parameter, ParameterTree, model_order_key, role_of
 CHUNK_ELEMENTS = 1 << 20
 #: `atol` at which comparisons are bit-exact.
 BIT_EXACT = 0.0
-#: Config fields compared between A and B (reported, never a difference of the tensors).
-CONFIG_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                 "intermediate_size", "max_position_embeddings", "type_vocab_size", "hidden_act",
-                 "layer_norm_eps", "tie_word_embeddings", "conditional_size")
 
 
 # --- streaming ------------------------------------------------------------------------------
@@ -265,8 +263,10 @@ def _describe(entry: dict, atol: float) -> str:
 
 
 def _config_differences(a: ParameterTree, b: ParameterTree) -> list[dict]:
-    return [{"field": f, "a": getattr(a.config, f), "b": getattr(b.config, f)}
-            for f in CONFIG_FIELDS if getattr(a.config, f) != getattr(b.config, f)]
+    """Computation fields that differ, with where each side's value came from (file, shapes, default)."""
+    return [{"field": f, "a": getattr(a.config, f), "b": getattr(b.config, f),
+             "a_from": a.config.provenance.get(f, "default"), "b_from": b.config.provenance.get(f, "default")}
+            for f in COMPUTATION_FIELDS if getattr(a.config, f) != getattr(b.config, f)]
 
 
 def diff(tree_a: ParameterTree, tree_b: ParameterTree, *, atol: float = BIT_EXACT) -> dict:
@@ -277,7 +277,8 @@ def diff(tree_a: ParameterTree, tree_b: ParameterTree, *, atol: float = BIT_EXAC
     ([{name, source}]), shape_differences, dtype_differences ([{name, a, b}]), tensors (one entry
     per compared name: sources, dtypes, shapes, bit_equal, max_abs_diff, max_at,
     first_difference {index, a, b}, within_tolerance), differences (a sentence naming each
-    tensor that differs beyond `atol`), config_differences ([{field, a, b}], informational).
+    tensor that differs beyond `atol`, and each config field), config_differences ([{field, a, b,
+    a_from, b_from}]: computation fields that differ, each a difference).
     """
     if atol < 0 or math.isnan(atol):
         raise ValueError(f"atol must be a non-negative number, got {atol}")
@@ -298,9 +299,13 @@ def diff(tree_a: ParameterTree, tree_b: ParameterTree, *, atol: float = BIT_EXAC
     differences = [f"only in A: {o['name']} ({o['source']})" for o in only_in_a]
     differences += [f"only in B: {o['name']} ({o['source']})" for o in only_in_b]
     differences += [_describe(t, atol) for t in tensors if not t["within_tolerance"]]
-    identical = (not only_in_a and not only_in_b and not dtype_differences
+    config_differences = _config_differences(tree_a, tree_b)
+    differences += [f"config: {c['field']} is {c['a']!r} in A ({c['a_from']}), {c['b']!r} in B ({c['b_from']})"
+                    for c in config_differences]
+    identical = (not only_in_a and not only_in_b and not dtype_differences and not config_differences
                  and all(t["compared"] and t["bit_equal"] for t in tensors))
-    ok = not only_in_a and not only_in_b and all(t["within_tolerance"] for t in tensors)
+    ok = (not only_in_a and not only_in_b and not config_differences
+          and all(t["within_tolerance"] for t in tensors))
     return {
         "a": {"path": str(tree_a.path), "format": tree_a.format},
         "b": {"path": str(tree_b.path), "format": tree_b.format},
@@ -314,5 +319,5 @@ def diff(tree_a: ParameterTree, tree_b: ParameterTree, *, atol: float = BIT_EXAC
         "dtype_differences": dtype_differences,
         "tensors": tensors,
         "differences": differences,
-        "config_differences": _config_differences(tree_a, tree_b),
+        "config_differences": config_differences,
     }

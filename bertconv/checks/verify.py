@@ -39,6 +39,7 @@ from ..dtypes import DType, as_float32
 from ..errors import BadInput, bad_input
 from ..tree import Parameter, ParameterTree, role_of
 from .audit import audit, ignored_summary
+from .files import data_file_problems
 from .diff import chunk_indices, compare_arrays, format_value, global_position
 
 WORD = "embeddings.word"
@@ -369,7 +370,7 @@ def _deep(tree: ParameterTree, reader: TensorReader, findings: Findings, on_tens
 
 
 def verify(tree: ParameterTree, *, deep: bool = False, allow_missing_mlm: bool = False,
-           on_tensor=None) -> dict:
+           headers_only: bool = False, on_tensor=None) -> dict:
     """Verify `tree`'s MLM head, tying, consistency and (with `deep`) values; a JSON-ready report.
 
     Keys: path, format, ok, mlm_head (`complete` | `partial` | `missing`), missing (canonical
@@ -377,6 +378,9 @@ def verify(tree: ParameterTree, *, deep: bool = False, allow_missing_mlm: bool =
     (`n/a` | `shared` | `equal` | `differs` | `unreadable`), heads, consistency (the audit's
     problems), deep (None, or {tensors, values} read), problems (sentences naming each tensor by
     its name in the file and its canonical name), notes (observations that do not fail), audit.
+
+    Every data file must exist and be long enough for the tensors its header places in it (a
+    stat, no reads); with `headers_only` (an index published without its data) that is a note.
 
     Raises `BadInput` when `deep` is asked of a checkpoint whose data files are absent.
     """
@@ -388,6 +392,11 @@ def verify(tree: ParameterTree, *, deep: bool = False, allow_missing_mlm: bool =
     _head_findings(tree, head, missing, allow_missing_mlm, findings)
     tying, tying_detail = _tying(tree, head, reader, deep, findings)
     decoder_bias = _decoder_bias(tree, reader, deep, findings)
+    data_files = data_file_problems(tree)
+    if headers_only:
+        findings.notes.extend(f"{p} (allowed: --headers-only)" for p in data_files)
+    else:
+        findings.problems.extend(data_files)
     report_audit = audit(tree)
     consistency = _consistency(report_audit)
     findings.problems.extend(consistency)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from contextlib import contextmanager
@@ -14,6 +15,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColu
 
 from .. import formats
 from ..errors import EXIT_CHECK_FAILED
+from ..paths import require_file_or_directory
 from ..tree import ParameterTree
 
 #: Progress bars appear for work of at least this many bytes, on a terminal, without --quiet.
@@ -36,7 +38,25 @@ def checkpoint_options(function):
     return function
 
 
+class Tolerance(click.ParamType):
+    """A finite, non-negative number (`--atol`): NaN and infinity compare with nothing."""
+
+    name = "tolerance"
+
+    def convert(self, value, param, ctx) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(number) or number < 0:
+            self.fail(f"{value!r} is not a finite, non-negative number", param, ctx)
+        return number
+
+
 def load(path: Path, config_path: Path | None, num_heads: int | None) -> ParameterTree:
+    require_file_or_directory(Path(path), "checkpoint")
+    if config_path is not None:
+        require_file_or_directory(Path(config_path), "config")
     return formats.read(Path(path), config_path=config_path, num_heads=num_heads)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ..checks.diff import BIT_EXACT, diff
-from .common import finish, load, stdout
+from .common import Tolerance, finish, load, stdout
 
 #: How many tensor names a line about differing dtypes shows.
 DTYPE_NAMES_SHOWN = 3
@@ -44,8 +44,6 @@ def print_report(report: dict) -> None:
     for (a, b), names in _dtype_groups(report).items():
         shown = ", ".join(names[:DTYPE_NAMES_SHOWN]) + (" ..." if len(names) > DTYPE_NAMES_SHOWN else "")
         stdout.print(f"dtype: {len(names)} tensor(s) are {a} in A, {b} in B ({shown}); values compared as float32")
-    for c in report["config_differences"]:
-        stdout.print(f"config: {c['field']} is {c['a']!r} in A, {c['b']!r} in B (tensors are compared regardless)")
     for difference in report["differences"]:
         stdout.print(f"[red]differs:[/] {difference}")
     if report["identical"]:
@@ -61,7 +59,7 @@ def print_report(report: dict) -> None:
 @click.command("diff")
 @click.argument("a", type=click.Path(path_type=Path))
 @click.argument("b", type=click.Path(path_type=Path))
-@click.option("--atol", type=click.FloatRange(min=0.0), default=BIT_EXACT, show_default=True,
+@click.option("--atol", type=Tolerance(), default=BIT_EXACT, show_default=True,
               help="Largest absolute difference allowed per value; 0 compares bits exactly.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def command(a: Path, b: Path, atol: float, as_json: bool) -> None:

@@ -11,19 +11,30 @@ from .common import checkpoint_options, human, load, print_json, stdout
 
 
 def describe(tree) -> dict:
+    """The `inspect --json` object. Each tensor's `shape` is its shape under its `name` in the
+    file; `canonical_shape` the shape of its `canonical` parameter (after the format's transposes).
+    `files` lists the files that exist, `missing_files` those the checkpoint names but lacks
+    (an index published without its data shards)."""
+    files = [Path(f) for f in tree.files]
     return {
         "format": tree.format,
         "path": str(tree.path),
-        "files": [str(f) for f in tree.files],
+        "files": [str(f) for f in files if f.is_file()],
+        "missing_files": [str(f) for f in files if not f.is_file()],
         "config": tree.config.summary(),
         "heads": tree.heads.as_dict(),
         "tensors": [
-            {"name": p.source, "canonical": p.name, "dtype": str(p.tensor.dtype), "shape": list(p.tensor.shape),
+            {"name": p.source, "shape": list(p.source_shape), "canonical": p.name,
+             "canonical_shape": list(p.tensor.shape), "dtype": str(p.tensor.dtype),
              **({"shared_with": p.shared_with} if p.shared_with else {})}
             for p in tree
         ],
         "ignored": [i.as_dict() for i in tree.ignored],
     }
+
+
+def _shape(shape: list[int]) -> str:
+    return "x".join(map(str, shape)) or "scalar"
 
 
 @click.command("inspect")
@@ -47,10 +58,13 @@ def command(path: Path, config_path, num_heads, as_json: bool) -> None:
     )
     heads = ", ".join(name for name, present in report["heads"].items() if present) or "none"
     stdout.print(f"heads: {heads}")
-    table = Table("name in file", "canonical", "dtype", "shape", box=None, pad_edge=False)
+    for missing in report["missing_files"]:
+        stdout.print(f"[yellow]absent:[/] {missing} (named by the checkpoint; headers were read without it)")
+    table = Table("name in file", "shape", "dtype", "canonical", "canonical shape", box=None, pad_edge=False)
     for t in report["tensors"]:
-        table.add_row(t["name"], t["canonical"] + (f" (= {t['shared_with']})" if "shared_with" in t else ""),
-                      t["dtype"], "x".join(map(str, t["shape"])) or "scalar")
+        canonical_shape = _shape(t["canonical_shape"]) if t["canonical_shape"] != t["shape"] else "same"
+        table.add_row(t["name"], _shape(t["shape"]), t["dtype"],
+                      t["canonical"] + (f" (= {t['shared_with']})" if "shared_with" in t else ""), canonical_shape)
     stdout.print(table)
     if report["ignored"]:
         stdout.print(f"ignored ({len(report['ignored'])}):")

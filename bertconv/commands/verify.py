@@ -65,10 +65,13 @@ def print_report(report: dict) -> None:
                    "heads not all zero.")
 @click.option("--allow-missing-mlm", is_flag=True,
               help="Accept a checkpoint without an MLM head (an encoder-only file verified on purpose).")
+@click.option("--headers-only", is_flag=True,
+              help="Verify the headers alone: absent or short data files (an index published without its "
+                   "data) are noted, not failed.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar for --deep.")
-def command(path: Path, config_path, num_heads, deep: bool, allow_missing_mlm: bool, as_json: bool,
-            quiet: bool) -> None:
+def command(path: Path, config_path, num_heads, deep: bool, allow_missing_mlm: bool, headers_only: bool,
+            as_json: bool, quiet: bool) -> None:
     """Check that the MLM head is present and its decoder tied, and that shapes agree with the config.
 
     Exit status: 0 ok, 1 a check failed, 2 the input cannot be read.
@@ -76,5 +79,6 @@ def command(path: Path, config_path, num_heads, deep: bool, allow_missing_mlm: b
     tree = load(path, config_path, num_heads)
     work = sum(p.tensor.nbytes for p in tree) if deep else 0
     with byte_progress(f"reading {tree.path.name}", work, quiet) as advance:
-        report = verify(tree, deep=deep, allow_missing_mlm=allow_missing_mlm, on_tensor=advance)
+        report = verify(tree, deep=deep, allow_missing_mlm=allow_missing_mlm, headers_only=headers_only,
+                        on_tensor=advance)
     finish(report, as_json, print_report)

@@ -20,7 +20,7 @@ import pickle
 import struct
 import zipfile
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import dtypes
@@ -178,13 +178,31 @@ def _unpickle(stream, path: Path, member: str):
 
 
 @dataclass(frozen=True)
+class NonTensor:
+    """An entry that is not a tensor: its Python type, and how many tensor values it holds
+    (an optimizer state saved beside the model holds many; an int or a string none)."""
+
+    type_name: str
+    values: int
+
+
+@dataclass(frozen=True)
 class TorchCheckpoint:
-    """A state dict's tensors (lazy) and, per name, the identity of the bytes it views."""
+    """A state dict's tensors (lazy) and, per name, the identity of the bytes it views.
+
+    Attributes:
+      non_tensors: entries of the state dict that are not tensors (ints, lists, strings).
+      wrapper: the key a training script saved the state dict under (`{"model": state_dict,
+        "optimizer": ...}`), or None when the pickle is the state dict itself.
+      beside: the other top-level entries of such a save (optimizer, epoch, ...).
+    """
 
     path: Path
     tensors: dict[str, LazyTensor]
     identities: dict[str, tuple]
-    non_tensors: dict[str, str]
+    non_tensors: dict[str, NonTensor]
+    wrapper: str | None = None
+    beside: dict[str, NonTensor] = field(default_factory=dict)
 
 
 def looks_like_torch(path: Path) -> bool:
@@ -213,12 +231,59 @@ def read_checkpoint(path: Path) -> TorchCheckpoint:
     return _assemble(path, records, spans)
 
 
-def _state_dict(obj, path: Path) -> dict:
-    if isinstance(obj, dict) and "state_dict" in obj and isinstance(obj["state_dict"], dict):
-        obj = obj["state_dict"]
+#: Keys under which training scripts save a model's state dict beside their own state, in the
+#: order they are tried (PyTorch Lightning `state_dict`, the tutorials' `model_state_dict`, ...).
+STATE_DICT_KEYS = ("state_dict", "model_state_dict", "model", "module", "model_state", "net")
+#: Nested dicts deeper than this are not searched for a state dict.
+MAX_WRAPPING = 4
+
+
+def _state_dict(obj, path: Path) -> tuple[dict, str | None, dict]:
+    """(the state dict, the key path it was saved under or None, the entries saved beside it).
+
+    A state dict maps names to tensors; a training script's save wraps one under a key such as
+    `model` next to an optimizer, an epoch and such, sometimes several levels deep.
+    """
     if not isinstance(obj, dict):
         raise bad_input(path, f"the pickle holds a {type(obj).__name__}, expected a state dict (name -> tensor)")
-    return obj
+    keys: list[str] = []
+    beside: dict = {}
+    for _ in range(MAX_WRAPPING):
+        if any(isinstance(v, TensorRecord) for v in obj.values()):
+            break
+        key = next((k for k in STATE_DICT_KEYS if isinstance(obj.get(k), dict) and _holds_tensors(obj[k])), None)
+        if key is None:
+            break
+        prefix = "/".join(keys + [""])
+        beside.update({f"{prefix}{k}": v for k, v in obj.items() if k != key})
+        keys.append(key)
+        obj = obj[key]
+    return obj, "/".join(keys) or None, beside
+
+
+def _holds_tensors(obj, depth: int = MAX_WRAPPING) -> bool:
+    if isinstance(obj, TensorRecord):
+        return True
+    if depth and isinstance(obj, dict):
+        return any(_holds_tensors(v, depth - 1) for v in obj.values())
+    return False
+
+
+def _describe(value, depth: int = 8) -> NonTensor:
+    """A non-tensor entry's type and the tensor values inside it (nested containers counted)."""
+    return NonTensor(type(value).__name__, _values(value, depth))
+
+
+def _values(value, depth: int) -> int:
+    if isinstance(value, TensorRecord):
+        return math.prod(value.shape)
+    if depth == 0:
+        return 0
+    if isinstance(value, dict):
+        return sum(_values(v, depth - 1) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_values(v, depth - 1) for v in value)
+    return 0
 
 
 #: What the zipfile module raises on a damaged archive.
@@ -250,7 +315,7 @@ def _read_archive(path: Path, archive: zipfile.ZipFile) -> tuple[dict, dict[str,
     byteorder = prefix + "byteorder"
     if byteorder in archive.namelist() and archive.read(byteorder).strip() not in (b"little", b""):
         raise bad_input(path, "big-endian torch checkpoints are not supported")
-    records = _state_dict(_unpickle(io.BytesIO(archive.read(pkl)), path, pkl.filename), path)
+    records = _unpickle(io.BytesIO(archive.read(pkl)), path, pkl.filename)
     _refuse_other_pickles(path, archive, [m for m in members if m is not pkl], file_size)
     spans = {}
     for member in members:
@@ -316,7 +381,7 @@ def _read_legacy(path: Path) -> tuple[dict, dict[str, tuple[int, int]]]:
                                   "(refusing to unpickle arbitrary objects)")
         _unpickle(stream, path, "legacy protocol version")
         _unpickle(stream, path, "legacy system info")
-        records = _state_dict(_unpickle(stream, path, "legacy state dict"), path)
+        records = _unpickle(stream, path, "legacy state dict")
         keys = _unpickle(stream, path, "legacy storage keys")
         if not isinstance(keys, list):
             raise bad_input(path, "legacy storage key list is not a list")
@@ -335,18 +400,25 @@ def _read_legacy(path: Path) -> tuple[dict, dict[str, tuple[int, int]]]:
     return records, spans
 
 
-def _records(state: dict):
-    return [v for v in state.values() if isinstance(v, TensorRecord)]
+def _records(obj, depth: int = MAX_WRAPPING + 8) -> list[TensorRecord]:
+    """Every tensor record in the unpickled object (a state dict, or a training save around one)."""
+    if isinstance(obj, TensorRecord):
+        return [obj]
+    if depth == 0:
+        return []
+    values = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, (list, tuple)) else ()
+    return [r for v in values for r in _records(v, depth - 1)]
 
 
-def _assemble(path: Path, state: dict, spans: dict[str, tuple[int, int]]) -> TorchCheckpoint:
+def _assemble(path: Path, saved, spans: dict[str, tuple[int, int]]) -> TorchCheckpoint:
+    state, wrapper, beside = _state_dict(saved, path)
     tensors: dict[str, LazyTensor] = {}
     identities: dict[str, tuple] = {}
-    non_tensors: dict[str, str] = {}
+    non_tensors: dict[str, NonTensor] = {}
     for name, value in state.items():
         name = str(name)
         if not isinstance(value, TensorRecord):
-            non_tensors[name] = type(value).__name__
+            non_tensors[name] = _describe(value)
             continue
         storage = value.storage
         if storage.key not in spans:
@@ -368,4 +440,5 @@ def _assemble(path: Path, state: dict, spans: dict[str, tuple[int, int]]) -> Tor
                                       f"{value.offset} reaches past its storage of {storage.numel} elements")
         tensors[name] = StridedTensor(path, offset, nbytes, storage.dtype, value.shape, value.stride, value.offset)
         identities[name] = value.identity
-    return TorchCheckpoint(path, tensors, identities, non_tensors)
+    return TorchCheckpoint(path, tensors, identities, non_tensors, wrapper,
+                           {str(k): _describe(v) for k, v in beside.items()})

@@ -29,6 +29,8 @@ class Format:
       read: (path, config_path=, num_heads=) -> ParameterTree.
       write: (tree, destination, **options) -> files written; None if the family is read-only.
       writes_directory: whether the destination is a directory (else a single file).
+      owned_files: name patterns of the files a checkpoint of this kind consists of in its
+        directory: what `convert --force` may replace.
     """
 
     target: str
@@ -38,14 +40,16 @@ class Format:
     read: Callable[..., ParameterTree]
     write: Callable[..., list[Path]] | None
     writes_directory: bool
+    owned_files: tuple[str, ...] = ()
 
 
 FORMATS: tuple[Format, ...] = (
-    Format("hf", hf.FORMATS, hf.sniff, hf.candidates, hf.read, hf.write, writes_directory=True),
+    Format("hf", hf.FORMATS, hf.sniff, hf.candidates, hf.read, hf.write, writes_directory=True,
+           owned_files=hf.OWNED_FILES),
     Format("bert4keras", bert4keras.FORMATS, bert4keras.sniff, bert4keras.candidates, bert4keras.read,
-           bert4keras.write, writes_directory=False),
+           bert4keras.write, writes_directory=True, owned_files=bert4keras.OWNED_FILES),
     Format("tf", (google_tf.FORMAT,), google_tf.sniff, google_tf.candidates, google_tf.read, google_tf.write,
-           writes_directory=True),
+           writes_directory=True, owned_files=google_tf.OWNED_FILES),
     # Read-only: what bert4keras' pre-training leaves (Keras object-based TF checkpoints).
     Format("bert4keras-tf", (bert4keras_objects.FORMAT,), bert4keras_objects.sniff, bert4keras_objects.candidates,
            bert4keras_objects.read, write=None, writes_directory=False),

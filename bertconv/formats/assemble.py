@@ -69,7 +69,8 @@ def assemble(
             raise bad_input(entry.file, f"tensor {entry.name!r} has shape {list(tensor.shape)}, expected a 2-D matrix")
         shared_with = by_identity.get(entry.identity) if entry.identity is not None else None
         params[match.canonical] = Parameter(match.canonical, match.layout.to_canonical(tensor),
-                                            entry.name, entry.file, shared_with=shared_with)
+                                            entry.name, entry.file, shared_with=shared_with,
+                                            source_shape=tuple(tensor.shape))
         if entry.identity is not None:
             by_identity.setdefault(entry.identity, match.canonical)
     if not params:
@@ -79,10 +80,40 @@ def assemble(
                               f"{' ...' if len(entries) > 5 else ''}; a {format_name} BERT has names like {expected}")
     if config is None:
         config = config_from_shapes(path, params, default_activation)
+    else:
+        _check_layer_count(path, config, params)
     if num_heads is not None:
-        config = config.with_overrides(num_attention_heads=num_heads)
+        config = _override_heads(path, config, num_heads)
     ordered = {name: params[name] for name in sorted(params, key=model_order_key)}
     return ParameterTree(format_name, Path(path), config, ordered, ignored, list(files or [path]), vocab)
+
+
+def _check_layer_count(path: Path, config: BertConfig, params: dict[str, Parameter]) -> None:
+    """Refuse a config claiming more layers than the file stores, before anything loops over them.
+
+    Fewer layers stored than claimed is not a partial checkpoint one can audit layer by layer:
+    it is another model's config (or a hostile one: `num_hidden_layers: 1e9` would make every
+    per-layer loop run for hours). More layers stored than claimed is left to the audit, which
+    names the extra tensors.
+    """
+    stored = {layer_of(n) for n in params if layer_of(n) is not None}
+    claimed = config.num_hidden_layers
+    if claimed > len(stored):
+        where = f"{config.source}" if config.source else "the config"
+        held = f"layers 0..{max(stored)}" if stored else "no encoder layers"
+        raise bad_input(path, f"{where} says num_hidden_layers is {claimed}, but the checkpoint stores "
+                              f"{held} ({len(stored)}): the config is not this checkpoint's; pass the "
+                              f"right one with --config")
+
+
+def _override_heads(path: Path, config: BertConfig, num_heads: int) -> BertConfig:
+    """`--heads N` fills in what no file says; it never silently contradicts a config that does."""
+    stated = config.provenance.get("num_attention_heads") == "file"
+    if stated and config.num_attention_heads != num_heads:
+        raise bad_input(path, f"--heads {num_heads} contradicts {config.source or 'the config'}, which says "
+                              f"num_attention_heads is {config.num_attention_heads}; drop --heads, or pass "
+                              f"--config with a config that says {num_heads}")
+    return config.with_overrides(num_attention_heads=num_heads)
 
 
 def config_from_shapes(path: Path, params: dict[str, Parameter], activation: str) -> BertConfig:

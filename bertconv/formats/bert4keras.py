@@ -32,12 +32,12 @@ one `scale_offset` group is the MLM head, each `dense` group beyond MLM-Dense a 
 layer), `model_layers` gives that order, hence which group is which layer; the reader refuses a
 file whose groups or shapes differ from it in any way, saying what it expected and found.
 
-Writing (`convert SRC DST.h5 --to bert4keras`) produces the single file that
-`build_transformer_model(config_path, with_pool=, with_nsp=, with_mlm=).save_weights(DST.h5)`
-would: same layers in the same `model.layers` order, weightless ones included, same weight
-names (as tf-keras 2.x names them in a fresh session). The config does not travel in the file:
-pass the `bert_config.json` (`tree.config.to_google_dict()`) to `build_transformer_model`, and
-the head flags the source had, then `model.load_weights(DST.h5)`. A conditional model loads
+Writing (`convert SRC DST --to bert4keras`) produces the directory DST with `bert_config.json`
+and `bert4keras_model.h5`, the file that
+`build_transformer_model(config_path, with_pool=, with_nsp=, with_mlm=).save_weights(...)`
+would write: same layers in the same `model.layers` order, weightless ones included, same weight
+names (as tf-keras 2.x names them in a fresh session). Build the model from DST's
+`bert_config.json` with the head flags the source had, then `model.load_weights(...)`. A conditional model loads
 into one built with `layer_norm_cond=c, additional_input_layers=c` for
 `c = Input(shape=(C,), name=CONDITION_INPUT)` (any condition sub-graph without weights works:
 Keras loads HDF5 weights by layer order).
@@ -46,6 +46,7 @@ Keras loads HDF5 weights by layer order).
 from __future__ import annotations
 
 import fnmatch
+import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -69,6 +70,9 @@ FORMATS = (FORMAT, FORMAT_KERAS3)
 #: bert4keras computes a config's "gelu" as the exact erf form (bert4keras/backend.py `gelu_erf`).
 DEFAULT_ACTIVATION = "gelu"
 CONFIG_FILE = "bert_config.json"
+WEIGHTS_FILE = "bert4keras_model.h5"
+#: The files of the checkpoint directory this module writes (what `convert --force` may replace).
+OWNED_FILES = (WEIGHTS_FILE, CONFIG_FILE)
 #: What the writer records as the file's producer: the layout is tf-keras 2.21's.
 BACKEND = "tensorflow"
 KERAS_VERSION = "2.21.0"
@@ -634,13 +638,17 @@ def layers_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) -
     return layers
 
 
-def write(tree: ParameterTree, destination: Path, *, options) -> list[Path]:
-    """Write `tree` as the one bert4keras HDF5 weights file `destination`.
+def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
+    """Write `tree` into the (new, empty) `directory` as `bert4keras_model.h5` and the
+    `bert_config.json` that `build_transformer_model` takes (the weights file holds no config:
+    sizes, heads, activation and LayerNorm epsilon travel in it).
 
-    `options` is a `convert.WriteOptions` (drop_untied_decoder, on_tensor). The config is not
-    in the file: build the bert4keras model from the source's `bert_config.json`.
+    `options` is a `convert.WriteOptions` (drop_untied_decoder, on_tensor).
     """
     layers = layers_to_write(tree, drop_untied_decoder=options.drop_untied_decoder)
-    keras_h5.write_weights_file(destination, layers, backend=BACKEND, keras_version=KERAS_VERSION,
+    weights = directory / WEIGHTS_FILE
+    keras_h5.write_weights_file(weights, layers, backend=BACKEND, keras_version=KERAS_VERSION,
                                 on_tensor=options.on_tensor)
-    return [Path(destination)]
+    config = directory / CONFIG_FILE
+    config.write_text(json.dumps(tree.config.to_bert4keras_dict(), indent=2, sort_keys=True) + "\n")
+    return [weights, config]

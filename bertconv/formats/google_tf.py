@@ -9,7 +9,6 @@ cannot be written here without loss.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 from ..config import BertConfig, load_config_file
@@ -25,6 +24,8 @@ DEFAULT_ACTIVATION = "gelu_tanh"
 PREFIX_NAME = "bert_model.ckpt"
 CONFIG_FILE = "bert_config.json"
 VOCAB_FILE = "vocab.txt"
+#: The files of the checkpoint directory this module writes (what `convert --force` may replace).
+OWNED_FILES = (f"{PREFIX_NAME}.index", f"{PREFIX_NAME}.data-*", f"{PREFIX_NAME}.meta", "checkpoint", CONFIG_FILE)
 #: Keys of a Keras object-based checkpoint end so; those bundles belong to another reader.
 KERAS_OBJECT_KEY_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 
@@ -175,7 +176,7 @@ def tensors_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) 
 
 def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
     """Write `tree` as `bert_model.ckpt.{index,data-00000-of-00001}`, `bert_config.json` and
-    `checkpoint` into the (new, empty) `directory`; `vocab.txt` too when the source had one."""
+    `checkpoint` into the (new, empty) `directory`."""
     prefix = directory / PREFIX_NAME
     sources = tensors_to_write(tree, drop_untied_decoder=options.drop_untied_decoder)
     if options.on_tensor:
@@ -184,12 +185,8 @@ def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
     (directory / CONFIG_FILE).write_text(json.dumps(tree.config.to_google_dict(), indent=2, sort_keys=True) + "\n")
     (directory / "checkpoint").write_text(
         f'model_checkpoint_path: "{PREFIX_NAME}"\nall_model_checkpoint_paths: "{PREFIX_NAME}"\n')
-    written = [Path(f"{prefix}.data-00000-of-00001"), Path(f"{prefix}.index"), directory / CONFIG_FILE,
-               directory / "checkpoint"]
-    if tree.vocab is not None:
-        shutil.copyfile(tree.vocab, directory / VOCAB_FILE)
-        written.append(directory / VOCAB_FILE)
-    return written
+    return [Path(f"{prefix}.data-00000-of-00001"), Path(f"{prefix}.index"), directory / CONFIG_FILE,
+            directory / "checkpoint"]
 
 
 def _reporting(load, on_tensor):

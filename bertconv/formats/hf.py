@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from pathlib import Path
 
 from ..config import BertConfig, load_config_file
 from ..containers import safetensors_file, torch_pickle
 from ..errors import bad_input
-from ..tree import ParameterTree
+from ..tree import Ignored, ParameterTree
 from .assemble import Entry, assemble
 from .table import IDENTITY, TRANSPOSE, Row, Skip, Table
 
@@ -33,6 +32,10 @@ BIN_FILE = "pytorch_model.bin"
 INDEX_SUFFIX = ".index.json"
 CONFIG_FILE = "config.json"
 VOCAB_FILE = "vocab.txt"
+#: The files of a Hugging Face checkpoint directory (what `convert --force` may replace).
+OWNED_FILES = ("model.safetensors", "model-*-of-*.safetensors", "model.safetensors.index.json",
+               "pytorch_model.bin", "pytorch_model-*-of-*.bin", "pytorch_model.bin.index.json",
+               CONFIG_FILE, "generation_config.json")
 
 
 def _norm_rows(canonical: str, name: str) -> tuple[Row, ...]:
@@ -79,8 +82,14 @@ TABLE = Table("hf", (
 ))
 
 
+#: What `nn.DataParallel` / DistributedDataParallel put before every name of the model they wrap.
+DATA_PARALLEL_PREFIX = "module."
+
+
 def _with_prefix(name: str) -> str:
-    """Encoder-only (`BertModel`) files name `embeddings.*`, not `bert.embeddings.*`."""
+    """Encoder-only (`BertModel`) files name `embeddings.*`, not `bert.embeddings.*`; a model
+    saved through `nn.DataParallel` prefixes every name with `module.`."""
+    name = name.removeprefix(DATA_PARALLEL_PREFIX)
     return name if name.startswith(("bert.", "cls.")) else "bert." + name
 
 
@@ -132,26 +141,48 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
         shard_files = [path]
     format_name = sniff(path)
     entries: list[Entry] = []
+    ignored: list[Ignored] = []
     for shard in shard_files:
-        entries.extend(_entries(shard, path))
+        shard_entries, shard_ignored = _entries(shard)
+        entries += shard_entries
+        ignored += shard_ignored
     config = _config(path, config_path)
     vocab = path.parent / VOCAB_FILE
     return assemble(
         format_name=format_name or SAFETENSORS, path=path, entries=entries, table=TABLE, config=config,
         default_activation=DEFAULT_ACTIVATION, num_heads=num_heads, files=shard_files,
-        vocab=vocab if vocab.is_file() else None, rename=_with_prefix,
+        vocab=vocab if vocab.is_file() else None, rename=_with_prefix, extra_ignored=ignored,
     )
 
 
-def _entries(file: Path, origin: Path) -> list[Entry]:
+def _entries(file: Path) -> tuple[list[Entry], list[Ignored]]:
+    """The file's tensors, and its entries that are not tensors, each with why it is set aside."""
     if safetensors_file.looks_like_safetensors(file):
         header = safetensors_file.read_header(file)
-        return [Entry(name, tensor, file) for name, tensor in header.tensors.items()]
+        return [Entry(name, tensor, file) for name, tensor in header.tensors.items()], []
     if torch_pickle.looks_like_torch(file):
         checkpoint = torch_pickle.read_checkpoint(file)
-        return [Entry(name, tensor, file, identity=checkpoint.identities[name])
-                for name, tensor in checkpoint.tensors.items()]
+        entries = [Entry(name, tensor, file, identity=checkpoint.identities[name])
+                   for name, tensor in checkpoint.tensors.items()]
+        return entries, _non_tensors(file, checkpoint)
     raise bad_input(file, "neither a safetensors file nor a torch checkpoint")
+
+
+def _non_tensors(file: Path, checkpoint: torch_pickle.TorchCheckpoint) -> list[Ignored]:
+    """A state dict's entries that are not tensors, and what a training script saved beside it.
+    A non-tensor under a parameter's name is a damaged file, not something to set aside."""
+    ignored = []
+    for name, entry in checkpoint.non_tensors.items():
+        match = TABLE.match(_with_prefix(name))
+        if match is not None:
+            raise bad_input(file, f"entry {name!r} is a {entry.type_name} where a tensor is expected "
+                                  f"({match.canonical})")
+        ignored.append(Ignored(name, f"not a tensor ({entry.type_name})", entry.values, entry.type_name))
+    where = f"under {checkpoint.wrapper!r}" if checkpoint.wrapper else ""
+    for name, entry in checkpoint.beside.items():
+        ignored.append(Ignored(name, f"training state saved beside the model's state dict ({where}), not a "
+                                     f"parameter", entry.values, entry.type_name))
+    return ignored
 
 
 def _shards(index_path: Path) -> list[Path]:
@@ -220,12 +251,14 @@ def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
     """Write `tree` as a Hugging Face checkpoint into the (new, empty) `directory`.
 
     Returns the files written. Shards past `options.max_shard_bytes` (default 5 GB), with
-    `model.safetensors.index.json`. `options` is a `convert.WriteOptions`.
+    `model.safetensors.index.json`: the same files, bytes and index as transformers 5's
+    `save_pretrained(max_shard_size=...)` writes for a model it loaded (see `natural_key`). `options` is a
+    `convert.WriteOptions`.
     """
     max_shard_bytes = options.max_shard_bytes or DEFAULT_MAX_SHARD_BYTES
     on_tensor = options.on_tensor
     sources = tensors_to_write(tree)
-    shards = _split(safetensors_file.plan(sources), max_shard_bytes)
+    shards = split_like_save_pretrained(sorted(sources, key=lambda s: natural_key(s[0])), max_shard_bytes)
     written = []
     metadata = {"format": "pt"}
     if len(shards) == 1:
@@ -239,19 +272,17 @@ def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
             safetensors_file.write_file(target, shard, metadata, on_tensor=on_tensor)
             weight_map.update({name: target.name for name, *_ in shard})
             written.append(target)
-        total = sum(_nbytes(s) for s in sources)
-        index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
+        parameters = sum(param.numel for param in tree if tree.is_counted(param.name))
+        index = {"metadata": {"total_parameters": parameters, "total_size": sum(_nbytes(s) for s in sources)},
+                 "weight_map": weight_map}
         target = directory / (SAFETENSORS_FILE + INDEX_SUFFIX)
-        target.write_text(json.dumps(index, indent=2) + "\n")
+        target.write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
         written.append(target)
     dtype = tree["embeddings.word"].tensor.dtype.name if "embeddings.word" in tree else "float32"
     config = tree.config.to_hf_dict(architectures=[architecture(tree)], dtype=dtype)
     config["tie_word_embeddings"] = not tree.has_untied_decoder
     (directory / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     written.append(directory / CONFIG_FILE)
-    if tree.vocab is not None:
-        shutil.copyfile(tree.vocab, directory / VOCAB_FILE)
-        written.append(directory / VOCAB_FILE)
     return written
 
 
@@ -260,15 +291,38 @@ def _nbytes(source: safetensors_file.TensorSource) -> int:
     return math.prod(shape) * dtype.itemsize
 
 
-def _split(ordered: list, max_bytes: int) -> list[list]:
-    """Greedy shards in write order, each under `max_bytes` unless one tensor alone exceeds it."""
-    shards: list[list] = [[]]
+def natural_key(name: str) -> list[tuple]:
+    """transformers' `dot_natural_key`: the order `save_pretrained` hands a loaded model's tensors
+    to the shard splitter. Dot-separated parts compare numbers numerically, and a word with a
+    numeric tail (`shard_11`) by its word and then its number."""
+    key = []
+    for part in name.split("."):
+        if part.isdigit():
+            key.append((0, int(part)))
+            continue
+        word = part.rstrip("0123456789")
+        key.append((1, word, int(part[len(word):])) if word != part else (1, word))
+    return key
+
+
+def split_like_save_pretrained(ordered: list, max_bytes: int) -> list[list]:
+    """Shards as huggingface_hub's `split_state_dict_into_shards_factory` makes them from
+    tensors in state-dict order: a tensor larger than `max_bytes` becomes a shard of its own at
+    once (the shard being filled carries on after it); otherwise a tensor that would take the
+    current shard past `max_bytes` closes it first."""
+    shards: list[list] = []
+    current: list = []
     size = 0
     for source in ordered:
         nbytes = _nbytes(source)
-        if shards[-1] and size + nbytes > max_bytes:
-            shards.append([])
-            size = 0
-        shards[-1].append(source)
+        if nbytes > max_bytes:
+            shards.append([source])
+            continue
+        if size + nbytes > max_bytes:
+            shards.append(current)
+            current, size = [], 0
+        current.append(source)
         size += nbytes
+    if current:
+        shards.append(current)
     return shards

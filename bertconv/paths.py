@@ -1,0 +1,94 @@
+"""What a path really is: the file behind every spelling of it, and what kind of file it is.
+
+Two paths name the same file when they have the same device and inode, whatever symlinks, `..`,
+hard links or bind mounts lead there. Guards against overwriting an input compare those
+identities, never the spelled paths.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from .errors import bad_input
+
+Identity = tuple[int, int]
+
+#: What each kind of non-regular file is called in messages.
+_KINDS = {
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
+
+
+def kind_of(path: Path) -> str | None:
+    """"file", "directory", "symlink", a phrase for a special file, or None when nothing is there.
+    Looks at the path itself (a symlink is not followed)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "directory"
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    return _KINDS.get(stat.S_IFMT(mode), "a special file")
+
+
+def require_file_or_directory(path: Path, what: str = "input") -> None:
+    """Refuse a FIFO, socket or device: reading one can block forever or never end.
+    A path that does not exist is left to the caller's own message."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise bad_input(path, f"is {_KINDS.get(stat.S_IFMT(mode), 'a special file')}, not a regular file or "
+                              f"directory; bertconv reads {what}s only from files")
+
+
+def identity(path: Path) -> Identity | None:
+    """(device, inode) of the file `path` leads to (symlinks followed), or None if none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def identity_chain(path: Path) -> list[Identity]:
+    """The identities of `path` (when it exists) and of every existing directory above it, nearest
+    first, following the real path (symlinks resolved)."""
+    real = Path(os.path.realpath(path))
+    chain = []
+    for node in (real, *real.parents):
+        ident = identity(node)
+        if ident is not None:
+            chain.append(ident)
+    return chain
+
+
+def clash(destination: Path, inputs: list[Path]) -> tuple[Path, str] | None:
+    """The first input `destination` would replace, contain or sit inside, with how; else None.
+
+    `inputs` are every file and directory a command reads (checkpoint files, config, vocab,
+    tokenizer files, the directory the user named).
+    """
+    destination_chain = identity_chain(destination)
+    destination_id = identity(destination)
+    for source in inputs:
+        source_id = identity(source)
+        if source_id is None:
+            continue
+        if destination_id is not None and destination_id == source_id:
+            return source, "is"
+        if destination_id is not None and destination_id in identity_chain(source)[1:]:
+            return source, "contains"
+        if os.path.isdir(source) and source_id in destination_chain:
+            return source, "lies inside"
+    return None
