@@ -180,12 +180,14 @@ def atomic_output(destination: Path, *, directory: bool, force: bool = False,
         raise
 
 
-def _lstat_identity(path: Path) -> tuple[int, int] | None:
+def _lstat_identity(path: Path) -> tuple[int, int, int] | None:
+    """Device, inode and change time: a file deleted and another made in its place may get the
+    same inode number, never the same change time as well."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
         return None
-    return st.st_dev, st.st_ino
+    return st.st_dev, st.st_ino, st.st_ctime_ns
 
 
 def _carry_kept(destination: Path, partial: Path, replaceable: Replaceable) -> None:
@@ -194,7 +196,7 @@ def _carry_kept(destination: Path, partial: Path, replaceable: Replaceable) -> N
             shutil.copy2(companion, partial / companion.name)
 
 
-def _install(partial: Path, destination: Path, before: tuple[int, int] | None) -> None:
+def _install(partial: Path, destination: Path, before: tuple[int, int, int] | None) -> None:
     """Put `partial` in `destination`'s place: only into an empty place if there was none at the
     start, only over the very file inspected at the start otherwise."""
     if before is None:

@@ -143,12 +143,12 @@ class BertConfig:
         else:
             act = data.get("hidden_act", "gelu")
             if not isinstance(act, str):
-                raise ValueError(f"hidden_act is {act!r}, expected a string such as \"gelu\"")
+                raise ValueError(f"hidden_act is {json.dumps(act)}, expected a string such as \"gelu\"")
             values["hidden_act"] = parse_activation(act, gelu_means=gelu_means)
         values["layer_norm_eps"] = _epsilon(data) if "layer_norm_eps" in data else LAYER_NORM_EPS
         tie = data.get("tie_word_embeddings", True)
         if not isinstance(tie, bool):
-            raise ValueError(f"tie_word_embeddings is {tie!r}, expected true or false")
+            raise ValueError(f"tie_word_embeddings is {json.dumps(tie)}, expected true or false")
         values["tie_word_embeddings"] = tie
         if data.get("conditional_size"):
             values["conditional_size"] = _size(data, "conditional_size")

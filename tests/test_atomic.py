@@ -88,14 +88,16 @@ def _size(path: Path) -> int:
     return path.stat().st_size
 
 
-def _kill_midway(source: Path, destination: Path, target: str) -> tuple[int, list[int]]:
+def _kill_midway(source: Path, destination: Path, target: str,
+                 signum: int = signal.SIGKILL) -> tuple[int, list[int], int]:
     """Start `convert`, wait until its temporary exists and grows, SIGKILL it.
 
     The process is stopped (SIGSTOP) as soon as its temporary appears and then let run
     STEP_SECONDS at a time, so that the growth is seen whatever the machine's speed. Returns
-    the pid and the sizes seen. Retries when a run finishes before it could be caught."""
+    the pid, the sizes seen and the exit status. Retries when a run finishes before it could be
+    caught. `signum` other than SIGKILL is delivered to the stopped process, then it is resumed."""
     for _ in range(KILL_ATTEMPTS):
-        caught = _try_to_kill_midway(source, destination, target)
+        caught = _try_to_kill_midway(source, destination, target, signum)
         if caught is not None:
             return caught
         if destination.is_dir():
@@ -105,7 +107,8 @@ def _kill_midway(source: Path, destination: Path, target: str) -> tuple[int, lis
     pytest.fail(f"convert --to {target} finished {KILL_ATTEMPTS} times before it could be caught mid-write")
 
 
-def _try_to_kill_midway(source: Path, destination: Path, target: str) -> tuple[int, list[int]] | None:
+def _try_to_kill_midway(source: Path, destination: Path, target: str,
+                        signum: int) -> tuple[int, list[int], int] | None:
     proc = subprocess.Popen([sys.executable, "-m", "bertconv.cli", "convert", str(source), str(destination),
                              "--to", target, "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     partial = destination.parent / f".{destination.name}{PARTIAL_MARK}{proc.pid}"
@@ -123,9 +126,9 @@ def _try_to_kill_midway(source: Path, destination: Path, target: str) -> tuple[i
             except FileNotFoundError:
                 return None  # renamed into place: the run finished
             if len(sizes) >= 2 and 0 < sizes[-2] < sizes[-1]:
-                os.kill(proc.pid, signal.SIGKILL)
-                assert proc.wait(timeout=30) == -signal.SIGKILL
-                return proc.pid, sizes
+                os.kill(proc.pid, signum)
+                os.kill(proc.pid, signal.SIGCONT)
+                return proc.pid, sizes, proc.wait(timeout=60)
             os.kill(proc.pid, signal.SIGCONT)
             time.sleep(STEP_SECONDS)
             os.kill(proc.pid, signal.SIGSTOP)
@@ -141,7 +144,8 @@ def test_sigkill_leaves_only_the_documented_temporary_and_the_next_run_cleans_it
     out = tmp_path / "out"
     out.mkdir()
     destination = out / DESTINATIONS[target]
-    pid, sizes = _kill_midway(big, destination, target)
+    pid, sizes, status = _kill_midway(big, destination, target)
+    assert status == -signal.SIGKILL
     left = sorted(p.name for p in out.iterdir())
     assert left == [f".{destination.name}{PARTIAL_MARK}{pid}"], left
     match = PARTIAL.match(left[0])
@@ -153,6 +157,16 @@ def test_sigkill_leaves_only_the_documented_temporary_and_the_next_run_cleans_it
     assert sorted(p.name for p in out.iterdir()) == [destination.name], "the stale temporary was not removed"
     audit = run_cli("audit", destination)
     assert audit.exit_code == 0, audit.stdout + audit.stderr
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_terminating_signals_remove_the_temporary_and_exit_as_shells_expect(big, tmp_path, signum):
+    out = tmp_path / "out"
+    out.mkdir()
+    destination = out / "out-hf"
+    _, _, status = _kill_midway(big, destination, "hf", signum)
+    assert status == 128 + signum  # 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP
+    assert list(out.iterdir()) == [], "a temporary or a partial output was left behind"
 
 
 def _digest(path: Path) -> dict[str, tuple[str, int]]:
