@@ -2,7 +2,15 @@
 
 Dimension letters used across bertconv:
   V vocab size, H hidden size, L layers, A attention heads (H % A == 0), I intermediate size,
-  P max positions, T token types (segments), C condition size (bert4keras conditional LayerNorm).
+  P max positions, T token types (segments), C condition size (bert4keras conditional LayerNorm),
+  E embedding size (ALBERT and ELECTRA factorize the embeddings: [V, E] tables projected E -> H;
+  E = H otherwise).
+
+One config serves the BERT family. What differs between BERT, ALBERT, ELECTRA and RoBERTa is
+stated in fields, never in parallel classes: `embedding_size` and `embedding_projection`
+(factorized embeddings), `num_hidden_groups` x `inner_group_num` (ALBERT's stored layers,
+shared across the L applied ones), `position_offset` (RoBERTa's first position row), and
+`model_type`, which names the family for writers and messages only.
 
 Activation names are bertconv's own and unambiguous: "gelu" is the exact erf form, "gelu_tanh" the
 tanh approximation Google trained BERT with, "relu". The same word "gelu" in a config file means
@@ -75,6 +83,12 @@ class BertConfig:
     layer_norm_eps: float = LAYER_NORM_EPS
     tie_word_embeddings: bool = True
     conditional_size: int | None = None
+    model_type: str = "bert"
+    embedding_size: int | None = None
+    embedding_projection: bool = False
+    num_hidden_groups: int | None = None
+    inner_group_num: int | None = None
+    position_offset: int = 0
     provenance: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
     #: The config file the values were read from, if any (an input the command reads).
     source: Path | None = field(default=None, compare=False, repr=False)
@@ -82,6 +96,35 @@ class BertConfig:
     @property
     def head_size(self) -> int:
         return self.hidden_size // self.num_attention_heads
+
+    @property
+    def embedding_width(self) -> int:
+        """E: the width of the embedding tables (H unless the family factorizes them)."""
+        return self.embedding_size or self.hidden_size
+
+    @property
+    def shares_layers(self) -> bool:
+        return self.num_hidden_groups is not None
+
+    @property
+    def stored_layers(self) -> int:
+        """Transformer layers the checkpoint stores: G x J when layers are shared (ALBERT), else L."""
+        if self.shares_layers:
+            return self.num_hidden_groups * (self.inner_group_num or 1)
+        return self.num_hidden_layers
+
+    def layer_schedule(self) -> list[int]:
+        """The stored layer each applied layer runs, in order.
+
+        ALBERT (google-research/albert `transformer_model`, transformers `AlbertTransformer`):
+        applied layer i runs group `int(i / (L / G))`, and a group runs its J inner layers in
+        turn; stored layer g*J + j is inner layer j of group g. Without sharing: 0, 1, ..., L-1.
+        """
+        if not self.shares_layers:
+            return list(range(self.num_hidden_layers))
+        groups, inner = self.num_hidden_groups, self.inner_group_num or 1
+        per_group = self.num_hidden_layers / groups
+        return [int(i / per_group) * inner + j for i in range(self.num_hidden_layers) for j in range(inner)]
 
     def dims(self) -> dict[str, int]:
         """The dimension letters of the module docstring, for shape templates."""
@@ -94,6 +137,7 @@ class BertConfig:
             "P": self.max_position_embeddings,
             "T": self.type_vocab_size,
             "C": self.conditional_size or 0,
+            "E": self.embedding_width,
         }
 
     def summary(self) -> dict[str, Any]:
@@ -122,16 +166,23 @@ class BertConfig:
             )
         if self.hidden_act not in ACTIVATIONS:
             out.append(f"hidden_act {self.hidden_act!r} is not one of {ACTIVATIONS}")
+        if self.shares_layers and (self.num_hidden_groups <= 0 or self.num_hidden_layers % self.num_hidden_groups):
+            out.append(f"num_hidden_layers {self.num_hidden_layers} is not a multiple of num_hidden_groups "
+                       f"{self.num_hidden_groups}")
+        if self.model_type not in FAMILIES:
+            out.append(f"model_type {self.model_type!r} is not one of {FAMILIES}")
         return out
 
     # --- reading and writing config files -------------------------------------------------
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], *, gelu_means: str, source: str = "file") -> "BertConfig":
+    def from_dict(cls, data: dict[str, Any], *, gelu_means: str, source: str = "file",
+                  family: str = "bert") -> "BertConfig":
         """A config from a `bert_config.json` or Hugging Face `config.json` dictionary.
 
         Raises KeyError for a missing required field and ValueError naming the field for a value
         of the wrong JSON type or range; `load_config_file` turns both into messages naming the file.
+        `family` is the model type when the dictionary names none (Google's configs do not).
         """
         missing = [k for k in REQUIRED_FIELDS if k not in data]
         if missing:
@@ -152,6 +203,7 @@ class BertConfig:
         values["tie_word_embeddings"] = tie
         if data.get("conditional_size"):
             values["conditional_size"] = _size(data, "conditional_size")
+        values.update(_family_fields(data, family))
         provenance = {k: source if k in data else "default" for k in values}
         provenance["hidden_act"] = source if "hidden_act" in data else "default"
         return cls(**values, provenance=provenance)
@@ -178,7 +230,22 @@ class BertConfig:
             "num_hidden_layers": self.num_hidden_layers,
             "type_vocab_size": self.type_vocab_size,
             "vocab_size": self.vocab_size,
+            **self._family_dict(),
         }
+
+    def _family_dict(self) -> dict[str, Any]:
+        """The keys a family adds to BERT's, under the names its own configs use."""
+        out: dict[str, Any] = {}
+        if self.model_type != "bert":
+            out["model_type"] = self.model_type
+        if self.embedding_size is not None:
+            out["embedding_size"] = self.embedding_size
+        if self.shares_layers:
+            out["num_hidden_groups"] = self.num_hidden_groups
+            out["inner_group_num"] = self.inner_group_num or 1
+        if self.position_offset:
+            out["pad_token_id"] = self.position_offset - 1
+        return out
 
     def to_bert4keras_dict(self) -> dict[str, Any]:
         """The `bert_config.json` that `build_transformer_model` takes: Google's keys, with the
@@ -203,13 +270,14 @@ class BertConfig:
             "intermediate_size": self.intermediate_size,
             "layer_norm_eps": self.layer_norm_eps,
             "max_position_embeddings": self.max_position_embeddings,
-            "model_type": "bert",
+            "model_type": self.model_type,
             "num_attention_heads": self.num_attention_heads,
             "num_hidden_layers": self.num_hidden_layers,
             "pad_token_id": 0,
             "tie_word_embeddings": self.tie_word_embeddings,
             "type_vocab_size": self.type_vocab_size,
             "vocab_size": self.vocab_size,
+            **self._family_dict(),
         }
 
 
@@ -217,10 +285,38 @@ class BertConfig:
 #: and `diff` counts a difference in any of them as a difference of the models.
 COMPUTATION_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                       "intermediate_size", "max_position_embeddings", "type_vocab_size", "hidden_act",
-                      "layer_norm_eps", "tie_word_embeddings", "conditional_size")
+                      "layer_norm_eps", "tie_word_embeddings", "conditional_size", "model_type",
+                      "embedding_size", "embedding_projection", "num_hidden_groups", "inner_group_num",
+                      "position_offset")
+
+#: The families one canonical tree holds.
+FAMILIES = ("bert", "albert", "electra", "roberta")
 
 REQUIRED_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                    "intermediate_size", "max_position_embeddings")
+
+
+def _family_fields(data: dict[str, Any], family: str) -> dict[str, Any]:
+    """What a family's config adds to BERT's: embedding size, layer sharing, position offset.
+
+    ALBERT always projects its embeddings (`embedding_hidden_mapping_in`, even when E = H);
+    ELECTRA only when E differs from H (`embeddings_project`); RoBERTa's positions start after
+    the padding index (`padding_idx + 1`), whose rows are never used.
+    """
+    model_type = data.get("model_type", family)
+    if not isinstance(model_type, str):
+        raise ValueError(f"model_type is {json.dumps(model_type)}, expected a string such as \"bert\"")
+    out: dict[str, Any] = {"model_type": model_type}
+    if "embedding_size" in data:
+        out["embedding_size"] = _size(data, "embedding_size")
+    width = out.get("embedding_size", data["hidden_size"])
+    out["embedding_projection"] = model_type == "albert" or (model_type == "electra" and width != data["hidden_size"])
+    if model_type == "albert":
+        out["num_hidden_groups"] = _size(data, "num_hidden_groups") if "num_hidden_groups" in data else 1
+        out["inner_group_num"] = _size(data, "inner_group_num") if "inner_group_num" in data else 1
+    if model_type == "roberta":
+        out["position_offset"] = (_size(data, "pad_token_id") if "pad_token_id" in data else 1) + 1
+    return out
 
 
 def _size(data: dict[str, Any], key: str) -> int:
@@ -245,11 +341,12 @@ def is_hf_config(data: dict[str, Any]) -> bool:
     return "model_type" in data or "architectures" in data
 
 
-def load_config_file(path: Path, *, gelu_means_for_google: str) -> BertConfig:
-    """Read a `bert_config.json` or HF `config.json`.
+def load_config_file(path: Path, *, gelu_means_for_google: str, family: str = "bert") -> BertConfig:
+    """Read a `bert_config.json` or HF `config.json` (or ALBERT's / ELECTRA's Google configs).
 
     `gelu_means_for_google` is how a Google-style file's "gelu" is read: the format of the
     checkpoint it accompanies decides (google-research/bert trained tanh, bert4keras uses erf).
+    `family` is the model type of a config that names none (Google's configs do not).
     """
     path = Path(path)
     try:
@@ -260,11 +357,12 @@ def load_config_file(path: Path, *, gelu_means_for_google: str) -> BertConfig:
         raise bad_input(path, f"cannot read config as JSON: {exc}") from None
     if not isinstance(data, dict):
         raise bad_input(path, "config is not a JSON object")
-    if data.get("model_type", "bert") not in ("bert",):
-        raise bad_input(path, f"config is for model_type {data['model_type']!r}, expected 'bert'")
+    if data.get("model_type", family) not in FAMILIES:
+        raise bad_input(path, f"config is for model_type {data['model_type']!r}, expected one of the BERT "
+                              f"family: {', '.join(FAMILIES)}")
     gelu_means = "gelu" if is_hf_config(data) else gelu_means_for_google
     try:
-        return replace(BertConfig.from_dict(data, gelu_means=gelu_means), source=path)
+        return replace(BertConfig.from_dict(data, gelu_means=gelu_means, family=family), source=path)
     except KeyError as exc:
         raise bad_input(path, f"config lacks required field(s) {exc.args[0]}") from None
     except (TypeError, ValueError) as exc:
@@ -296,9 +394,14 @@ class Heads:
     nsp: bool = True
     untied_decoder: bool = False
     untied_decoder_bias: bool = False
+    sop: bool = False
+    rtd: bool = False
 
     def as_dict(self) -> dict[str, bool]:
-        return {"pooler": self.pooler, "mlm": self.mlm, "nsp": self.nsp}
+        """Which heads are present: pooler, masked LM, next-sentence prediction, ALBERT's
+        sentence-order prediction (NSP's shape, another meaning), ELECTRA's replaced-token
+        detection (the discriminator's head)."""
+        return {"pooler": self.pooler, "mlm": self.mlm, "nsp": self.nsp, "sop": self.sop, "rtd": self.rtd}
 
 
 def expected_components(config: BertConfig, heads: Heads) -> dict[str, int]:
@@ -306,18 +409,22 @@ def expected_components(config: BertConfig, heads: Heads) -> dict[str, int]:
 
     Component names are bertconv's (see `tree.ROLES`); they correspond one to one to
     bert4keras layers. A conditional LayerNorm (C > 0) adds two bias-free [C, H] kernels.
+    Factorized embeddings are [rows, E] with a projection E -> H; the MLM transform then maps
+    H -> E. Shared layers (ALBERT) are counted once each: the stored layers, not the applied ones.
     """
-    V, H, I, P, T, C = (config.vocab_size, config.hidden_size, config.intermediate_size,
-                        config.max_position_embeddings, config.type_vocab_size,
-                        config.conditional_size or 0)
+    V, H, I, P, T, C, E = (config.vocab_size, config.hidden_size, config.intermediate_size,
+                           config.max_position_embeddings, config.type_vocab_size,
+                           config.conditional_size or 0, config.embedding_width)
     norm = 2 * H + 2 * C * H
     out: dict[str, int] = {
-        "embeddings.word": V * H,
-        "embeddings.token_type": T * H,
-        "embeddings.position": P * H,
-        "embeddings.norm": norm,
+        "embeddings.word": V * E,
+        "embeddings.token_type": T * E,
+        "embeddings.position": P * E,
+        "embeddings.norm": 2 * E + 2 * C * E,
     }
-    for i in range(config.num_hidden_layers):
+    if config.embedding_projection:
+        out["embeddings.projection"] = E * H + H
+    for i in range(config.stored_layers):
         out[f"layers.{i}.attention"] = 4 * H * H + 4 * H
         out[f"layers.{i}.attention_norm"] = norm
         out[f"layers.{i}.ffn"] = 2 * H * I + I + H
@@ -325,13 +432,17 @@ def expected_components(config: BertConfig, heads: Heads) -> dict[str, int]:
     if heads.pooler:
         out["pooler"] = H * H + H
     if heads.mlm:
-        out["mlm.transform"] = H * H + H
-        out["mlm.norm"] = norm
+        out["mlm.transform"] = H * E + E
+        out["mlm.norm"] = 2 * E + 2 * C * E
         out["mlm.output_bias"] = V
         if heads.untied_decoder:
-            out["mlm.decoder"] = V * H + (V if heads.untied_decoder_bias else 0)
+            out["mlm.decoder"] = V * E + (V if heads.untied_decoder_bias else 0)
     if heads.nsp:
         out["nsp"] = 2 * H + 2
+    if heads.sop:
+        out["sop"] = 2 * H + 2
+    if heads.rtd:
+        out["rtd"] = H * H + H + H + 1
     return out
 
 

@@ -51,12 +51,12 @@ class Role:
         return tuple(d if isinstance(d, int) else dims[d] for d in self.shape)
 
 
-def _norm(prefix: str, component: str, head: str | None = None) -> tuple[Role, ...]:
+def _norm(prefix: str, component: str, head: str | None = None, width: str = "H") -> tuple[Role, ...]:
     return (
-        Role(f"{prefix}.gamma", component, ("H",), head),
-        Role(f"{prefix}.beta", component, ("H",), head),
-        Role(f"{prefix}.gamma_cond", component, ("C", "H"), head, conditional=True),
-        Role(f"{prefix}.beta_cond", component, ("C", "H"), head, conditional=True),
+        Role(f"{prefix}.gamma", component, (width,), head),
+        Role(f"{prefix}.beta", component, (width,), head),
+        Role(f"{prefix}.gamma_cond", component, ("C", width), head, conditional=True),
+        Role(f"{prefix}.beta_cond", component, ("C", width), head, conditional=True),
     )
 
 
@@ -67,12 +67,15 @@ def _dense(prefix: str, component: str, n_in: str, n_out: str | int, head: str |
     )
 
 
-#: Every canonical parameter, in model order.
+#: Every canonical parameter, in model order. Embedding tables are E wide (E = H unless the
+#: family factorizes them, with a projection E -> H); `layers.{i}` are the stored layers (ALBERT
+#: applies them several times: `BertConfig.layer_schedule`).
 ROLES: tuple[Role, ...] = (
-    Role("embeddings.word", "embeddings.word", ("V", "H")),
-    Role("embeddings.token_type", "embeddings.token_type", ("T", "H")),
-    Role("embeddings.position", "embeddings.position", ("P", "H")),
-    *_norm("embeddings.norm", "embeddings.norm"),
+    Role("embeddings.word", "embeddings.word", ("V", "E")),
+    Role("embeddings.token_type", "embeddings.token_type", ("T", "E")),
+    Role("embeddings.position", "embeddings.position", ("P", "E")),
+    *_norm("embeddings.norm", "embeddings.norm", width="E"),
+    *_dense("embeddings.projection", "embeddings.projection", "E", "H"),
     *_dense("layers.{i}.attention.query", "layers.{i}.attention", "H", "H"),
     *_dense("layers.{i}.attention.key", "layers.{i}.attention", "H", "H"),
     *_dense("layers.{i}.attention.value", "layers.{i}.attention", "H", "H"),
@@ -82,17 +85,25 @@ ROLES: tuple[Role, ...] = (
     *_dense("layers.{i}.ffn.output", "layers.{i}.ffn", "I", "H"),
     *_norm("layers.{i}.ffn_norm", "layers.{i}.ffn_norm"),
     *_dense("pooler", "pooler", "H", "H", head="pooler"),
-    *_dense("mlm.transform", "mlm.transform", "H", "H", head="mlm"),
-    *_norm("mlm.norm", "mlm.norm", head="mlm"),
+    *_dense("mlm.transform", "mlm.transform", "H", "E", head="mlm"),
+    *_norm("mlm.norm", "mlm.norm", head="mlm", width="E"),
     Role("mlm.output_bias", "mlm.output_bias", ("V",), head="mlm"),
     # The decoder is the word-embedding table (tying); a file may store it anyway, as a copy
-    # (tie_word_embeddings true) or as its own matrix (false). Same [V, H] layout as the table.
-    Role("mlm.decoder", "mlm.decoder", ("V", "H"), head="mlm", copy_of="embeddings.word"),
+    # (tie_word_embeddings true) or as its own matrix (false). Same [V, E] layout as the table.
+    Role("mlm.decoder", "mlm.decoder", ("V", "E"), head="mlm", copy_of="embeddings.word"),
     # transformers stores the decoder's own bias too: the same tensor as the output bias when
     # tied, the bias the untied decoder actually applies when not.
     Role("mlm.decoder_bias", "mlm.decoder", ("V",), head="mlm", copy_of="mlm.output_bias"),
     *_dense("nsp", "nsp", "H", 2, head="nsp"),
+    # ALBERT's sentence-order prediction: NSP's shape on the pooled output, another task.
+    *_dense("sop", "sop", "H", 2, head="sop"),
+    # ELECTRA's discriminator: a dense layer and a one-logit output per token (replaced or not).
+    *_dense("rtd.dense", "rtd", "H", "H", head="rtd"),
+    *_dense("rtd.output", "rtd", "H", 1, head="rtd"),
 )
+
+#: Heads in report order (see `config.Heads`).
+HEAD_NAMES = ("pooler", "mlm", "nsp", "sop", "rtd")
 
 _BY_TEMPLATE = {role.template: role for role in ROLES}
 _LAYER_INDEX = re.compile(r"^layers\.(\d+)\.")
@@ -122,16 +133,18 @@ def canonical_names(config: BertConfig, heads: Heads, *, conditional: bool = Fal
 
     Stored copies (`copy_of`) are not listed, except an untied decoder, which is a parameter.
     """
-    present = {"pooler": heads.pooler, "mlm": heads.mlm, "nsp": heads.nsp, None: True}
+    present = {**heads.as_dict(), None: True}
     names = []
     for role in ROLES:
         if not present[role.head] or (role.conditional and not conditional):
+            continue
+        if role.component == "embeddings.projection" and not config.embedding_projection:
             continue
         if role.copy_of and not ((role.template == "mlm.decoder" and heads.untied_decoder)
                                  or (role.template == "mlm.decoder_bias" and heads.untied_decoder_bias)):
             continue
         if role.per_layer:
-            names.extend(role.name(i) for i in range(config.num_hidden_layers))
+            names.extend(role.name(i) for i in range(config.stored_layers))
         else:
             names.append(role.name())
     # Per-layer roles were emitted role-major; put them in model (layer-major) order.
@@ -141,7 +154,7 @@ def canonical_names(config: BertConfig, heads: Heads, *, conditional: bool = Fal
 def model_order_key(name: str) -> tuple[int, int, int]:
     role = role_of(name)
     layer = layer_of(name)
-    head_rank = {None: 0, "pooler": 1, "mlm": 2, "nsp": 3}[role.head]
+    head_rank = {None: 0, **{head: rank for rank, head in enumerate(HEAD_NAMES, start=1)}}[role.head]
     section = 0 if name.startswith("embeddings.") else 1 if layer is not None else 2
     return (section * 10 + head_rank, layer if layer is not None else -1, ROLES.index(role))
 
@@ -226,9 +239,7 @@ class ParameterTree:
         """The heads present, judged from which canonical names the file holds."""
         heads_present = {role_of(name).head for name in self.params}
         return Heads(
-            pooler="pooler" in heads_present,
-            mlm="mlm" in heads_present,
-            nsp="nsp" in heads_present,
+            **{head: head in heads_present for head in HEAD_NAMES},
             untied_decoder=self.has_untied_decoder,
             untied_decoder_bias=self.has_untied_decoder_bias,
         )

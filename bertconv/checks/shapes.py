@@ -21,9 +21,9 @@ def shape_problems(tree: ParameterTree) -> list[str]:
             problems.append(f"{param.source} ({param.name}): shape {list(param.tensor.shape)}, "
                             f"config expects {list(expected)}")
         layer = layer_of(param.name)
-        if layer is not None and layer >= config.num_hidden_layers:
+        if layer is not None and layer >= config.stored_layers:
             problems.append(f"{param.source} ({param.name}): layer {layer} but the config has "
-                            f"{config.num_hidden_layers} layers")
+                            f"{config.stored_layers} stored layers")
     expected_names = set(canonical_names(config, tree.heads, conditional=tree.conditional))
     missing = sorted(expected_names - set(tree.params), key=lambda n: (layer_of(n) or -1, n))
     if missing:

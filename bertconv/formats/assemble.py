@@ -45,11 +45,13 @@ def assemble(
     vocab: Path | None = None,
     extra_ignored: list[Ignored] | None = None,
     rename=lambda name: name,
+    family: str = "bert",
 ) -> ParameterTree:
     """Classify `entries` with `table` into parameters and ignored entries, and settle a config.
 
     `rename` maps a file name to the table's spelling first (e.g. Hugging Face's missing `bert.`
     prefix on encoder-only files). `config`, if given, wins over shapes; `num_heads` overrides it.
+    `family` is the model type of the table (a config that names another is refused).
     """
     params: dict[str, Parameter] = {}
     ignored: list[Ignored] = list(extra_ignored or [])
@@ -79,8 +81,11 @@ def assemble(
         raise bad_input(path, f"no BERT parameters found: the file holds {sample}"
                               f"{' ...' if len(entries) > 5 else ''}; a {format_name} BERT has names like {expected}")
     if config is None:
-        config = config_from_shapes(path, params, default_activation)
+        config = config_from_shapes(path, params, default_activation, family)
     else:
+        if config.model_type != family:
+            raise bad_input(config.source or path, f"config is for a {config.model_type} model, but the checkpoint "
+                                                   f"holds a {family} (its names are {format_name}'s {family} names)")
         _check_layer_count(path, config, params)
     if num_heads is not None:
         config = _override_heads(path, config, num_heads)
@@ -97,11 +102,12 @@ def _check_layer_count(path: Path, config: BertConfig, params: dict[str, Paramet
     names the extra tensors.
     """
     stored = {layer_of(n) for n in params if layer_of(n) is not None}
-    claimed = config.num_hidden_layers
+    claimed = config.stored_layers
     if claimed > len(stored):
         where = f"{config.source}" if config.source else "the config"
         held = f"layers 0..{max(stored)}" if stored else "no encoder layers"
-        raise bad_input(path, f"{where} says num_hidden_layers is {claimed}, but the checkpoint stores "
+        field = "num_hidden_groups x inner_group_num" if config.shares_layers else "num_hidden_layers"
+        raise bad_input(path, f"{where} says {field} is {claimed}, but the checkpoint stores "
                               f"{held} ({len(stored)}): the config is not this checkpoint's; pass the "
                               f"right one with --config")
 
@@ -116,8 +122,14 @@ def _override_heads(path: Path, config: BertConfig, num_heads: int) -> BertConfi
     return config.with_overrides(num_attention_heads=num_heads)
 
 
-def config_from_shapes(path: Path, params: dict[str, Parameter], activation: str) -> BertConfig:
-    """A config read off the tensors' shapes, for files that carry none.
+#: RoBERTa's positions start after its padding index 1 (fairseq `padding_idx + 1`).
+ROBERTA_POSITION_OFFSET = 2
+
+
+def config_from_shapes(path: Path, params: dict[str, Parameter], activation: str,
+                       family: str = "bert") -> BertConfig:
+    """A config read off the tensors' shapes, for files that carry none; `family` is the model
+    type the format's table is for.
 
     Heads cannot be seen in shapes: the stated default is `config.default_heads` (H / 64).
     """
@@ -132,13 +144,20 @@ def config_from_shapes(path: Path, params: dict[str, Parameter], activation: str
                                                f"are read from it")
         return int(shape[axis])
 
-    hidden = dim("embeddings.word", 1)
+    if family == "albert":
+        raise bad_input(path, "no config given, and an ALBERT checkpoint's shapes do not say how many times its "
+                              "shared layers are applied; pass --config albert_config.json")
+    width = dim("embeddings.word", 1)
+    projected = "embeddings.projection.kernel" in params
+    hidden = dim("embeddings.projection.kernel", 1) if projected else width
     layers = {layer_of(n) for n in params if layer_of(n) is not None}
     conditional = [p for n, p in params.items() if role_of(n).conditional]
     provenance = {k: "shapes" for k in ("vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size",
-                                        "max_position_embeddings", "type_vocab_size")}
+                                        "max_position_embeddings", "type_vocab_size", "embedding_size",
+                                        "embedding_projection")}
     provenance.update(num_attention_heads="default", hidden_act="default", layer_norm_eps="default",
-                      tie_word_embeddings="default")
+                      tie_word_embeddings="default", model_type="format",
+                      position_offset="format" if family == "roberta" else "default")
     return BertConfig(
         vocab_size=dim("embeddings.word", 0),
         hidden_size=hidden,
@@ -149,5 +168,9 @@ def config_from_shapes(path: Path, params: dict[str, Parameter], activation: str
         type_vocab_size=dim("embeddings.token_type", 0) if "embeddings.token_type" in params else 0,
         hidden_act=activation,
         conditional_size=int(conditional[0].tensor.shape[0]) if conditional else None,
+        model_type=family,
+        embedding_size=width if width != hidden or family in ("albert", "electra") else None,
+        embedding_projection=projected,
+        position_offset=ROBERTA_POSITION_OFFSET if family == "roberta" else 0,
         provenance=provenance,
     )
