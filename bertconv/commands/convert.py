@@ -27,7 +27,8 @@ def parse_size(text: str) -> int:
 @click.argument("src", type=click.Path(path_type=Path))
 @click.argument("dst", type=click.Path(path_type=Path))
 @click.option("--to", "target", required=True, type=click.Choice(sorted(formats.TARGETS)),
-              help="Format to write.")
+              help="Format to write: " + ", ".join(f"{name} (a {fmt.output.value})"
+                                                   for name, fmt in sorted(formats.TARGETS.items())) + ".")
 @checkpoint_options
 @click.option("--force", is_flag=True, help="Replace DST if it exists.")
 @click.option("--max-shard-size", default="5GB", show_default=True, help="Hugging Face shard size limit.")
