@@ -4,20 +4,19 @@ byte by byte (truncations, bit flips, overwrites, splices) and read through the 
 A format is fuzzed here as soon as its entry names a fixture, so none goes unfuzzed; the
 container-specific files (test_fuzz_hf.py, test_fuzz_tf.py, test_fuzz_h5.py) add structure-aware
 mutants on top. Each mutant lies beside copies of the files its reader also opens (config, data
-shards), and every case runs in a forked child (`fuzzing.in_child`), since some readers are C
-libraries that could crash on a bad file.
+shards), and the cases run in a forked child (`fuzzing.fuzz_bytes_in_child`), since some readers
+are C libraries that could crash on a bad file.
 """
 
 from __future__ import annotations
 
 import shutil
-from collections import Counter
 
 import pytest
 
 from bertconv import formats
 from conftest import FIXTURES
-from fuzzing import check_case, in_child, mutations, share_of_cases
+from fuzzing import fuzz_bytes_in_child, share_of_cases
 
 #: Cases per fixture as a share of CASES (2000 by default, `make fuzz`: 20000).
 SHARE = 0.02
@@ -34,15 +33,7 @@ def test_mutants_of_every_registered_format_are_read_or_refused(tmp_path, fixtur
     target = tmp_path / "checkpoint" / source.name
     original = source.read_bytes()
     cases = share_of_cases(SHARE)
-
-    def run(note) -> Counter:
-        outcomes = Counter()
-        for label, mutant in mutations(original, seed=41, count=cases, boundaries=[0, 8, len(original) - 8]):
-            note(label)
-            target.write_bytes(mutant)
-            outcomes[check_case(target, f"{fixture} {label}")] += 1
-        return outcomes
-
-    outcomes = in_child(run, f"{fixture} byte mutations")
+    outcomes = fuzz_bytes_in_child(original, target, seed=41, count=cases, what=fixture,
+                                   boundaries=[0, 8, len(original) - 8])
     print(f"{fixture}: {cases} cases: {dict(outcomes)}")
     assert sum(outcomes.values()) == cases and outcomes["refused"] > 0
