@@ -6,7 +6,9 @@ tests run on) is only as good as the entries; these tests hold each entry to wha
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
@@ -14,7 +16,7 @@ from click.testing import CliRunner
 from bertconv import formats
 from bertconv.cli import main
 from bertconv.errors import BadInput
-from bertconv.formats.registry import SNIFF_ORDER, Output
+from bertconv.formats.registry import SNIFF_ORDER, Output, Specificity, by_specificity
 from bertconv.runtime.numerics import FAMILY_DEFAULTS, family_of
 from conftest import FIXTURES
 from fuzzing import check_case
@@ -105,3 +107,17 @@ def test_what_resolve_says_it_expected_is_every_registered_format(tmp_path):
             formats.resolve(path)
         for fmt in formats.FORMATS:
             assert fmt.description in str(error.value)
+
+
+def test_a_format_added_after_a_broader_sniffer_of_its_container_still_wins(monkeypatch):
+    """A Keras-based format listed after bert4keras (which claims every Keras HDF5) gets its
+    files: resolve goes by specificity, not by the entries' order."""
+    h5 = FIXTURES / "bert4keras" / "v50-mlm" / "bert4keras_model.h5"
+    narrower = SimpleNamespace(sniff=lambda path: "keras-narrower" if path == h5 else None,
+                               candidates=lambda directory: [], read=None)
+    added = dataclasses.replace(formats.FORMATS[0], target="narrower", module=narrower, names=("keras-narrower",),
+                                specificity=Specificity.CONTENT, output=None)
+    monkeypatch.setattr(formats, "SNIFF_ORDER", by_specificity((*formats.FORMATS, added)))
+    assert formats.resolve(h5)[0] is added
+    other = FIXTURES / "bert4keras" / "v50-pool" / "bert4keras_model.h5"
+    assert formats.resolve(other)[0].target == "bert4keras"

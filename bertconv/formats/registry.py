@@ -142,9 +142,16 @@ FORMATS: tuple[Format, ...] = (
     ),
 )
 
-#: The order `resolve` tries sniffers in: most specific first (ties keep `FORMATS` order, which
-#: is immaterial because equally specific sniffers claim disjoint files).
-SNIFF_ORDER: tuple[Format, ...] = tuple(sorted(FORMATS, key=lambda fmt: -fmt.specificity))
+
+
+def by_specificity(entries: tuple[Format, ...]) -> tuple[Format, ...]:
+    """`entries` most specific first; ties keep their order, which is immaterial because equally
+    specific sniffers claim disjoint files."""
+    return tuple(sorted(entries, key=lambda fmt: -fmt.specificity))
+
+
+#: The order `resolve` tries sniffers in.
+SNIFF_ORDER: tuple[Format, ...] = by_specificity(FORMATS)
 
 #: `convert --to` name -> the format, for every format that writes.
 TARGETS: dict[str, Format] = {fmt.target: fmt for fmt in FORMATS if fmt.output is not None}
