@@ -31,6 +31,7 @@ fixtures: $(VENV)/.test
 	$(BIN)/python fixtures/make_hf_fixtures.py
 	$(BIN)/python fixtures/make_tf_fixtures.py
 	$(BIN)/python fixtures/make_bert4keras_fixtures.py
+	$(BIN)/python fixtures/make_bert4keras_pretraining_fixtures.py
 	$(BIN)/python fixtures/make_verify_fixtures.py
 	$(BIN)/python fixtures/make_runtime_fixtures.py
 

@@ -169,6 +169,20 @@ def in_child(run: Callable[[Callable[[str], None]], Counter], what: str) -> Coun
     return Counter(result["outcomes"])
 
 
+def fuzz_bytes_in_child(original: bytes, target: Path, *, seed: int, count: int, boundaries: list[int],
+                        what: str) -> Counter:
+    """`count` byte-level mutants of `original` (`mutations`), each written to `target` and read
+    there through `check_case`, all in a forked child (`in_child`): the Counter of outcomes."""
+    def run(note: Callable[[str], None]) -> Counter:
+        outcomes = Counter()
+        for label, mutant in mutations(original, seed, count, boundaries):
+            note(label)
+            target.write_bytes(mutant)
+            outcomes[check_case(target, f"{what} {label}")] += 1
+        return outcomes
+    return in_child(run, f"{what} byte mutations")
+
+
 # --- TensorFlow tensor bundles: structure-aware mutations ------------------------------------
 
 def sstable_blocks(data: bytes) -> list:

@@ -29,7 +29,7 @@ import pytest
 
 from bertconv import formats
 from conftest import FIXTURES
-from fuzzing import check_case, in_child, mutations, share_of_cases
+from fuzzing import check_case, fuzz_bytes_in_child, in_child, share_of_cases
 
 B4K = FIXTURES / "bert4keras"
 FILE = "bert4keras_model.h5"
@@ -65,16 +65,8 @@ def test_bytes(tmp_path, name):
     original = source.read_bytes()
     target = tmp_path / FILE
     cases = share_of_cases(BYTE_SHARES[name])
-
-    def run(note) -> Counter:
-        outcomes = Counter()
-        for label, mutant in mutations(original, seed=21, count=cases, boundaries=dataset_boundaries(source)):
-            note(label)
-            target.write_bytes(mutant)
-            outcomes[check_case(target, f"{name} {label}")] += 1
-        return outcomes
-
-    outcomes = in_child(run, f"{name} byte mutations")
+    outcomes = fuzz_bytes_in_child(original, target, seed=21, count=cases, what=name,
+                                   boundaries=dataset_boundaries(source))
     print(f"{name}: {cases} cases: {dict(outcomes)}")
     assert sum(outcomes.values()) == cases and outcomes["refused"] > 0
 

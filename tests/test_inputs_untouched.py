@@ -1,10 +1,10 @@
 """Inputs untouched: no command changes, adds or removes anything where it reads.
 
-Every fixture directory of every family is copied to tmp_path; then every command runs on the
-copy (conversions to every target write elsewhere). Afterwards the copy's listing, and the
-sha256, size, mode and mtime (ns) of every file in it, and the directory's own mtime, are as
-they were. Commands run in this process (fast); for one fixture each command also runs as a
-real `bertconv` process.
+Every fixture of every registered format (its registry entry's `fixtures`) is copied to
+tmp_path, with the directory it lies in; then every command runs on the copy (conversions to
+every target write elsewhere). Afterwards the copy's listing, and the sha256, size, mode and
+mtime (ns) of every file in it, and the directory's own mtime, are as they were. Commands run
+in this process (fast); for one fixture each command also runs as a real `bertconv` process.
 """
 
 from __future__ import annotations
@@ -22,10 +22,8 @@ from bertconv import formats
 from bertconv.cli import main
 from conftest import FIXTURES, run_cli
 
-FAMILIES = ("hf", "tf", "bert4keras")
-CASES = [f"{family}/{d.name}" for family in FAMILIES if (FIXTURES / family).is_dir()
-         for d in sorted((FIXTURES / family).iterdir()) if d.is_dir()]
-DESTINATIONS = {"hf": "hf-out", "tf": "tf-out", "bert4keras": "out.h5"}
+#: Fixture paths relative to FIXTURES: a directory holding one checkpoint, or a checkpoint file.
+CASES = [str(path.relative_to(FIXTURES)) for fmt in formats.FORMATS for path in fmt.fixture_paths(FIXTURES)]
 COMMAND_NAMES = {command.name for command in main.commands.values()}
 
 
@@ -36,9 +34,10 @@ VOCAB = FIXTURES / "tf" / "full" / "vocab.txt"
 def commands(path: Path, out: Path) -> list[list[str]]:
     runs = [["inspect", path], ["inspect", "--json", path], ["audit", path], ["verify", path],
             ["verify", "--deep", path], ["diff", path, path]]
-    runs += [["convert", path, out / DESTINATIONS[target], "--to", target] for target in formats.TARGETS]
+    runs += [["convert", path, out / f"{target}-out", "--to", target] for target in formats.TARGETS]
     if "fill-mask" in COMMAND_NAMES:
-        vocab = [] if (path / "vocab.txt").exists() else ["--vocab", out.parent / "vocab" / "vocab.txt"]
+        beside = path if path.is_dir() else path.parent
+        vocab = [] if (beside / "vocab.txt").exists() else ["--vocab", out.parent / "vocab" / "vocab.txt"]
         runs.append(["fill-mask", path, "the [MASK] sat on the mat .", *vocab])
     return [[str(a) for a in run] for run in runs]
 
@@ -57,21 +56,24 @@ def snapshot(directory: Path) -> dict:
     return state
 
 
-def copy_fixture(case: str, tmp_path: Path) -> Path:
-    """The fixture's directory copied into tmp_path/input/, and a vocab.txt into tmp_path/vocab/."""
-    copy = tmp_path / "input" / case.replace("/", "-")
-    shutil.copytree(FIXTURES / case, copy)
+def copy_fixture(case: str, tmp_path: Path) -> tuple[Path, Path]:
+    """The fixture's directory (or the directory its file lies in) copied into tmp_path/input/,
+    and a vocab.txt into tmp_path/vocab/: (the copied directory, the fixture's path in it)."""
+    source = FIXTURES / case
+    directory = source if source.is_dir() else source.parent
+    copy = tmp_path / "input" / str(directory.relative_to(FIXTURES)).replace("/", "-")
+    shutil.copytree(directory, copy)
     (tmp_path / "vocab").mkdir(exist_ok=True)
     shutil.copy(VOCAB, tmp_path / "vocab" / "vocab.txt")
-    return copy
+    return copy, copy / source.relative_to(directory)
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_no_command_changes_its_input(case, tmp_path):
-    copy = copy_fixture(case, tmp_path)
+    copy, path = copy_fixture(case, tmp_path)
     before, vocab = snapshot(copy), snapshot(tmp_path / "vocab")
     statuses = {}
-    for args in commands(copy, tmp_path / "out"):
+    for args in commands(path, tmp_path / "out"):
         (tmp_path / "out").mkdir(exist_ok=True)
         result = CliRunner().invoke(main, args)
         if result.exception is not None and not isinstance(result.exception, SystemExit):
@@ -80,13 +82,13 @@ def test_no_command_changes_its_input(case, tmp_path):
         assert snapshot(copy) == before, f"bertconv {' '.join(args)} changed {copy}"
         shutil.rmtree(tmp_path / "out")
     assert snapshot(tmp_path / "vocab") == vocab
-    assert statuses[f"inspect {copy}"] == 0, "the fixture must at least be readable"
+    assert statuses[f"inspect {path}"] == 0, "the fixture must at least be readable"
     assert set(statuses.values()) <= {0, 1, 2}
 
 
 def test_no_command_changes_its_input_as_a_process(tmp_path):
     """One real process per command (about 0.4 s each), on the family with the most files."""
-    copy = copy_fixture("tf/two_shards", tmp_path)
+    copy, _ = copy_fixture("tf/two_shards", tmp_path)
     before = snapshot(copy)
     out = tmp_path / "out"
     out.mkdir()
@@ -97,7 +99,7 @@ def test_no_command_changes_its_input_as_a_process(tmp_path):
 
 
 def test_prefix_and_file_forms_of_a_tf_input_are_untouched_too(tmp_path):
-    copy = copy_fixture("tf/two_shards", tmp_path)
+    copy, _ = copy_fixture("tf/two_shards", tmp_path)
     before = snapshot(copy)
     for path in (copy / "bert_model.ckpt", copy / "bert_model.ckpt.index",
                  copy / "bert_model.ckpt.data-00001-of-00002"):

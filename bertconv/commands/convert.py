@@ -29,7 +29,8 @@ def parse_size(text: str) -> int:
 @click.argument("src", type=click.Path(path_type=Path))
 @click.argument("dst", type=click.Path(path_type=Path))
 @click.option("--to", "target", required=True, type=click.Choice(sorted(formats.TARGETS)),
-              help="Format to write.")
+              help="Format to write: " + ", ".join(f"{name} (a {fmt.output.value})"
+                                                   for name, fmt in sorted(formats.TARGETS.items())) + ".")
 @checkpoint_options
 @click.option("--force", is_flag=True,
               help="Replace DST if it is a checkpoint of the kind being written (its tokenizer files are kept).")
@@ -44,8 +45,8 @@ def command(src: Path, dst: Path, target: str, config_path, num_heads, force: bo
             drop_untied_decoder: bool, accept_loss: tuple[str, ...], as_json: bool, quiet: bool) -> None:
     """Convert SRC to DST in another (or the same) format, through the canonical tree.
 
-    DST is a directory. It is written atomically, never replaces an existing path without
-    --force, and never replaces anything the conversion reads.
+    DST is written atomically, never replaces an existing path without --force, and never
+    replaces anything the conversion reads.
     """
     tree = load(src, config_path, num_heads)
     for warning in warnings_for(tree):

@@ -104,9 +104,9 @@ def candidates(directory: Path) -> list[Path]:
         if (directory / name).is_file():
             found.append(directory / name)
     if not found:
+        # Any other *.safetensors, each listed as a checkpoint of its own: one is read as the
+        # model, several (unindexed shards, which may not be complete) are refused as ambiguous.
         found = sorted(directory.glob("*.safetensors"))
-        if len(found) > 1:  # unindexed shards are not a checkpoint we can trust to be complete
-            return found
     return found
 
 

@@ -9,9 +9,10 @@ quite the same function:
 | LayerNorm epsilon | 1e-12 | 1e-12 (`layer_norm_eps`) | 1e-12 |
 | masked attention scores | + (-10000.0) | + dtype minimum | replaced by -inf |
 
-A runtime takes these from a `Numerics`, never from a guess: `Numerics.for_tree` states the
-default of the checkpoint's source family (`FAMILY_DEFAULTS`), takes what the checkpoint's config
-says, and applies the caller's overrides.
+A runtime takes these from a `Numerics`, never from a guess: `Numerics.for_tree` starts from the
+defaults of the family the checkpoint's format declares in the format registry (its entry's
+`numerics`, a key of `FAMILY_DEFAULTS`), takes what the checkpoint's config says, and applies the
+caller's overrides.
 
 The mask conventions agree whenever a row of scores has at least one unmasked key: after the
 softmax's max subtraction, exp(-10000) and exp(dtype min) are both exactly 0 in float32. They
@@ -28,6 +29,9 @@ from typing import Union
 from .. import config as _config
 from ..config import ACTIVATIONS
 from ..errors import BadInput
+# The format registry declares which family's numerics each format uses; a runtime looks that
+# up there and calls into no format module.
+from ..formats.registry import format_named
 
 # --- activations ---------------------------------------------------------------------------
 
@@ -120,7 +124,8 @@ class Numerics:
 
         In order of precedence: the arguments given here; the activation and epsilon the
         checkpoint's config states (its reader has already read a config's "gelu" as the source
-        family means it); the default of the source family (`FAMILY_DEFAULTS`).
+        family means it); the defaults of the family its format's registry entry names
+        (`FAMILY_DEFAULTS[family_of(tree.format)]`).
         """
         defaults = FAMILY_DEFAULTS[family_of(tree.format)]
         config = tree.config
@@ -144,16 +149,13 @@ FAMILY_DEFAULTS: dict[str, Numerics] = {
     "bert4keras": Numerics(GELU_ERF, LAYER_NORM_EPS, BERT4KERAS_MASK_ADDER),
 }
 
-#: The family of a reader's format name (`ParameterTree.format`, e.g. "hf-safetensors",
-#: "google-tf"), keyed by the name's first dash-separated word.
-_FAMILY_OF_WORD = {"hf": "hf", "google": "google-tf", "tf": "google-tf", "bert4keras": "bert4keras"}
-
 
 def family_of(format_name: str) -> str:
-    """The source family ("google-tf", "hf", "bert4keras") of a reader's format name."""
-    family = _FAMILY_OF_WORD.get(format_name.split("-", 1)[0])
-    if family is None:
+    """The family ("google-tf", "hf", "bert4keras") whose numerics a reader's format name (a
+    `ParameterTree.format`) uses: the `numerics` of its entry in the format registry."""
+    fmt = format_named(format_name)
+    if fmt is None or fmt.numerics not in FAMILY_DEFAULTS:
         raise BadInput(f"format {format_name!r} belongs to no family with known numerics "
                        f"({', '.join(FAMILY_DEFAULTS)}); pass the activation, LayerNorm epsilon and "
                        f"mask adder explicitly")
-    return family
+    return fmt.numerics

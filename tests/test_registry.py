@@ -1,0 +1,123 @@
+"""The format registry as data: every entry complete, consistent and true of its fixtures.
+
+What derives from the entries (sniffing order, targets, numerics, messages, the fixtures other
+tests run on) is only as good as the entries; these tests hold each entry to what it declares.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from types import SimpleNamespace
+
+import pytest
+from click.testing import CliRunner
+
+from bertconv import formats
+from bertconv.cli import main
+from bertconv.errors import BadInput
+from bertconv.formats.registry import SNIFF_ORDER, Output, Specificity, by_specificity
+from bertconv.runtime.numerics import FAMILY_DEFAULTS, family_of
+from conftest import FIXTURES
+from fuzzing import check_case
+
+FORMATS = [pytest.param(fmt, id=fmt.target) for fmt in formats.FORMATS]
+FIXTURE_CASES = [pytest.param(fmt, path, id=str(path.relative_to(FIXTURES)))
+                 for fmt in formats.FORMATS for path in fmt.fixture_paths(FIXTURES)]
+
+
+def test_targets_and_reader_names_belong_to_one_entry_each():
+    targets = [fmt.target for fmt in formats.FORMATS]
+    names = [name for fmt in formats.FORMATS for name in fmt.names]
+    assert len(set(targets)) == len(targets) and len(set(names)) == len(names)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_reader_format_name_maps_to_its_entry_and_a_family_with_numerics(fmt):
+    assert fmt.names and fmt.numerics in FAMILY_DEFAULTS
+    for name in fmt.names:
+        assert formats.format_named(name) is fmt
+        assert family_of(name) == fmt.numerics
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_the_module_provides_what_the_entry_declares(fmt):
+    for function in ("sniff", "candidates", "read"):
+        assert callable(getattr(fmt.module, function)), f"{fmt.module.__name__} has no {function}()"
+    assert set(inspect.signature(fmt.read).parameters) == {"path", "config_path", "num_heads"}
+    assert hasattr(fmt.module, "write") == (fmt.output is not None), \
+        "a format writes (has an output) exactly when its module has write()"
+    if fmt.output is not None:
+        assert inspect.signature(fmt.write).parameters["options"].kind is inspect.Parameter.KEYWORD_ONLY
+        assert fmt.writes_directory == (fmt.output is Output.DIRECTORY)
+    assert fmt.description.startswith("a ") and fmt.fixtures and fmt.fuzz
+
+
+def test_targets_are_the_formats_that_write_and_convert_offers_them_all():
+    assert set(formats.TARGETS) == {fmt.target for fmt in formats.FORMATS if fmt.output is not None}
+    choices = next(p for p in main.commands["convert"].params if p.name == "target").type.choices
+    assert sorted(choices) == sorted(formats.TARGETS)
+    help_text = CliRunner().invoke(main, ["convert", "--help"], terminal_width=200).output
+    for target, fmt in formats.TARGETS.items():
+        assert f"{target} (a {fmt.output.value})" in help_text
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_registered_format_has_fixtures_that_read_with_its_reader(fmt):
+    paths = fmt.fixture_paths(FIXTURES)
+    assert paths, f"no fixture matches {fmt.fixtures}"
+    names_read = set()
+    for path in paths:
+        found, exact = formats.resolve(path)
+        assert found is fmt, f"{path} resolves to {found.target}, its entry says {fmt.target}"
+        names_read.add(formats.read(path).format)
+    assert names_read == set(fmt.names), "every reader name the entry declares comes out of a fixture"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_fuzz_fixture_reads_whole_as_its_format(fmt):
+    for fixture in fmt.fuzz:
+        path = FIXTURES / fixture
+        assert path.is_file() and formats.resolve(path)[0] is fmt
+        assert check_case(path, fixture) == "ok"
+
+
+@pytest.mark.parametrize("fmt,path", FIXTURE_CASES)
+def test_the_most_specific_claim_on_every_fixture_is_its_own_formats_alone(fmt, path):
+    """What makes `resolve` independent of registry order: of the formats whose sniffer (or, for
+    a directory, `candidates`) claims a fixture, exactly one is the most specific, its own."""
+    _, exact = formats.resolve(path)
+    if path.is_dir():
+        claims = [f for f in formats.FORMATS if exact in f.candidates(path)]
+    else:
+        claims = [f for f in formats.FORMATS if f.sniff(exact)]
+    top = max(f.specificity for f in claims)
+    assert [f for f in claims if f.specificity == top] == [fmt]
+
+
+def test_sniffers_are_tried_most_specific_first():
+    order = [fmt.specificity for fmt in SNIFF_ORDER]
+    assert order == sorted(order, reverse=True) and set(SNIFF_ORDER) == set(formats.FORMATS)
+
+
+def test_what_resolve_says_it_expected_is_every_registered_format(tmp_path):
+    (tmp_path / "notes.txt").write_text("not a checkpoint")
+    for path in (tmp_path, tmp_path / "notes.txt"):
+        with pytest.raises(BadInput) as error:
+            formats.resolve(path)
+        for fmt in formats.FORMATS:
+            assert fmt.description in str(error.value)
+
+
+def test_a_format_added_after_a_broader_sniffer_of_its_container_still_wins(monkeypatch):
+    """A Keras-based format listed after bert4keras (which claims every Keras HDF5) gets its
+    files: resolve goes by specificity, not by the entries' order."""
+    h5 = FIXTURES / "bert4keras" / "v50-mlm" / "bert4keras_model.h5"
+    narrower = SimpleNamespace(sniff=lambda path: "keras-narrower" if path == h5 else None,
+                               candidates=lambda directory: [], read=None)
+    added = dataclasses.replace(formats.FORMATS[0], target="narrower", module=narrower, names=("keras-narrower",),
+                                specificity=Specificity.CONTENT, output=None)
+    monkeypatch.setattr(formats, "SNIFF_ORDER", by_specificity((*formats.FORMATS, added)))
+    assert formats.resolve(h5)[0] is added
+    other = FIXTURES / "bert4keras" / "v50-pool" / "bert4keras_model.h5"
+    assert formats.resolve(other)[0].target == "bert4keras"
