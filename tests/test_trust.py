@@ -123,6 +123,13 @@ def test_a_field_the_output_cannot_keep_is_refused_unless_accepted(tmp_path):
     assert digest(source) == before
 
 
+def test_a_default_written_down_as_a_fact_is_said(tmp_path):
+    shutil.copy(HF / "model.safetensors", tmp_path)  # no config: the head count is H / 64
+    result = run_cli("convert", tmp_path / "model.safetensors", tmp_path / "out", "--to", "hf")
+    assert result.exit_code == 0, result.stderr
+    assert "num_attention_heads = 1 is bertconv's default (no config stated it)" in result.stderr
+
+
 def test_diff_counts_a_config_difference_as_a_difference(tmp_path):
     other = copy_of(HF, tmp_path / "other", num_attention_heads=8)
     result = run_cli("diff", HF, other)
@@ -183,7 +190,7 @@ def source(tmp_path) -> Path:
     return directory
 
 
-@pytest.mark.parametrize("spelling", ["symlink", "dotdot", "file-inside", "same-file"])
+@pytest.mark.parametrize("spelling", ["symlink", "dotdot", "file-inside", "same-file", "hard-link"])
 def test_no_spelling_of_an_input_is_replaced(tmp_path, source, spelling):
     before = digest(source)
     if spelling == "symlink":
@@ -193,8 +200,11 @@ def test_no_spelling_of_an_input_is_replaced(tmp_path, source, spelling):
         args = (source / "model.safetensors", source / ".." / "src")
     elif spelling == "file-inside":
         args = (source, source / "vocab.txt")
-    else:
+    elif spelling == "same-file":
         args = (source / "model.safetensors", source / "model.safetensors")
+    else:
+        os.link(source / "model.safetensors", tmp_path / "link.safetensors")
+        args = (source, tmp_path / "link.safetensors")
     result = run_cli("convert", *args, "--to", "hf", "--force")
     assert result.exit_code == 2, result.stderr
     assert "which this conversion reads" in result.stderr and "Traceback" not in result.stderr
