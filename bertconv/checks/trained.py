@@ -185,6 +185,10 @@ class ProbeResult:
                 "chance_nll": self.chance_nll, "positions": self.positions, "runtime": self.runtime,
                 "threshold_top1": PROBE_TOP1_TRAINED}
 
+    def summary(self) -> str:
+        """The result in a few words: `reconstructs 1.6% of 64 random tokens (chance 1.20%)`."""
+        return f"reconstructs {self.top1:.1%} of {self.positions} random tokens (chance {self.chance_top1:.2%})"
+
     def describe(self) -> str:
         return UNTRAINED_BY_PROBE.format(positions=self.positions, top1=self.top1, chance=self.chance_top1,
                                          threshold=PROBE_TOP1_TRAINED, nll=self.nll, chance_nll=self.chance_nll)
