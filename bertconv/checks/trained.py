@@ -130,14 +130,16 @@ PROBE_SEED = 20261123
 
 #: The verdict of the probe: a head is trained when it reconstructs at least this fraction of the
 #: tokens it is shown. Measured with the NumPy runtime on the probe batch (tests/test_trained.py
-#: checks every fixture against it; the README lists the figures):
-#:   untrained heads at 0-5%: MiniLM-L6 with a fresh head 0%, random fixture heads, the
-#:   fixtures/trained heads that are fresh but perturbed or copied from another model;
-#:   trained heads at 50% and above: fixtures/trained, trained by their script with transformers
-#:   and with bert4keras (a few hundred steps), and 72% for a real pre-trained BERT head (V=25,
-#:   in issue 14). A pre-trained BERT head on natural text reconstructs visible tokens nearly always.
-#: 25% sits between the two populations, and is at least 25x chance for any V >= 100; for a
-#: vocabulary that small (V < 4 / PROBE_TOP1_TRAINED), a head must also beat chance 4 times over.
+#: checks the fixtures against it):
+#:   untrained heads, 0% to 4.7%: MiniLM-L6 loaded into BertForMaskedLM (a fresh head, V=30522)
+#:   0.0%; fixtures/trained/encoder_then_mlm 1.6%, perturbed_fresh 1.6%, copied_head 0.0%; the
+#:   random heads of the other fixtures 0% to 4.7% (the highest: bert4keras v50, V=50, chance 2%).
+#:   trained heads, 56.7% and above: fixtures/trained/hf 82.8% (tf/, the same weights, 82.8%),
+#:   hf_untied 73.4%, bert4keras 56.7%, each trained by fixtures/make_trained_fixtures.py for 400
+#:   steps; 71.8% for a real pre-trained BERT head (V=25) as measured in issue 14. Pre-trained
+#:   BERT heads on natural text reconstruct visible tokens nearly always.
+#: 25% sits between the two populations, and is more than 25 times chance for any V >= 100; for a
+#: vocabulary that small, a head must also beat chance PROBE_OVER_CHANCE times over.
 PROBE_TOP1_TRAINED = 0.25
 PROBE_OVER_CHANCE = 4.0
 
@@ -145,7 +147,7 @@ RUNTIMES = ("numpy", "torch")
 
 UNTRAINED_BY_PROBE = (
     "untrained MLM head: shown {positions} random tokens unmasked, it predicts the token it is shown "
-    "{top1:.1%} of the time (chance 1/V = {chance:.2%}; a trained head reconstructs at least "
+    "{top1:.1%} of the time (chance 1/V = {chance}; a trained head reconstructs at least "
     "{threshold:.0%}), mean negative log-likelihood {nll:.2f} (a uniform guess: ln V = {chance_nll:.2f}). "
     "Its values are not the trained ones: a freshly initialized head whose biases or LayerNorm were "
     "changed afterwards, a head copied from another model, or the wrong config for these weights. "
@@ -187,11 +189,17 @@ class ProbeResult:
 
     def summary(self) -> str:
         """The result in a few words: `reconstructs 1.6% of 64 random tokens (chance 1.20%)`."""
-        return f"reconstructs {self.top1:.1%} of {self.positions} random tokens (chance {self.chance_top1:.2%})"
+        return (f"reconstructs {self.top1:.1%} of {self.positions} random tokens "
+                f"(chance {percent(self.chance_top1)})")
 
     def describe(self) -> str:
-        return UNTRAINED_BY_PROBE.format(positions=self.positions, top1=self.top1, chance=self.chance_top1,
+        return UNTRAINED_BY_PROBE.format(positions=self.positions, top1=self.top1, chance=percent(self.chance_top1),
                                          threshold=PROBE_TOP1_TRAINED, nll=self.nll, chance_nll=self.chance_nll)
+
+
+def percent(fraction: float) -> str:
+    """A fraction as a percentage with two significant digits: 1.2%, 0.0033%."""
+    return f"{fraction * 100:.2g}%"
 
 
 def probe_ids(vocab_size: int, max_positions: int) -> np.ndarray:

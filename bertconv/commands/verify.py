@@ -48,7 +48,7 @@ def _trained_line(report: dict) -> str:
     if probe is not None:
         nll = probe["nll"] if isinstance(probe["nll"], str) else f"{probe['nll']:.2f}"
         reasons.append(f"reconstructs {probe['top1']:.1%} of {probe['positions']} random tokens shown to it, "
-                       f"chance {probe['chance_top1']:.2%}; NLL {nll}, ln V {probe['chance_nll']:.2f}")
+                       f"chance {trained.percent(probe['chance_top1'])}; NLL {nll}, ln V {probe['chance_nll']:.2f}")
     elif judged["verdict"] == trained.TRAINED:
         reasons.append("--probe runs it")
     if judged["verdict"] == trained.NOT_JUDGED:
