@@ -121,9 +121,10 @@ def describe_signs(tree: ParameterTree, signs: list[Sign]) -> str:
 
 #: The probe batch: B sequences of S token ids (S capped at the model's position table), drawn
 #: uniformly from [0, V) by a generator seeded with PROBE_SEED, the same batch on every run.
-#: 2 x 32 = 64 positions: a bert-base forward pass over them (encoder 64 x 170 MFLOP, MLM head
-#: 64 x V x H x 2 = 3 GFLOP) takes about 0.2-0.4 s with NumPy on 2 cores, and 64 positions
-#: separate the two populations below by a wide margin.
+#: 2 x 32 = 64 positions: at bert-base size (encoder 64 x 170 MFLOP, MLM head 64 x V x H x 2 =
+#: 3 GFLOP) the forward pass took 0.24 s of CPU with NumPy on one core (4 x 64 took 1.0 s), on top
+#: of building the model (reading its 420 MB into float32, about 0.5 s). 64 positions separate the
+#: two populations below by a wide margin.
 PROBE_BATCH = 2
 PROBE_LENGTH = 32
 PROBE_SEED = 20261123
@@ -136,8 +137,7 @@ PROBE_SEED = 20261123
 #:   random heads of the other fixtures 0% to 4.7% (the highest: bert4keras v50, V=50, chance 2%).
 #:   trained heads, 56.7% and above: fixtures/trained/hf 82.8% (tf/, the same weights, 82.8%),
 #:   hf_untied 73.4%, bert4keras 56.7%, each trained by fixtures/make_trained_fixtures.py for 400
-#:   steps; 71.8% for a real pre-trained BERT head (V=25) as measured in issue 14. Pre-trained
-#:   BERT heads on natural text reconstruct visible tokens nearly always.
+#:   steps; 71.8% for a real pre-trained BERT head (V=25) as measured in issue 14.
 #: 25% sits between the two populations, and is more than 25 times chance for any V >= 100; for a
 #: vocabulary that small, a head must also beat chance PROBE_OVER_CHANCE times over.
 PROBE_TOP1_TRAINED = 0.25

@@ -411,7 +411,8 @@ def _mlm_trained(tree: ParameterTree, head: str, signs: list, signs_checked: boo
     or `ProbeResult.as_dict()`).
     """
     if head != COMPLETE:
-        return {"verdict": trained.NOT_JUDGED, "evidence": f"{head} MLM head", "signs": [], "probe": None}
+        return {"verdict": trained.NOT_JUDGED, "evidence": f"{head} MLM head", "signs": [], "probe": None,
+                "probe_not_run": None}
     result, unrun = None, None
     if probe_runtime is not None:
         if tree.conditional:
@@ -419,7 +420,10 @@ def _mlm_trained(tree: ParameterTree, head: str, signs: list, signs_checked: boo
         elif reader.failed:
             unrun = "tensors could not be read (see the problems)"
         else:
-            _require_data_files(tree)
+            absent = [str(f) for f in tree.files if not Path(f).exists()]
+            if absent:
+                raise bad_input(tree.path, f"the MLM probe runs the model, but {', '.join(absent)} does not "
+                                           f"exist; without --probe and --deep, verify reads only the headers")
             result, why = trained.try_probe(tree, probe_runtime)
             if why is not None:
                 findings.problems.append(f"the MLM probe could not run the head: {why}")
@@ -446,8 +450,8 @@ def _mlm_trained(tree: ParameterTree, head: str, signs: list, signs_checked: boo
         findings.notes.append(f"MLM probe not run: {unrun}")
     elif not evidence:
         findings.notes.append("whether the MLM head is trained was not checked: its data file is absent")
-    return {"verdict": verdict, "evidence": evidence or "none", "signs": [sign.key for sign in signs],
-            "probe": result.as_dict() if result is not None else None}
+    return {"verdict": verdict, "evidence": evidence or unrun or "data file absent", "signs": [sign.key for sign in signs],
+            "probe": result.as_dict() if result is not None else None, "probe_not_run": unrun}
 
 
 # --- the report -----------------------------------------------------------------------------

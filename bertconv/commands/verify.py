@@ -49,9 +49,11 @@ def _trained_line(report: dict) -> str:
         nll = probe["nll"] if isinstance(probe["nll"], str) else f"{probe['nll']:.2f}"
         reasons.append(f"reconstructs {probe['top1']:.1%} of {probe['positions']} random tokens shown to it, "
                        f"chance {trained.percent(probe['chance_top1'])}; NLL {nll}, ln V {probe['chance_nll']:.2f}")
+    elif judged["probe_not_run"]:
+        reasons.append(f"probe not run: {judged['probe_not_run']}")
     elif judged["verdict"] == trained.TRAINED:
         reasons.append("--probe runs it")
-    if judged["verdict"] == trained.NOT_JUDGED:
+    if judged["verdict"] == trained.NOT_JUDGED and not judged["probe_not_run"]:
         reasons.append(judged["evidence"])
     return line + (f" ({'; '.join(reasons)})" if reasons else "")
 
