@@ -119,6 +119,19 @@ def test_probe_message_gives_the_figures(cli):
     assert "untrained" in line and "random tokens" in line
 
 
+def test_probe_figures_are_what_transformers_computes():
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    tree = formats.read(TRAINED / "hf")
+    ids = trained.probe_ids(tree.config.vocab_size, tree.config.max_position_embeddings)
+    model = transformers.BertForMaskedLM.from_pretrained(TRAINED / "hf").eval()
+    with torch.no_grad():
+        logits = model(input_ids=torch.from_numpy(ids), attention_mask=torch.ones(ids.shape, dtype=torch.long)).logits
+    theirs = trained.score(logits.numpy(), ids, "transformers")
+    ours = trained.probe(tree)
+    assert ours.top1 == theirs.top1 and ours.nll == pytest.approx(theirs.nll, abs=1e-4)
+
+
 def test_numpy_and_torch_probes_agree():
     tree = formats.read(TRAINED / "bert4keras")
     by_numpy, by_torch = trained.probe(tree, "numpy"), trained.probe(tree, "torch")
