@@ -408,25 +408,12 @@ def _mlm_trained(tree: ParameterTree, head: str, signs: list, signs_checked: boo
 
     Keys: verdict (`trained` | `untrained` | `n/a`), evidence ("signs", "probe", "signs and
     probe" or what kept it from being judged), signs (keys of `trained.SIGNS` seen), probe (None
-    or `ProbeResult.as_dict()`).
+    or `ProbeResult.as_dict()`), probe_not_run (why a probe that was asked for did not run, or None).
     """
     if head != COMPLETE:
         return {"verdict": trained.NOT_JUDGED, "evidence": f"{head} MLM head", "signs": [], "probe": None,
                 "probe_not_run": None}
-    result, unrun = None, None
-    if probe_runtime is not None:
-        if tree.conditional:
-            unrun = "the runtimes do not run conditional LayerNorm (bert4keras layer_norm_cond)"
-        elif reader.failed:
-            unrun = "tensors could not be read (see the problems)"
-        else:
-            absent = [str(f) for f in tree.files if not Path(f).exists()]
-            if absent:
-                raise bad_input(tree.path, f"the MLM probe runs the model, but {', '.join(absent)} does not "
-                                           f"exist; without --probe and --deep, verify reads only the headers")
-            result, why = trained.try_probe(tree, probe_runtime)
-            if why is not None:
-                findings.problems.append(f"the MLM probe could not run the head: {why}")
+    result, unrun = _run_probe(tree, probe_runtime, reader, findings) if probe_runtime else (None, None)
     failures, brief = [], []  # the full messages, and each in a few words for a note
     if signs:
         seen = trained.describe_signs(tree, signs)
@@ -450,8 +437,27 @@ def _mlm_trained(tree: ParameterTree, head: str, signs: list, signs_checked: boo
         findings.notes.append(f"MLM probe not run: {unrun}")
     elif not evidence:
         findings.notes.append("whether the MLM head is trained was not checked: its data file is absent")
-    return {"verdict": verdict, "evidence": evidence or unrun or "data file absent", "signs": [sign.key for sign in signs],
-            "probe": result.as_dict() if result is not None else None, "probe_not_run": unrun}
+    return {"verdict": verdict, "evidence": evidence or unrun or "data file absent",
+            "signs": [sign.key for sign in signs], "probe": result.as_dict() if result is not None else None,
+            "probe_not_run": unrun}
+
+
+def _run_probe(tree: ParameterTree, runtime: str, reader: TensorReader,
+               findings: Findings) -> tuple[trained.ProbeResult | None, str | None]:
+    """(the probe's result, None), or (None, why it was not run: a note). A head the runtime
+    fails to run is a problem; absent data files are bad input (`BadInput`), as for `deep`."""
+    if tree.conditional:
+        return None, "the runtimes do not run conditional LayerNorm (bert4keras layer_norm_cond)"
+    if reader.failed:
+        return None, "tensors could not be read (see the problems)"
+    absent = [str(f) for f in tree.files if not Path(f).exists()]
+    if absent:
+        raise bad_input(tree.path, f"the MLM probe runs the model, but {', '.join(absent)} does not exist; "
+                                   f"without --probe and --deep, verify reads only the headers")
+    result, why = trained.try_probe(tree, runtime)
+    if why is not None:
+        findings.problems.append(f"the MLM probe could not run the head: {why}")
+    return result, None
 
 
 # --- the report -----------------------------------------------------------------------------

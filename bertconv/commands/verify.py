@@ -44,7 +44,8 @@ def _trained_line(report: dict) -> str:
     if signs:
         reasons.append(", ".join(signs))
     elif "signs" in judged["evidence"]:
-        reasons.append("no initializer values in the head" if probe else "signs only: no initializer values in the head")
+        none_seen = "no initializer values in the head"
+        reasons.append(none_seen if probe else f"signs only: {none_seen}")
     if probe is not None:
         nll = probe["nll"] if isinstance(probe["nll"], str) else f"{probe['nll']:.2f}"
         reasons.append(f"reconstructs {probe['top1']:.1%} of {probe['positions']} random tokens shown to it, "
