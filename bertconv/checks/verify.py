@@ -14,12 +14,18 @@ It sees only the canonical tree (never a file format), and reports:
 - Consistency: the audit (`checks.audit`): shapes against the config, counts against the
   closed form. Its report is embedded whole under `audit`. A vocab.txt beside the checkpoint
   must hold one token per word-embedding row (`vocab_problem`).
+- Trained (`mlm_trained`, see `checks.trained`): a complete head showing an initializer's values
+  (output bias all zero, LayerNorm gamma all one or beta all zero, dense bias all zero) was never
+  trained, a failure unless `allow_untrained_mlm`. With `probe` (by default with `deep`), the head
+  also runs on a fixed batch of random tokens and must reconstruct them far above chance.
 - With `deep`: every tensor read once, streaming in chunks: all values finite, LayerNorm gammas
   not all zero, no pooler/MLM/NSP tensor all zero (a head never trained, or zeroed on save).
   Checksums are checked where the format stores them, by the tensor's own `read()`.
 
 Comparing a stored decoder with the embeddings reads both tensors even without `deep` (chunked,
-so memory stays bounded); nothing else is read without `deep`.
+so memory stays bounded), and the signs read the four small head tensors (H and V values);
+nothing else is read without `deep`. The probe reads the whole model into float32 once more
+(a runtime holds it in memory), after the deep pass.
 
 A tensor whose data cannot be read (a crc32c mismatch, a truncated data file) is a failed check
 naming the tensor, not bad input: verify exists to find corrupt checkpoints, and reports them
@@ -38,6 +44,7 @@ import numpy as np
 from ..dtypes import DType, as_float32
 from ..errors import BadInput, bad_input
 from ..tree import Parameter, ParameterTree, role_of
+from . import trained
 from .audit import audit, ignored_summary
 from .files import data_file_problems
 from .diff import chunk_indices, compare_arrays, format_value, global_position
@@ -96,6 +103,11 @@ class TensorReader:
         self.findings = findings
         self._kept: dict[str, np.ndarray] = {}
         self._failed: set[str] = set()
+
+    @property
+    def failed(self) -> bool:
+        """Whether some tensor could not be read (each is a problem already)."""
+        return bool(self._failed)
 
     def read(self, name: str, *, keep: bool = False) -> np.ndarray | None:
         """The values of parameter `name` in its storage dtype, or None when unreadable."""
@@ -362,22 +374,111 @@ def _deep(tree: ParameterTree, reader: TensorReader, findings: Findings, on_tens
         reason = _must_not_be_zero(param.name)
         if reason and result.all_zero and param.numel:
             sentence = f"{label(param)}: every value is zero; {reason}"
-            (findings.notes if _zero_is_only_a_note(param.name) else findings.problems).append(sentence)
+            unused = param.name == OUTPUT_BIAS and tree.has_untied_decoder_bias
+            if unused:
+                sentence = (f"{label(param)}: every value is zero, and unused: the logits add the untied "
+                            f"decoder's own bias (transformers 5 trains that one and leaves this one at zero)")
+            (findings.notes if unused or _zero_is_only_a_note(param.name) else findings.problems).append(sentence)
     return {"tensors": tensors, "values": values}
+
+
+# --- is the head trained? ------------------------------------------------------------------
+
+
+def _fresh_init_signs(tree: ParameterTree, head: str, reader: TensorReader, keep: bool) -> tuple[list, bool]:
+    """(the signs of fresh initialization the head shows, whether they could be looked for).
+
+    Reads the four small head tensors (kept for the deep pass when `keep`). A tensor whose data
+    file is absent (an index-only checkpoint, verified from its headers) is left unread, and the
+    signs are then not checked; one that cannot be read is a problem (`TensorReader`).
+    """
+    if head != COMPLETE:
+        return [], False
+    names = {trained.sign_tensor(tree, sign) for sign in trained.SIGNS} & set(tree.params)
+    if not all(Path(tree[name].file).exists() for name in names):
+        return [], False
+    return trained.seen_signs(tree, lambda name: reader.read(name, keep=keep)), True
+
+
+def _mlm_trained(tree: ParameterTree, head: str, signs: list, signs_checked: bool, reader: TensorReader,
+                 probe_runtime: str | None, allow_untrained_mlm: bool, findings: Findings) -> dict:
+    """The `mlm_trained` report: are the head's values trained ones? (see `checks.trained`).
+
+    Judges the `signs` found, and with `probe_runtime` ("numpy" | "torch") runs the head on the
+    probe batch. An untrained head is a problem, or a note with `allow_untrained_mlm`.
+
+    Keys: verdict (`trained` | `untrained` | `n/a`), evidence ("signs", "probe", "signs and
+    probe" or what kept it from being judged), signs (keys of `trained.SIGNS` seen), probe (None
+    or `ProbeResult.as_dict()`), probe_not_run (why a probe that was asked for did not run, or None).
+    """
+    if head != COMPLETE:
+        return {"verdict": trained.NOT_JUDGED, "evidence": f"{head} MLM head", "signs": [], "probe": None,
+                "probe_not_run": None}
+    result, unrun = _run_probe(tree, probe_runtime, reader, findings) if probe_runtime else (None, None)
+    failures, brief = [], []  # the full messages, and each in a few words for a note
+    if signs:
+        seen = trained.describe_signs(tree, signs)
+        failures.append(trained.UNTRAINED_BY_SIGNS.format(seen=seen))
+        brief.append(seen)
+    if result is not None and not result.trained:
+        failures.append(result.describe() if result.finite else
+                        "untrained MLM head: its logits on the probe batch are not all finite, so its "
+                        "predictions are meaningless")
+        brief.append(result.summary())
+    evidence = " and ".join(e for e, used in (("signs", signs_checked), ("probe", result is not None)) if used)
+    if failures:
+        verdict = trained.UNTRAINED
+        if allow_untrained_mlm:
+            findings.notes.append(f"untrained MLM head, allowed (--allow-untrained-mlm): {'; '.join(brief)}")
+        else:
+            findings.problems.extend(failures)
+    else:
+        verdict = trained.TRAINED if evidence else trained.NOT_JUDGED
+    if unrun:
+        findings.notes.append(f"MLM probe not run: {unrun}")
+    elif not evidence:
+        findings.notes.append("whether the MLM head is trained was not checked: its data file is absent")
+    return {"verdict": verdict, "evidence": evidence or unrun or "data file absent",
+            "signs": [sign.key for sign in signs], "probe": result.as_dict() if result is not None else None,
+            "probe_not_run": unrun}
+
+
+def _run_probe(tree: ParameterTree, runtime: str, reader: TensorReader,
+               findings: Findings) -> tuple[trained.ProbeResult | None, str | None]:
+    """(the probe's result, None), or (None, why it was not run: a note). A head the runtime
+    fails to run is a problem; absent data files are bad input (`BadInput`), as for `deep`."""
+    if tree.conditional:
+        return None, "the runtimes do not run conditional LayerNorm (bert4keras layer_norm_cond)"
+    if reader.failed:
+        return None, "tensors could not be read (see the problems)"
+    absent = [str(f) for f in tree.files if not Path(f).exists()]
+    if absent:
+        raise bad_input(tree.path, f"the MLM probe runs the model, but {', '.join(absent)} does not exist; "
+                                   f"without --probe and --deep, verify reads only the headers")
+    result, why = trained.try_probe(tree, runtime)
+    if why is not None:
+        findings.problems.append(f"the MLM probe could not run the head: {why}")
+    return result, None
 
 
 # --- the report -----------------------------------------------------------------------------
 
 
 def verify(tree: ParameterTree, *, deep: bool = False, allow_missing_mlm: bool = False,
+           allow_untrained_mlm: bool = False, probe: bool | None = None, runtime: str = "numpy",
            headers_only: bool = False, on_tensor=None) -> dict:
     """Verify `tree`'s MLM head, tying, consistency and (with `deep`) values; a JSON-ready report.
 
     Keys: path, format, ok, mlm_head (`complete` | `partial` | `missing`), missing (canonical
     names a partial head lacks), tying (`tied` | `untied` | `n/a`), tying_detail, decoder_bias
     (`n/a` | `shared` | `equal` | `differs` | `unreadable`), heads, consistency (the audit's
-    problems), deep (None, or {tensors, values} read), problems (sentences naming each tensor by
-    its name in the file and its canonical name), notes (observations that do not fail), audit.
+    problems), deep (None, or {tensors, values} read), mlm_trained ({verdict: `trained` |
+    `untrained` | `n/a`, evidence, signs, probe}: see `_mlm_trained`), problems (sentences naming
+    each tensor by its name in the file and its canonical name), notes (observations that do not
+    fail), audit.
+
+    `probe` runs the MLM head on the probe batch with `runtime` ("numpy" | "torch"); None runs it
+    when `deep` does. `allow_untrained_mlm` turns an untrained head into a note.
 
     Every data file must exist and be long enough for the tensors its header places in it (a
     stat, no reads); with `headers_only` (an index published without its data) that is a note.
@@ -403,7 +504,11 @@ def verify(tree: ParameterTree, *, deep: bool = False, allow_missing_mlm: bool =
     vocab = vocab_problem(tree)
     if vocab:
         findings.problems.append(vocab)
+    signs, signs_checked = _fresh_init_signs(tree, head, reader, deep)
     deep_counts = _deep(tree, reader, findings, on_tensor) if deep else None
+    run_probe = deep if probe is None else probe
+    mlm_trained = _mlm_trained(tree, head, signs, signs_checked, reader, runtime if run_probe else None,
+                               allow_untrained_mlm, findings)
     findings.notes.extend(ignored_summary([entry.as_dict() for entry in tree.ignored]))
     return {
         "path": str(tree.path),
@@ -417,6 +522,7 @@ def verify(tree: ParameterTree, *, deep: bool = False, allow_missing_mlm: bool =
         "heads": tree.heads.as_dict(),
         "consistency": consistency,
         "deep": deep_counts,
+        "mlm_trained": mlm_trained,
         "problems": findings.problems,
         "notes": findings.notes,
         "audit": report_audit,

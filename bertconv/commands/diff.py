@@ -6,11 +6,15 @@ from pathlib import Path
 
 import click
 
-from ..checks.diff import BIT_EXACT, diff
+from ..checks.diff import BIT_EXACT, diff, format_value
+from ..checks.outputs import OUTPUTS_ATOL, compare_outputs
+from ..checks.trained import RUNTIMES
 from .common import Tolerance, finish, load, stdout
 
 #: How many tensor names a line about differing dtypes shows.
 DTYPE_NAMES_SHOWN = 3
+#: With --outputs, how many tensors whose values differ are named (the outputs judge them).
+VALUE_DIFFERENCES_SHOWN = 3
 
 
 def _tolerance(atol: float) -> str:
@@ -44,9 +48,16 @@ def print_report(report: dict) -> None:
     for (a, b), names in _dtype_groups(report).items():
         shown = ", ".join(names[:DTYPE_NAMES_SHOWN]) + (" ..." if len(names) > DTYPE_NAMES_SHOWN else "")
         stdout.print(f"dtype: {len(names)} tensor(s) are {a} in A, {b} in B ({shown}); values compared as float32")
-    for difference in report["differences"]:
+    outputs = report.get("outputs")
+    differences = report["differences"]
+    if outputs is not None:
+        differences = _structural(report)
+        _print_value_differences(report)
+    for difference in differences:
         stdout.print(f"[red]differs:[/] {difference}")
-    if report["identical"]:
+    if outputs is not None:
+        _print_outputs(report, outputs)
+    elif report["identical"]:
         stdout.print("[green]identical[/]")
     elif report["ok"] and report["atol"] == BIT_EXACT:
         stdout.print("[green]equal[/]: every value bit-equal once widened to float32 (the dtypes differ)")
@@ -56,16 +67,71 @@ def print_report(report: dict) -> None:
         stdout.print(f"[red]DIFFERENT[/] ({len(report['differences'])} difference(s))")
 
 
+def _structural(report: dict) -> list[str]:
+    """The differences no output can excuse: a tensor only one side has, or a shape."""
+    return ([f"only in A: {o['name']} ({o['source']})" for o in report["only_in_a"]]
+            + [f"only in B: {o['name']} ({o['source']})" for o in report["only_in_b"]]
+            + [f"{d['name']}: shape {d['a']} in A, {d['b']} in B" for d in report["shape_differences"]])
+
+
+def _print_value_differences(report: dict) -> None:
+    """With --outputs: the tensors whose values differ beyond --atol, named briefly."""
+    differing = [t for t in report["tensors"] if t["compared"] and t["shape_a"] == t["shape_b"]
+                 and not t["within_tolerance"]]
+    if not differing:
+        return
+    worst = max(differing, key=lambda t: float(t["max_abs_diff"]))
+    shown = ", ".join(t["name"] for t in differing[:VALUE_DIFFERENCES_SHOWN])
+    more = f" and {len(differing) - VALUE_DIFFERENCES_SHOWN} more" if len(differing) > VALUE_DIFFERENCES_SHOWN else ""
+    stdout.print(f"values: {len(differing)} tensor(s) differ beyond {_tolerance(report['atol'])} ({shown}{more}), "
+                 f"at most {format_value(worst['max_abs_diff'])} ({worst['name']}); judged by the outputs below")
+
+
+def _print_outputs(report: dict, outputs: dict) -> None:
+    """The outputs line and the verdict."""
+    what = "MLM logits" if outputs["compared"] == "mlm_logits" else "last hidden states (no MLM head on both sides)"
+    line = (f"outputs: {what} on {outputs['positions']} random tokens ({outputs['runtime']} runtime): largest "
+            f"difference {format_value(outputs['max_abs_diff'])} at {outputs['max_at']}")
+    if outputs["top1_agreement"] is not None:
+        line += (f"; top-1 agreement {outputs['top1_agreement']:.1%}; reconstructs the shown token "
+                 f"{outputs['top1_a']:.1%} (A), {outputs['top1_b']:.1%} (B)")
+    stdout.print(line)
+    if report["ok"]:
+        stdout.print(f"[green]equal outputs[/] within --outputs-atol {outputs['atol']:g}")
+    elif not outputs["ok"]:
+        stdout.print(f"[red]DIFFERENT outputs[/]: largest difference {format_value(outputs['max_abs_diff'])} beyond "
+                     f"--outputs-atol {outputs['atol']:g} (a lossy conversion, such as float16, is accepted by "
+                     f"naming its budget there)")
+    else:
+        stdout.print("[red]DIFFERENT[/]: the checkpoints do not hold the same tensors")
+
+
 @click.command("diff")
 @click.argument("a", type=click.Path(path_type=Path))
 @click.argument("b", type=click.Path(path_type=Path))
 @click.option("--atol", type=Tolerance(), default=BIT_EXACT, show_default=True,
               help="Largest absolute difference allowed per value; 0 compares bits exactly.")
+@click.option("--outputs", "with_outputs", is_flag=True,
+              help="Also run both on the same batch of random tokens and compare their MLM logits; the "
+                   "outputs, not the bits, then decide whether values agree.")
+@click.option("--outputs-atol", type=Tolerance(), default=OUTPUTS_ATOL, show_default=True,
+              help="Largest absolute logit difference allowed with --outputs.")
+@click.option("--runtime", type=click.Choice(RUNTIMES), default="numpy", show_default=True,
+              help="Runtime that computes the outputs: NumPy, or torch (an optional extra).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def command(a: Path, b: Path, atol: float, as_json: bool) -> None:
+def command(a: Path, b: Path, atol: float, with_outputs: bool, outputs_atol: float, runtime: str,
+            as_json: bool) -> None:
     """Compare two checkpoints tensor by tensor in canonical space (any two formats).
 
-    Exit status: 0 equal (within --atol), 1 they differ, 2 an input cannot be read.
+    With --outputs, the tensors must still be the same names and shapes, and their values are
+    judged by the logits they compute (within --outputs-atol) instead of bit for bit.
+
+    Exit status: 0 equal (within --atol, or by the outputs), 1 they differ, 2 an input cannot be read.
     """
-    report = diff(load(a, None, None), load(b, None, None), atol=atol)
+    tree_a, tree_b = load(a, None, None), load(b, None, None)
+    report = diff(tree_a, tree_b, atol=atol)
+    if with_outputs:
+        report["tensors_ok"] = report["ok"]
+        report["outputs"] = compare_outputs(tree_a, tree_b, runtime=runtime, atol=outputs_atol)
+        report["ok"] = not _structural(report) and report["outputs"]["ok"]
     finish(report, as_json, print_report)

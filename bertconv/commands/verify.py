@@ -6,12 +6,13 @@ from pathlib import Path
 
 import click
 
+from ..checks import trained
 from ..checks.verify import verify
 from .common import byte_progress, checkpoint_options, finish, human, load, stdout
 
-#: Colours of the head and tying verdicts in the human report.
+#: Colours of the head, tying and training verdicts in the human report.
 VERDICT_STYLE = {"complete": "green", "tied": "green", "partial": "red", "missing": "red",
-                 "untied": "yellow", "n/a": "dim"}
+                 "untied": "yellow", "n/a": "dim", "trained": "green", "untrained": "red"}
 
 
 def _styled(word: str) -> str:
@@ -33,9 +34,35 @@ def _consistency_line(report: dict) -> str:
             f"parameters, as the closed form gives)")
 
 
+def _trained_line(report: dict) -> str:
+    """Whether the head is trained, and on what evidence."""
+    judged = report["mlm_trained"]
+    line = f"trained:      {_styled(judged['verdict'])}"
+    signs = [trained.SIGNS_BY_KEY[key].describes for key in judged["signs"]]
+    probe = judged["probe"]
+    reasons = []
+    if signs:
+        reasons.append(", ".join(signs))
+    elif "signs" in judged["evidence"]:
+        none_seen = "no initializer values in the head"
+        reasons.append(none_seen if probe else f"signs only: {none_seen}")
+    if probe is not None:
+        nll = probe["nll"] if isinstance(probe["nll"], str) else f"{probe['nll']:.2f}"
+        reasons.append(f"reconstructs {probe['top1']:.1%} of {probe['positions']} random tokens shown to it, "
+                       f"chance {trained.percent(probe['chance_top1'])}; NLL {nll}, ln V {probe['chance_nll']:.2f}")
+    elif judged["probe_not_run"]:
+        reasons.append(f"probe not run: {judged['probe_not_run']}")
+    elif judged["verdict"] == trained.TRAINED:
+        reasons.append("--probe runs it")
+    if judged["verdict"] == trained.NOT_JUDGED and not judged["probe_not_run"]:
+        reasons.append(judged["evidence"])
+    return line + (f" ({'; '.join(reasons)})" if reasons else "")
+
+
 def _deep_line(report: dict) -> str:
     if report["deep"] is None:
-        return "deep checks:  not run (--deep reads every tensor: finite values, checksums, zeroed heads)"
+        return ("deep checks:  not run (--deep reads every tensor: finite values, checksums, zeroed heads; "
+                "and runs the MLM probe)")
     deep = report["deep"]
     return f"deep checks:  read {deep['tensors']} tensors, {human(deep['values'])} values"
 
@@ -45,6 +72,7 @@ def print_report(report: dict) -> None:
     stdout.print(f"[bold]{report['path']}[/]  format [cyan]{report['format']}[/]")
     stdout.print(_head_line(report))
     stdout.print(f"tying:        {_styled(report['tying'])} ({report['tying_detail']})")
+    stdout.print(_trained_line(report))
     stdout.print(_consistency_line(report))
     stdout.print(_deep_line(report))
     for note in report["notes"]:
@@ -65,20 +93,29 @@ def print_report(report: dict) -> None:
                    "heads not all zero.")
 @click.option("--allow-missing-mlm", is_flag=True,
               help="Accept a checkpoint without an MLM head (an encoder-only file verified on purpose).")
+@click.option("--allow-untrained-mlm", is_flag=True,
+              help="Accept an MLM head that is not trained (initializer values, or failing the probe): "
+                   "reported as a note.")
+@click.option("--probe/--no-probe", default=None,
+              help="Run the MLM head on a fixed batch of random tokens and check that it reconstructs them "
+                   "(default: with --deep).")
+@click.option("--runtime", type=click.Choice(trained.RUNTIMES), default="numpy", show_default=True,
+              help="Runtime of the probe: NumPy, or torch (an optional extra).")
 @click.option("--headers-only", is_flag=True,
               help="Verify the headers alone: absent or short data files (an index published without its "
                    "data) are noted, not failed.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar for --deep.")
-def command(path: Path, config_path, num_heads, deep: bool, allow_missing_mlm: bool, headers_only: bool,
-            as_json: bool, quiet: bool) -> None:
-    """Check that the MLM head is present and its decoder tied, and that shapes agree with the config.
+def command(path: Path, config_path, num_heads, deep: bool, allow_missing_mlm: bool, allow_untrained_mlm: bool,
+            probe: bool | None, runtime: str, headers_only: bool, as_json: bool, quiet: bool) -> None:
+    """Check that the MLM head is present, trained and its decoder tied, and that shapes agree with the config.
 
     Exit status: 0 ok, 1 a check failed, 2 the input cannot be read.
     """
     tree = load(path, config_path, num_heads)
     work = sum(p.tensor.nbytes for p in tree) if deep else 0
     with byte_progress(f"reading {tree.path.name}", work, quiet) as advance:
-        report = verify(tree, deep=deep, allow_missing_mlm=allow_missing_mlm, headers_only=headers_only,
-                        on_tensor=advance)
+        report = verify(tree, deep=deep, allow_missing_mlm=allow_missing_mlm,
+                        allow_untrained_mlm=allow_untrained_mlm, probe=probe, runtime=runtime,
+                        headers_only=headers_only, on_tensor=advance)
     finish(report, as_json, print_report)
