@@ -116,16 +116,51 @@ def _looks_like_index(index: Path) -> bool:
 # --- reading --------------------------------------------------------------------------------
 
 
+def find_scope(path: Path, names: list[str]) -> str:
+    """The prefix under which the table's names occur: "" for Google's own checkpoints,
+    "module/" for google-research/bert's `run_classifier_with_tfhub` fine-tunes (the TF-Hub
+    module's variables sit under the scope it was applied in, beside the task head).
+
+    The scope is the `/`-ended prefix whose removal makes the most names match the table. Two
+    scopes each holding a word-embedding table are two BERTs: which one is meant is not guessed.
+    """
+    matches: dict[str, int] = {}
+    embeddings: list[str] = []
+    for name in names:
+        for cut in [0] + [i + 1 for i, char in enumerate(name) if char == "/"]:
+            match = TABLE.match(name[cut:])
+            if match is not None:
+                matches[name[:cut]] = matches.get(name[:cut], 0) + 1
+                if match.canonical == "embeddings.word":
+                    embeddings.append(name[:cut])
+    if len(embeddings) > 1:
+        shown = ", ".join(repr(scope) for scope in embeddings)
+        raise bad_input(path, f"holds {len(embeddings)} BERTs, under the scopes {shown}; bertconv reads one "
+                              f"BERT per checkpoint and will not guess which is meant")
+    if not matches:
+        return ""
+    return max(sorted(matches), key=lambda scope: matches[scope])
+
+
 def read(path: Path, *, config_path: Path | None = None, num_heads: int | None = None) -> ParameterTree:
-    """Read a Google TF1 checkpoint (prefix, `.index`, data file or directory) from its index."""
+    """Read a Google TF1 checkpoint (prefix, `.index`, data file or directory) from its index.
+
+    The BERT may sit under a scope (see `find_scope`); its names are read without it, and every
+    entry outside it is reported as ignored.
+    """
     prefix = tf_bundle.resolve_prefix(path)
     reader = tf_bundle.BundleReader(prefix)
+    scope = find_scope(reader.index_path, list(reader.entries))
     entries = []
     ignored_strings = []
     for name, entry in reader.entries.items():
         if entry.dtype is None:  # strings and other non-numeric entries are never parameters
             ignored_strings.append(Ignored(name, f"non-numeric entry ({tf_bundle.tf_dtype_name(entry.tf_dtype)})", 0,
                                            tf_bundle.tf_dtype_name(entry.tf_dtype), entry.shape))
+            continue
+        if scope and not name.startswith(scope) and TABLE.match(name) is not None:
+            ignored_strings.append(Ignored(name, f"a BERT name outside the scope {scope!r} the model was found "
+                                                 f"under", entry.numel, str(entry.dtype), entry.shape))
             continue
         entries.append(Entry(name, reader.tensor(name), reader.data_path(entry.shard_id)))
     directory = prefix.parent
@@ -134,11 +169,14 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     # The data files its entries name (a header may claim any number of shards; only these are read).
     shards = sorted({entry.shard_id for entry in reader.entries.values()})
     files = [reader.index_path] + [reader.data_path(i) for i in shards]
-    return assemble(
+    tree = assemble(
         format_name=FORMAT, path=prefix, entries=entries, table=TABLE, config=config,
         default_activation=DEFAULT_ACTIVATION, num_heads=num_heads, files=files,
         vocab=vocab if vocab.is_file() else None, extra_ignored=ignored_strings,
+        rename=lambda name: name[len(scope):] if name.startswith(scope) else name,
     )
+    tree.scope = scope
+    return tree
 
 
 def _config(directory: Path, config_path: Path | None) -> BertConfig | None:

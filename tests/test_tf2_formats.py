@@ -1,0 +1,215 @@
+"""BERTs that TensorFlow 2-era tools leave on disk: TF-Hub fine-tunes (a Google BERT under a scope),
+TF2 object-based checkpoints, keras-bert HDF5. Each is checked against the reference reader
+(TensorFlow's `tf.train.load_checkpoint` / `list_variables`), converted to every writable
+format and back bit for bit, and run through transformers for logits."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bertconv import formats
+from bertconv.checks.audit import audit
+from bertconv.checks.diff import diff
+from bertconv.convert import convert
+from bertconv.errors import BadInput
+from bertconv.formats import google_tf
+
+from conftest import FIXTURES
+
+TF_HUB = FIXTURES / "tf_hub" / "classifier"
+TF_HUB_SCOPE = "module/"
+TARGETS = ("hf", "tf", "bert4keras")  # tf before bert4keras (see assert_round_trips)
+LOGITS_TOLERANCE = 1e-5
+OPTIMIZER_SUFFIXES = ("/adam_m", "/adam_v")
+
+
+# --- oracles ------------------------------------------------------------------------------
+
+
+def tf_variables(prefix: Path) -> dict[str, list[int]]:
+    """TensorFlow's own listing of a bundle: name -> shape."""
+    tf = pytest.importorskip("tensorflow")
+    return dict(tf.train.list_variables(str(prefix)))
+
+
+def tf_values(prefix: Path):
+    tf = pytest.importorskip("tensorflow")
+    return tf.train.load_checkpoint(str(prefix))
+
+
+def by_hand_logits(values: dict[str, np.ndarray], config: dict, hidden_act: str, inputs: dict):
+    """Logits of a transformers 5 model whose every weight is set by hand from `values` (Google
+    names -> arrays as the reference reader returned them), independently of bertconv's tables.
+
+    BertForPreTraining when an NSP head is there, else BertForMaskedLM."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    hf_config = transformers.BertConfig(**{k: config[k] for k in (
+        "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+        "max_position_embeddings", "type_vocab_size")}, hidden_act=hidden_act)
+    nsp = "cls/seq_relationship/output_bias" in values
+    model = (transformers.BertForPreTraining if nsp else transformers.BertForMaskedLM)(hf_config).eval()
+    state = model.state_dict()
+    with torch.no_grad():
+        for name in state:
+            google = google_name(name)
+            if google is None:
+                continue
+            value = values[google]
+            if name.endswith(".weight") and value.ndim == 2 and "embeddings" not in name and "seq_relationship" not in name:
+                value = value.T
+            state[name].copy_(torch.from_numpy(np.ascontiguousarray(value)))
+    model.load_state_dict(state)
+    return _logits(model, inputs)
+
+
+def converted_logits(directory: Path, nsp: bool, inputs: dict):
+    transformers = pytest.importorskip("transformers")
+    cls = transformers.BertForPreTraining if nsp else transformers.BertForMaskedLM
+    return _logits(cls.from_pretrained(directory).eval(), inputs)
+
+
+def _logits(model, inputs: dict):
+    import torch
+    with torch.no_grad():
+        out = model(**{k: torch.tensor(v) for k, v in inputs.items()})
+    logits = [out.prediction_logits if hasattr(out, "prediction_logits") else out.logits]
+    if hasattr(out, "seq_relationship_logits"):
+        logits.append(out.seq_relationship_logits)
+    return logits
+
+
+def google_name(hf_name: str) -> str | None:
+    """The Google name of a transformers parameter, written out here by hand."""
+    if "decoder" in hf_name:
+        return None
+    name = hf_name.replace("bert.encoder.layer.", "bert/encoder/layer_").replace(".", "/")
+    name = name.replace("LayerNorm/weight", "LayerNorm/gamma").replace("LayerNorm/bias", "LayerNorm/beta")
+    name = name.replace("_embeddings/weight", "_embeddings").replace("/weight", "/kernel")
+    if name == "cls/predictions/bias":
+        return "cls/predictions/output_bias"
+    if name.startswith("cls/seq_relationship"):
+        return name.replace("/kernel", "/output_weights").replace("/bias", "/output_bias")
+    return name
+
+
+def model_inputs(vocab_size: int, seed: int = 7) -> dict:
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, vocab_size, size=(2, 9))
+    mask = np.ones_like(ids)
+    mask[1, 6:] = 0
+    types = np.zeros_like(ids)
+    types[:, 5:] = 1
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+
+
+def assert_round_trips(tree, tmp_path: Path) -> None:
+    """tree -> every writable format -> read back: the same tensors bit for bit, the same config.
+
+    bert4keras' file holds no config: it is read with the `bert_config.json` the tf output
+    carries, as a bert4keras user builds the model from it."""
+    for target in TARGETS:  # tf before bert4keras
+        out = tmp_path / target
+        convert(tree, out, target)
+        config = tmp_path / "tf" / google_tf.CONFIG_FILE if target == "bert4keras" else None
+        back = formats.read(out, config_path=config)
+        report = diff(tree, back)
+        assert report["identical"], (target, report["differences"])
+        assert back.config == tree.config, target
+        again = tmp_path / f"{target}-again"
+        convert(back, again, "tf")
+        assert diff(tree, formats.read(again))["identical"], target
+
+
+# --- TF-Hub fine-tunes: a Google BERT under a scope ---------------------------------------
+
+
+def test_tf_hub_fine_tune_is_read_under_its_scope():
+    tree = formats.read(TF_HUB)
+    assert tree.format == "google-tf" and tree.scope == TF_HUB_SCOPE
+    assert all(p.source == TF_HUB_SCOPE + google_tf.TABLE.spelling(p.name)[0] for p in tree)
+    assert tree.heads.as_dict() == {"pooler": True, "mlm": True, "nsp": False}
+
+
+def test_tf_hub_audit_equals_tensorflow_count_of_the_module():
+    listing = tf_variables(TF_HUB / "bert_model.ckpt")
+    module = {n: s for n, s in listing.items() if n.startswith(TF_HUB_SCOPE) and not n.endswith(OPTIMIZER_SUFFIXES)}
+    report = audit(formats.read(TF_HUB))
+    assert report["ok"], report["problems"]
+    assert report["parameters"] == sum(math.prod(s) for s in module.values())
+    assert len(formats.read(TF_HUB).params) == len(module)
+    # Everything else TensorFlow lists is reported as ignored, none silently dropped.
+    ignored = {i["name"] for i in report["ignored"]}
+    assert ignored == set(listing) - set(module)
+
+
+def test_tf_hub_task_head_and_slots_are_ignored_with_their_reasons():
+    reasons = {i.name: i.reason for i in formats.read(TF_HUB).ignored}
+    assert "classifier head" in reasons["output_weights"] and "classifier head" in reasons["output_bias"]
+    assert "Adam" in reasons["module/bert/pooler/dense/kernel/adam_m"]
+    assert "Adam" in reasons["output_weights/adam_v"]
+    assert "step" in reasons["global_step"]
+
+
+def test_tf_hub_values_are_tensorflows_bit_for_bit():
+    reader = tf_values(TF_HUB / "bert_model.ckpt")
+    for param in formats.read(TF_HUB):
+        expected = reader.get_tensor(param.source)
+        got = param.tensor.read()
+        assert got.dtype == expected.dtype and np.array_equal(got, expected), param.source
+
+
+def test_tf_hub_inspect_reports_the_scope_in_text_and_json(cli):
+    text = cli("inspect", TF_HUB)
+    assert text.exit_code == 0, text.stderr
+    assert f"under scope {TF_HUB_SCOPE}" in text.stdout
+    assert "output_weights" in text.stdout and "classifier head" in text.stdout
+    report = json.loads(cli("inspect", TF_HUB, "--json").stdout)
+    assert report["scope"] == TF_HUB_SCOPE
+    plain = json.loads(cli("inspect", FIXTURES / "tf" / "full", "--json").stdout)
+    assert plain["scope"] == ""
+
+
+def test_tf_hub_index_alone_inspects_and_audits(tmp_path, cli):
+    shutil.copy(TF_HUB / "bert_model.ckpt.index", tmp_path / "bert_model.ckpt.index")
+    shutil.copy(TF_HUB / "bert_config.json", tmp_path / "bert_config.json")
+    result = cli("audit", tmp_path / "bert_model.ckpt.index")
+    assert result.exit_code == 0, result.stderr
+    assert audit(formats.read(tmp_path))["parameters"] == audit(formats.read(TF_HUB))["parameters"]
+
+
+def test_tf_hub_round_trips_through_every_format(tmp_path):
+    tree = formats.read(TF_HUB)
+    assert_round_trips(tree, tmp_path)
+    written = tf_variables(tmp_path / "tf" / "bert_model.ckpt")
+    assert set(written) == {google_tf.TABLE.spelling(p.name)[0] for p in tree}  # plain Google names
+
+
+def test_tf_hub_converted_logits_match_transformers(tmp_path):
+    reader = tf_values(TF_HUB / "bert_model.ckpt")
+    config = json.loads((TF_HUB / "bert_config.json").read_text())
+    values = {name[len(TF_HUB_SCOPE):]: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+              if name.startswith(TF_HUB_SCOPE) and not name.endswith(OPTIMIZER_SUFFIXES)}
+    convert(formats.read(TF_HUB), tmp_path / "hf", "hf")
+    inputs = model_inputs(config["vocab_size"])
+    ours = converted_logits(tmp_path / "hf", nsp=False, inputs=inputs)
+    theirs = by_hand_logits(values, config, "gelu_new", inputs)  # Google's "gelu" is the tanh form
+    for a, b in zip(ours, theirs):
+        assert float((a - b).abs().max()) <= LOGITS_TOLERANCE
+
+
+def test_two_berts_under_two_scopes_are_refused_not_guessed(tmp_path):
+    from bertconv.containers import tf_bundle
+    from bertconv.dtypes import FLOAT32
+    word = np.zeros((5, 4), np.float32)
+    sources = [(name, FLOAT32, word.shape, lambda: word)
+               for name in ("bert/embeddings/word_embeddings", "teacher/bert/embeddings/word_embeddings")]
+    tf_bundle.write_bundle(tmp_path / "bert_model.ckpt", sources)
+    with pytest.raises(BadInput, match="2 BERTs.*'teacher/'"):
+        formats.read(tmp_path / "bert_model.ckpt")
