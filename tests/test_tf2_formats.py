@@ -19,6 +19,7 @@ from bertconv.checks.diff import diff
 from bertconv.convert import convert
 from bertconv.errors import BadInput
 from bertconv.formats import google_tf
+from bertconv.runtime.numerics import family_of
 
 from conftest import FIXTURES
 
@@ -213,3 +214,127 @@ def test_two_berts_under_two_scopes_are_refused_not_guessed(tmp_path):
     tf_bundle.write_bundle(tmp_path / "bert_model.ckpt", sources)
     with pytest.raises(BadInput, match="2 BERTs.*'teacher/'"):
         formats.read(tmp_path / "bert_model.ckpt")
+
+
+# --- TF2 object-based checkpoints: Model Garden and bert-for-tf2 --------------------------
+
+TF2 = FIXTURES / "tf2"
+#: fixture -> (format, scope, heads, what TensorFlow lists that is the model: a key predicate)
+OBJECT_FIXTURES = {
+    "garden-pretrainer": ("tf-garden", "", {"pooler": True, "mlm": True, "nsp": False}),
+    "garden-model-adam": ("tf-garden", "model/", {"pooler": True, "mlm": True, "nsp": False}),
+    "garden-encoder": ("tf-garden", "", {"pooler": True, "mlm": False, "nsp": False}),
+    "bert-for-tf2": ("tf-bert-for-tf2", "layer_with_weights-0/", {"pooler": False, "mlm": False, "nsp": False}),
+}
+VARIABLE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def model_keys(fixture: str) -> dict[str, list[int]]:
+    """What TensorFlow lists for the BERT itself: variable keys under the scope, no optimizer."""
+    scope = OBJECT_FIXTURES[fixture][1]
+    return {name: shape for name, shape in tf_variables(TF2 / fixture / "bert_model.ckpt").items()
+            if name.endswith(VARIABLE_SUFFIX) and name.startswith(scope) and not name.startswith("optimizer/")
+            and "/.OPTIMIZER_SLOT/" not in name}
+
+
+@pytest.mark.parametrize("fixture", OBJECT_FIXTURES)
+def test_object_checkpoint_is_read_as_its_library_under_its_scope(fixture):
+    format_name, scope, heads = OBJECT_FIXTURES[fixture]
+    tree = formats.read(TF2 / fixture)
+    assert (tree.format, tree.scope, tree.heads.as_dict()) == (format_name, scope, heads)
+    assert family_of(tree.format) == "google-tf"  # tanh GELU, as each library computes
+
+
+@pytest.mark.parametrize("fixture", OBJECT_FIXTURES)
+def test_object_checkpoint_audit_equals_tensorflows_count(fixture):
+    listing = tf_variables(TF2 / fixture / "bert_model.ckpt")
+    model = model_keys(fixture)
+    tree = formats.read(TF2 / fixture)
+    report = audit(tree)
+    assert report["ok"], report["problems"]
+    assert report["parameters"] == sum(math.prod(s) for s in model.values())
+    assert {p.source for p in tree} == set(model)
+    assert {i.name for i in tree.ignored} == set(listing) - set(model)  # nothing dropped unseen
+
+
+@pytest.mark.parametrize("fixture", OBJECT_FIXTURES)
+def test_object_checkpoint_values_are_tensorflows_bit_for_bit(fixture):
+    reader = tf_values(TF2 / fixture / "bert_model.ckpt")
+    for param in formats.read(TF2 / fixture):
+        expected = reader.get_tensor(param.source)
+        got = param.tensor.read()
+        assert got.dtype == expected.dtype and got.size == expected.size, param.source
+        # Per-head kernels [H, A, H/A] are the canonical [H, H] with the same row-major bytes.
+        assert np.array_equal(got.reshape(-1), expected.reshape(-1)), param.source
+        assert got.shape == tuple(param.tensor.shape)
+
+
+def test_garden_heads_come_from_the_per_head_kernels_without_a_config():
+    tree = formats.read(TF2 / "garden-model-adam")
+    assert tree.config.num_attention_heads == 4
+    assert tree.config.provenance["num_attention_heads"] != "default"
+
+
+@pytest.mark.parametrize("fixture", OBJECT_FIXTURES)
+def test_object_checkpoint_round_trips_through_every_format(fixture, tmp_path):
+    assert_round_trips(formats.read(TF2 / fixture), tmp_path)
+
+
+@pytest.mark.parametrize("fixture", ["garden-pretrainer", "garden-model-adam"])
+def test_garden_converted_logits_match_the_model_gardens_own(fixture, tmp_path):
+    """transformers 5 on the converted files computes what the Model Garden computed (its own
+    forward pass, recorded when the fixture was made)."""
+    reference = np.load(TF2 / fixture / "reference.npz")
+    inputs = {k: reference[k].astype(np.int64) for k in ("input_ids", "attention_mask", "token_type_ids")}
+    convert(formats.read(TF2 / fixture), tmp_path / "hf", "hf")
+    mlm = converted_logits(tmp_path / "hf", nsp=False, inputs=inputs)[0].numpy()
+    assert np.max(np.abs(mlm - reference["mlm_logits"])) <= LOGITS_TOLERANCE
+    transformers = pytest.importorskip("transformers")
+    import torch
+    encoder = transformers.BertModel.from_pretrained(tmp_path / "hf").eval()
+    with torch.no_grad():
+        out = encoder(**{k: torch.tensor(v) for k, v in inputs.items()})
+    assert np.max(np.abs(out.last_hidden_state.numpy() - reference["sequence_output"])) <= LOGITS_TOLERANCE
+    assert np.max(np.abs(out.pooler_output.numpy() - reference["pooled_output"])) <= LOGITS_TOLERANCE
+
+
+def test_bert_for_tf2_converted_encoder_matches_its_own_output(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    import torch
+    reference = np.load(TF2 / "bert-for-tf2" / "reference.npz")
+    inputs = {k: torch.tensor(reference[k].astype(np.int64)) for k in ("input_ids", "attention_mask", "token_type_ids")}
+    convert(formats.read(TF2 / "bert-for-tf2"), tmp_path / "hf", "hf")
+    encoder = transformers.BertModel.from_pretrained(tmp_path / "hf", add_pooling_layer=False).eval()
+    assert encoder.config.hidden_act == "gelu_new"  # params-flow's tanh GELU
+    with torch.no_grad():
+        out = encoder(**inputs).last_hidden_state.numpy()
+    assert np.max(np.abs(out - reference["sequence_output"])) <= LOGITS_TOLERANCE
+
+
+@pytest.mark.parametrize("fixture", OBJECT_FIXTURES)
+def test_object_checkpoint_inspects_and_audits_from_the_index_alone(fixture, tmp_path, cli):
+    """As tf.train.list_variables does: no data file, no object graph."""
+    for name in ("bert_model.ckpt.index", "bert_config.json"):
+        if (TF2 / fixture / name).exists():
+            shutil.copy(TF2 / fixture / name, tmp_path / name)
+    tree = formats.read(tmp_path / "bert_model.ckpt.index")
+    assert audit(tree)["parameters"] == audit(formats.read(TF2 / fixture))["parameters"]
+    result = cli("inspect", tmp_path / "bert_model.ckpt.index", "--json")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["format"] == OBJECT_FIXTURES[fixture][0] and report["scope"] == OBJECT_FIXTURES[fixture][1]
+    assert cli("audit", tmp_path / "bert_model.ckpt.index").exit_code == 0
+
+
+def test_bert4keras_object_checkpoint_without_its_data_file_says_what_can_and_cannot_be_known(tmp_path, cli):
+    source = FIXTURES / "bert4keras_pretraining" / "train-adam"
+    shutil.copy(source / "bert_model.ckpt.index", tmp_path / "bert_model.ckpt.index")
+    listing = tf_variables(source / "bert_model.ckpt")
+    weights = {n: s for n, s in listing.items() if n.endswith(VARIABLE_SUFFIX) and not n.startswith("optimizer/")
+               and "/.OPTIMIZER_SLOT/" not in n}
+    result = cli("audit", tmp_path / "bert_model.ckpt.index")
+    assert result.exit_code == 2 and "Traceback" not in result.stderr
+    message = " ".join(result.stderr.split())
+    assert "is absent" in message and "object graph" in message
+    assert f"{len(weights)} model variables ({sum(math.prod(s) for s in weights.values()):,} values)" in message
+    assert "layer_with_weights-N" in message

@@ -13,7 +13,7 @@ from typing import Callable
 from ..containers import keras_h5
 from ..errors import bad_input
 from ..tree import ParameterTree
-from . import bert4keras, bert4keras_objects, google_tf, hf
+from . import bert4keras, bert4keras_objects, bert_for_tf2, google_tf, hf, tf2_garden
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,12 @@ FORMATS: tuple[Format, ...] = (
            bert4keras.write, writes_directory=False),
     Format("tf", (google_tf.FORMAT,), google_tf.sniff, google_tf.candidates, google_tf.read, google_tf.write,
            writes_directory=True),
+    # Read-only TF2 object-based checkpoints whose key paths name the variables (index alone
+    # suffices). Before bert4keras-tf, the catch-all for Keras object checkpoints.
+    Format("tf-garden", (tf2_garden.FORMAT,), tf2_garden.sniff, tf2_garden.candidates, tf2_garden.read,
+           write=None, writes_directory=False),
+    Format("tf-bert-for-tf2", (bert_for_tf2.FORMAT,), bert_for_tf2.sniff, bert_for_tf2.candidates,
+           bert_for_tf2.read, write=None, writes_directory=False),
     # Read-only: what bert4keras' pre-training leaves (Keras object-based TF checkpoints).
     Format("bert4keras-tf", (bert4keras_objects.FORMAT,), bert4keras_objects.sniff, bert4keras_objects.candidates,
            bert4keras_objects.read, write=None, writes_directory=False),

@@ -28,17 +28,10 @@ from . import bert4keras
 from .assemble import Entry, assemble
 
 FORMAT = "bert4keras-tf"
-VARIABLE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+VARIABLE_SUFFIX = trackable.VARIABLE_SUFFIX
 #: Object paths of the layers between the root and a variable (one more per nested model).
 _LAYER_PATH = re.compile(r"^(?:layer_with_weights-\d+/|layer-\d+/)+")
-
-#: Keys that are saved state but not model weights, and why (by prefix or infix).
-_NOT_WEIGHTS = (
-    ("optimizer/", "optimizer state (iterations, learning rate, moment slots)"),
-    ("/.OPTIMIZER_SLOT/", "optimizer slot of a weight (legacy Keras optimizer)"),
-    ("save_counter/", "checkpoint bookkeeping (save counter)"),
-)
-GRAPH_REASON = "the object graph naming the saved objects (not a weight)"
+GRAPH_REASON = trackable.GRAPH_REASON
 UNNAMED_REASON = "a variable the object graph does not name"
 
 
@@ -52,13 +45,22 @@ class Variable:
     role: str
 
 
+#: The most object-path components a bert4keras layer's variable has below its layer
+#: (`q_dense/kernel`); other Keras libraries' layers nest deeper and have readers of their own.
+MAX_ROLE_DEPTH = 2
+
+
 def is_object_checkpoint(prefix: Path) -> bool:
-    """A bundle whose keys are Keras object paths (with the object graph to name them)."""
+    """A bundle whose keys are Keras object paths of layers in a Keras model (with the object
+    graph to name them), as bert4keras' layers save them: `layer_with_weights-N/<role>`."""
     try:
         names = tf_bundle.BundleReader(prefix).entries
     except Exception:  # sniffing never fails: the reader reports a broken bundle properly
         return False
-    return any(name.endswith(VARIABLE_SUFFIX) for name in names)
+    paths = [trackable.object_path(name) for name in names if trackable.not_a_weight(name) is None]
+    paths = [path for path in paths if path is not None]
+    return bool(paths) and all(_LAYER_PATH.match(path) and _LAYER_PATH.sub("", path).count("/") < MAX_ROLE_DEPTH
+                               for path in paths)
 
 
 def sniff(path: Path) -> str | None:
@@ -75,16 +77,6 @@ def candidates(directory: Path) -> list[Path]:
     return [p for p in prefixes if is_object_checkpoint(p)]
 
 
-def _not_a_weight(key: str) -> str | None:
-    """Why a key is saved state but no model variable, or None for a model variable's key."""
-    if key == trackable.GRAPH_KEY:
-        return GRAPH_REASON
-    for marker, reason in _NOT_WEIGHTS:
-        if key.startswith(marker) or (marker.startswith("/") and marker in key):
-            return reason
-    return None
-
-
 def read(path: Path, *, config_path: Path | None = None, num_heads: int | None = None) -> ParameterTree:
     """Read a bert4keras model's object-based checkpoint (flat, pre-training or nested model)."""
     prefix = tf_bundle.resolve_prefix(path)
@@ -92,6 +84,7 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     if trackable.GRAPH_KEY not in reader.entries:
         raise bad_input(reader.index_path, f"object-based checkpoint without {trackable.GRAPH_KEY}: "
                                            f"its variables cannot be told apart by position alone")
+    _require_object_graph_data(reader)
     variables, ignored = _classify(reader)
     layers = list(dict.fromkeys(v.layer for v in variables))
     bert4keras.refuse_non_bert(reader.index_path, layers, what="a Keras object-based checkpoint",
@@ -120,6 +113,25 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     )
 
 
+def _require_object_graph_data(reader: tf_bundle.BundleReader) -> None:
+    """The object graph lives in the data file: without it, say what the index alone tells
+    (what `tf.train.list_variables` lists) and what it cannot."""
+    data = reader.data_path(reader.entries[trackable.GRAPH_KEY].shard_id)
+    if data.exists():
+        return
+    paths = [(key, entry) for key, entry in reader.entries.items()
+             if trackable.not_a_weight(key) is None and trackable.object_path(key) is not None and entry.dtype]
+    other = len(reader.entries) - len(paths) - 1
+    values = sum(entry.numel for _, entry in paths)
+    raise bad_input(data, f"is absent, and the object graph that names this checkpoint's variables "
+                          f"({trackable.GRAPH_KEY}) is stored there. The index alone gives {len(paths)} model "
+                          f"variables ({values:,} values) and {other} optimizer or bookkeeping entries, with their "
+                          f"keys and shapes, but not which bert4keras layer each belongs to: its keys are "
+                          f"`layer_with_weights-N/<role>`, and N does not identify a layer (Pooler-Dense and "
+                          f"MLM-Dense have the same shapes). Put the data file beside the index to inspect, audit "
+                          f"or convert it")
+
+
 def _classify(reader: tf_bundle.BundleReader) -> tuple[list[Variable], list[Ignored]]:
     """The model variables of the bundle, each named by the object graph, and the rest, each
     with the reason it is not a model weight."""
@@ -127,7 +139,7 @@ def _classify(reader: tf_bundle.BundleReader) -> tuple[list[Variable], list[Igno
     full_names = trackable.variable_names(nodes, source=reader.index_path)
     variables, ignored = [], []
     for key, entry in reader.entries.items():
-        reason = _not_a_weight(key)
+        reason = trackable.not_a_weight(key)
         if reason is None and (not key.endswith(VARIABLE_SUFFIX) or entry.dtype is None):
             reason = f"not a variable value ({tf_bundle.tf_dtype_name(entry.tf_dtype)})"
         if reason is None and not full_names.get(key):

@@ -17,6 +17,7 @@ from ..containers import tf_bundle
 from ..errors import bad_input
 from ..tree import Ignored, ParameterTree
 from .assemble import Entry, assemble
+from .scope import find_scope, unscoped
 from .table import TRANSPOSE, Row, Skip, Table
 
 FORMAT = "google-tf"
@@ -116,41 +117,16 @@ def _looks_like_index(index: Path) -> bool:
 # --- reading --------------------------------------------------------------------------------
 
 
-def find_scope(path: Path, names: list[str]) -> str:
-    """The prefix under which the table's names occur: "" for Google's own checkpoints,
-    "module/" for google-research/bert's `run_classifier_with_tfhub` fine-tunes (the TF-Hub
-    module's variables sit under the scope it was applied in, beside the task head).
-
-    The scope is the `/`-ended prefix whose removal makes the most names match the table. Two
-    scopes each holding a word-embedding table are two BERTs: which one is meant is not guessed.
-    """
-    matches: dict[str, int] = {}
-    embeddings: list[str] = []
-    for name in names:
-        for cut in [0] + [i + 1 for i, char in enumerate(name) if char == "/"]:
-            match = TABLE.match(name[cut:])
-            if match is not None:
-                matches[name[:cut]] = matches.get(name[:cut], 0) + 1
-                if match.canonical == "embeddings.word":
-                    embeddings.append(name[:cut])
-    if len(embeddings) > 1:
-        shown = ", ".join(repr(scope) for scope in embeddings)
-        raise bad_input(path, f"holds {len(embeddings)} BERTs, under the scopes {shown}; bertconv reads one "
-                              f"BERT per checkpoint and will not guess which is meant")
-    if not matches:
-        return ""
-    return max(sorted(matches), key=lambda scope: matches[scope])
-
-
 def read(path: Path, *, config_path: Path | None = None, num_heads: int | None = None) -> ParameterTree:
     """Read a Google TF1 checkpoint (prefix, `.index`, data file or directory) from its index.
 
-    The BERT may sit under a scope (see `find_scope`); its names are read without it, and every
+    The BERT may sit under a scope (`scope.find_scope`: "module/" in google-research/bert's
+    `run_classifier_with_tfhub` fine-tunes, beside the task head); its names are read without it, and every
     entry outside it is reported as ignored.
     """
     prefix = tf_bundle.resolve_prefix(path)
     reader = tf_bundle.BundleReader(prefix)
-    scope = find_scope(reader.index_path, list(reader.entries))
+    scope = find_scope(reader.index_path, reader.entries, TABLE)
     entries = []
     ignored_strings = []
     for name, entry in reader.entries.items():
@@ -173,7 +149,7 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
         format_name=FORMAT, path=prefix, entries=entries, table=TABLE, config=config,
         default_activation=DEFAULT_ACTIVATION, num_heads=num_heads, files=files,
         vocab=vocab if vocab.is_file() else None, extra_ignored=ignored_strings,
-        rename=lambda name: name[len(scope):] if name.startswith(scope) else name,
+        rename=unscoped(scope),
     )
     tree.scope = scope
     return tree
