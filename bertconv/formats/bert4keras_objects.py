@@ -33,6 +33,9 @@ VARIABLE_SUFFIX = trackable.VARIABLE_SUFFIX
 _LAYER_PATH = re.compile(r"^(?:layer_with_weights-\d+/|layer-\d+/)+")
 GRAPH_REASON = trackable.GRAPH_REASON
 UNNAMED_REASON = "a variable the object graph does not name"
+WHY_GRAPH = ("its keys are `layer_with_weights-N/<role>`, and N does not identify a bert4keras layer "
+             "(Pooler-Dense and MLM-Dense have the same shapes): its variables cannot be told apart by "
+             "position alone")
 
 
 @dataclass(frozen=True)
@@ -81,10 +84,6 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     """Read a bert4keras model's object-based checkpoint (flat, pre-training or nested model)."""
     prefix = tf_bundle.resolve_prefix(path)
     reader = tf_bundle.BundleReader(prefix)
-    if trackable.GRAPH_KEY not in reader.entries:
-        raise bad_input(reader.index_path, f"object-based checkpoint without {trackable.GRAPH_KEY}: "
-                                           f"its variables cannot be told apart by position alone")
-    _require_object_graph_data(reader)
     variables, ignored = _classify(reader)
     layers = list(dict.fromkeys(v.layer for v in variables))
     bert4keras.refuse_non_bert(reader.index_path, layers, what="a Keras object-based checkpoint",
@@ -113,30 +112,10 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     )
 
 
-def _require_object_graph_data(reader: tf_bundle.BundleReader) -> None:
-    """The object graph lives in the data file: without it, say what the index alone tells
-    (what `tf.train.list_variables` lists) and what it cannot."""
-    data = reader.data_path(reader.entries[trackable.GRAPH_KEY].shard_id)
-    if data.exists():
-        return
-    paths = [(key, entry) for key, entry in reader.entries.items()
-             if trackable.not_a_weight(key) is None and trackable.object_path(key) is not None and entry.dtype]
-    other = len(reader.entries) - len(paths) - 1
-    values = sum(entry.numel for _, entry in paths)
-    raise bad_input(data, f"is absent, and the object graph that names this checkpoint's variables "
-                          f"({trackable.GRAPH_KEY}) is stored there. The index alone gives {len(paths)} model "
-                          f"variables ({values:,} values) and {other} optimizer or bookkeeping entries, with their "
-                          f"keys and shapes, but not which bert4keras layer each belongs to: its keys are "
-                          f"`layer_with_weights-N/<role>`, and N does not identify a layer (Pooler-Dense and "
-                          f"MLM-Dense have the same shapes). Put the data file beside the index to inspect, audit "
-                          f"or convert it")
-
-
 def _classify(reader: tf_bundle.BundleReader) -> tuple[list[Variable], list[Ignored]]:
     """The model variables of the bundle, each named by the object graph, and the rest, each
     with the reason it is not a model weight."""
-    nodes = trackable.parse_object_graph(reader.read_string_scalar(trackable.GRAPH_KEY), source=reader.index_path)
-    full_names = trackable.variable_names(nodes, source=reader.index_path)
+    full_names = trackable.read_variable_names(reader, why=WHY_GRAPH)
     variables, ignored = [], []
     for key, entry in reader.entries.items():
         reason = trackable.not_a_weight(key)

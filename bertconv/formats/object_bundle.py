@@ -29,11 +29,12 @@ from ..errors import bad_input
 from ..tensor import LazyTensor
 from ..tree import Ignored, ParameterTree
 from .assemble import Entry, assemble
-from .scope import find_scope, unscoped
+from .scope import find_scope, find_scopes
 from .table import Table
 
 CONFIG_FILE = "bert_config.json"
 VOCAB_FILE = "vocab.txt"
+UNNAMED_REASON = "a variable the object graph does not name"
 OUTSIDE_SCOPE_REASON = ("outside the scope {scope!r} the BERT was found under: another object of the saved "
                         "model (a task head on top, say)")
 
@@ -71,6 +72,9 @@ class ObjectLayout:
       canonical_shape: (canonical name, stored shape) -> the canonical shape, for a library that
         stores a parameter with more axes (per-head attention kernels); None keeps the shape.
       heads_from_shapes: (canonical name, stored shape) -> the head count the shape shows, or None.
+      names_in_graph: the keys do not name the variables (a SavedModel keys them `variables/N`):
+        their names are the object graph's `full_name`s, and the data file that holds the graph is
+        needed even for `inspect`; `why_graph` says so in the message when it is absent.
     """
 
     format_name: str
@@ -78,6 +82,32 @@ class ObjectLayout:
     default_activation: str
     canonical_shape: Callable[[str, tuple[int, ...]], tuple[int, ...] | None] = lambda name, shape: None
     heads_from_shapes: Callable[[str, tuple[int, ...]], int | None] = lambda name, shape: None
+    names_in_graph: bool = False
+    why_graph: str = ""
+
+
+_PER_HEAD = ("query", "key", "value")
+
+
+def keras_attention_shape(name: str, shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """Keras MultiHeadAttention's per-head shapes (EinsumDense, as the TF2 Model Garden stores
+    them) folded into BERT's: query/key/value kernels
+    [H, A, H/A] -> [H, H], their biases [A, H/A] -> [H], the output kernel [A, H/A, H] -> [H, H]."""
+    parts = name.split(".")
+    if len(parts) < 5 or parts[2] != "attention":
+        return None
+    if parts[3] in _PER_HEAD and parts[4] == "kernel" and len(shape) == 3:
+        return (shape[0], shape[1] * shape[2])
+    if parts[3] in _PER_HEAD and parts[4] == "bias" and len(shape) == 2:
+        return (shape[0] * shape[1],)
+    if parts[3] == "output" and parts[4] == "kernel" and len(shape) == 3:
+        return (shape[0] * shape[1], shape[2])
+    return None
+
+
+def keras_attention_heads(name: str, shape: tuple[int, ...]) -> int | None:
+    """A: the middle axis of a per-head query kernel [H, A, H/A]."""
+    return shape[1] if name.endswith(".attention.query.kernel") and len(shape) == 3 else None
 
 
 def variable_paths(reader: tf_bundle.BundleReader) -> tuple[dict[str, str], list[Ignored]]:
@@ -136,13 +166,23 @@ def read(path: Path, layout: ObjectLayout, *, config_path: Path | None = None,
     prefix = tf_bundle.resolve_prefix(path)
     reader = tf_bundle.BundleReader(prefix)
     paths, ignored = variable_paths(reader)
-    scope = find_scope(reader.index_path, paths.values(), layout.table)
+    if layout.names_in_graph:
+        full_names = trackable.read_variable_names(reader, why=layout.why_graph)
+        for key in [key for key in paths if not full_names.get(key)]:
+            ignored.append(_ignored(reader.entries[key], key, UNNAMED_REASON))
+            del paths[key]
+        paths = {key: full_names[key] for key in paths}
+        scopes = find_scopes(reader.index_path, paths.values(), layout.table)
+    else:
+        scopes = [find_scope(reader.index_path, paths.values(), layout.table)]
     entries, names, heads_seen = [], {}, set()
     for key, path_ in paths.items():
         entry = reader.entries[key]
-        if not path_.startswith(scope):
-            ignored.append(_ignored(entry, key, OUTSIDE_SCOPE_REASON.format(scope=scope)))
+        scope = next((s for s in scopes if path_.startswith(s) and layout.table.match(path_[len(s):])), None)
+        if scope is None and not any(path_.startswith(s) for s in scopes):
+            ignored.append(_ignored(entry, key, OUTSIDE_SCOPE_REASON.format(scope=scopes[0])))
             continue
+        scope = scope if scope is not None else scopes[0]
         match = layout.table.match(path_[len(scope):])
         tensor: LazyTensor = reader.tensor(key)
         if match is not None:
@@ -155,7 +195,7 @@ def read(path: Path, layout: ObjectLayout, *, config_path: Path | None = None,
             heads = layout.heads_from_shapes(match.canonical, tuple(entry.shape))
             if heads is not None:
                 heads_seen.add(heads)
-        names[key] = path_
+        names[key] = path_[len(scope):]
         entries.append(Entry(key, tensor, reader.data_path(entry.shard_id)))
     directory = prefix.parent
     config = _config(directory, config_path, layout.default_activation)
@@ -164,17 +204,15 @@ def read(path: Path, layout: ObjectLayout, *, config_path: Path | None = None,
                                            f"({', '.join(map(str, sorted(heads_seen)))})")
     if num_heads is None and config is None and heads_seen:
         num_heads = heads_seen.pop()  # the per-head kernels say it: no default needed
-    vocab = directory / VOCAB_FILE
+    vocab = next((v for v in (directory / VOCAB_FILE, directory.parent / "assets" / VOCAB_FILE) if v.is_file()), None)
     shards = sorted({entry.shard_id for entry in reader.entries.values()})
-    strip = unscoped(scope)
     tree = assemble(
         format_name=layout.format_name, path=prefix, entries=entries, table=layout.table, config=config,
         default_activation=layout.default_activation, num_heads=num_heads,
         files=[reader.index_path] + [reader.data_path(i) for i in shards],
-        vocab=vocab if vocab.is_file() else None, extra_ignored=ignored,
-        rename=lambda key: strip(names[key]),
+        vocab=vocab, extra_ignored=ignored, rename=lambda key: names.get(key, key),
     )
-    tree.scope = scope
+    tree.scope = scopes[0]
     return tree
 
 

@@ -45,3 +45,21 @@ def find_scope(path: Path, names: Iterable[str], table: Table) -> str:
 def unscoped(scope: str):
     """name -> the name without `scope` (names outside it are returned unchanged)."""
     return lambda name: name[len(scope):] if name.startswith(scope) else name
+
+
+def find_scopes(path: Path, names: Iterable[str], table: Table) -> list[str]:
+    """The scopes under which `names` match `table`, best first: for files whose parts were
+    named under different scopes (a TF-Hub SavedModel's encoder variables are unscoped, its
+    masked-LM head's sit under the pre-training model's name). Each name belongs to the first
+    scope under which it matches; two word-embedding tables are refused as in `find_scope`."""
+    remaining = list(names)
+    scopes: list[str] = []
+    find_scope(path, remaining, table)  # refuses two BERTs
+    while remaining:
+        scope = find_scope(path, remaining, table)
+        matched = [n for n in remaining if n.startswith(scope) and table.match(n[len(scope):]) is not None]
+        if not matched:
+            break
+        scopes.append(scope)
+        remaining = [n for n in remaining if n not in set(matched)]
+    return scopes or [""]

@@ -89,30 +89,8 @@ TABLE = Table(FORMAT, (
     Skip("*next_sentence*", "a BertPretrainerV2 classification head (next sentence), not Google's NSP layer"),
 ))
 
-_PER_HEAD = ("query", "key", "value")
-
-
-def canonical_shape(name: str, shape: tuple[int, ...]) -> tuple[int, ...] | None:
-    """Keras MultiHeadAttention's per-head shapes folded into BERT's: query/key/value kernels
-    [H, A, H/A] -> [H, H], their biases [A, H/A] -> [H], the output kernel [A, H/A, H] -> [H, H]."""
-    parts = name.split(".")
-    if len(parts) < 5 or parts[2] != "attention":
-        return None
-    if parts[3] in _PER_HEAD and parts[4] == "kernel" and len(shape) == 3:
-        return (shape[0], shape[1] * shape[2])
-    if parts[3] in _PER_HEAD and parts[4] == "bias" and len(shape) == 2:
-        return (shape[0] * shape[1],)
-    if parts[3] == "output" and parts[4] == "kernel" and len(shape) == 3:
-        return (shape[0] * shape[1], shape[2])
-    return None
-
-
-def heads_from_shapes(name: str, shape: tuple[int, ...]) -> int | None:
-    """A: the middle axis of a per-head query kernel [H, A, H/A]."""
-    return shape[1] if name.endswith(".attention.query.kernel") and len(shape) == 3 else None
-
-
-LAYOUT = object_bundle.ObjectLayout(FORMAT, TABLE, DEFAULT_ACTIVATION, canonical_shape, heads_from_shapes)
+LAYOUT = object_bundle.ObjectLayout(FORMAT, TABLE, DEFAULT_ACTIVATION, object_bundle.keras_attention_shape,
+                                    object_bundle.keras_attention_heads)
 sniff = object_bundle.sniffer(FORMAT, TABLE)
 candidates = object_bundle.candidate_finder(TABLE)
 
