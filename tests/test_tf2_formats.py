@@ -387,3 +387,102 @@ def test_hub_savedmodel_without_its_data_file_says_the_names_are_in_the_graph(tm
     assert result.exit_code == 2 and "Traceback" not in result.stderr
     message = " ".join(result.stderr.split())
     assert "is absent" in message and "by position" in message
+
+
+# --- keras-bert HDF5 --------------------------------------------------------------------------
+
+KERAS_BERT = FIXTURES / "keras_bert" / "pretraining"
+KERAS_BERT_FILES = ("model.h5", "weights.h5")
+
+
+@pytest.mark.parametrize("name", KERAS_BERT_FILES)
+def test_keras_bert_file_is_named_keras_bert_not_refused_as_bert4keras(name):
+    tree = formats.read(KERAS_BERT / name)
+    assert tree.format == "keras-bert-h5"
+    assert tree.heads.as_dict() == {"pooler": True, "mlm": True, "nsp": True}
+    assert tree["mlm.output_bias"].source == "MLM-Sim/bias:0" and tree["pooler.kernel"].source == "NSP-Dense/kernel:0"
+    assert tree.config.layer_norm_eps == 1e-14  # keras-layer-normalization's K.epsilon() ** 2
+
+
+@pytest.mark.parametrize("name", KERAS_BERT_FILES)
+def test_keras_bert_audit_equals_keras_count_params(name):
+    reference = np.load(KERAS_BERT / "reference.npz")
+    report = audit(formats.read(KERAS_BERT / name))
+    assert report["ok"], report["problems"]
+    assert report["parameters"] == int(reference["count_params"])
+
+
+def test_keras_bert_optimizer_weights_are_ignored_and_counted():
+    import h5py
+    with h5py.File(KERAS_BERT / "model.h5") as f:
+        optimizer = []
+        f["optimizer_weights"].visititems(lambda n, o: optimizer.append(n) if isinstance(o, h5py.Dataset) else None)
+    ignored = [i for i in formats.read(KERAS_BERT / "model.h5").ignored if i.name.startswith("optimizer_weights/")]
+    assert len(ignored) == len(optimizer) > 0
+    assert all("optimizer" in i.reason for i in ignored)
+
+
+@pytest.mark.parametrize("name", KERAS_BERT_FILES)
+def test_keras_bert_values_are_the_files_bit_for_bit(name):
+    import h5py
+    tree = formats.read(KERAS_BERT / name)
+    with h5py.File(KERAS_BERT / name) as f:
+        root = f["model_weights"] if "model_weights" in f else f
+        for param in tree:
+            layer = param.source.split("/", 1)[0]
+            expected = root[layer][param.source][()]
+            assert np.array_equal(param.tensor.read(), expected), param.source
+
+
+def test_keras_bert_save_and_save_weights_hold_the_same_model():
+    assert diff(formats.read(KERAS_BERT / "model.h5"), formats.read(KERAS_BERT / "weights.h5"))["identical"]
+
+
+def test_keras_bert_round_trips_through_every_format(tmp_path):
+    tree = formats.read(KERAS_BERT / "model.h5")
+    for target in TARGETS:
+        out = tmp_path / target
+        convert(tree, out, target)
+        config = tmp_path / "tf" / google_tf.CONFIG_FILE if target == "bert4keras" else None
+        back = formats.read(out, config_path=config)
+        assert diff(tree, back)["identical"], target
+        if target != "hf" and "layer_norm_eps" not in json.loads((tmp_path / "tf" / google_tf.CONFIG_FILE).read_text()):
+            back.config = back.config.with_overrides(layer_norm_eps=tree.config.layer_norm_eps)  # no key to hold it
+        assert back.config == tree.config, target
+
+
+def test_keras_bert_converted_probabilities_match_keras_berts_own(tmp_path):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    reference = np.load(KERAS_BERT / "reference.npz")
+    convert(formats.read(KERAS_BERT / "model.h5"), tmp_path / "hf", "hf")
+    model = transformers.BertForPreTraining.from_pretrained(tmp_path / "hf").eval()
+    assert model.config.hidden_act == "gelu_new" and model.config.layer_norm_eps == 1e-14
+    inputs = {k: torch.tensor(reference[k].astype(np.int64)) for k in ("input_ids", "attention_mask", "token_type_ids")}
+    with torch.no_grad():
+        out = model(**inputs)
+    mlm = torch.softmax(out.prediction_logits, -1).numpy()
+    nsp = torch.softmax(out.seq_relationship_logits, -1).numpy()
+    assert np.max(np.abs(mlm - reference["mlm_probabilities"])) <= LOGITS_TOLERANCE
+    assert np.max(np.abs(nsp - reference["nsp_probabilities"])) <= LOGITS_TOLERANCE
+
+
+# --- every new reader: headers only -----------------------------------------------------------
+
+HEADER_ONLY_SOURCES = [TF_HUB, *(TF2 / f for f in OBJECT_FIXTURES), HUB_SAVEDMODEL,
+                       *(KERAS_BERT / n for n in KERAS_BERT_FILES)]
+
+
+@pytest.mark.parametrize("source", HEADER_ONLY_SOURCES, ids=lambda p: p.name if p.is_file() else p.parent.name + "/" + p.name)
+def test_inspect_and_audit_read_no_tensor_data(source, monkeypatch):
+    from bertconv.commands.inspect import describe
+    from bertconv.tensor import LazyTensor, MappedTensor
+    expected = audit(formats.read(source))
+
+    def refuse(self):
+        raise AssertionError(f"tensor data read: {self!r}")
+    for cls in {LazyTensor, MappedTensor, *LazyTensor.__subclasses__(), *MappedTensor.__subclasses__()}:
+        monkeypatch.setattr(cls, "read", refuse)
+    tree = formats.read(source)
+    describe(tree)
+    assert audit(tree) == expected

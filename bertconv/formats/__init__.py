@@ -13,7 +13,7 @@ from typing import Callable
 from ..containers import keras_h5
 from ..errors import bad_input
 from ..tree import ParameterTree
-from . import bert4keras, bert4keras_objects, bert_for_tf2, google_tf, hf, tf2_garden, tf_hub_savedmodel
+from . import bert4keras, bert4keras_objects, bert_for_tf2, google_tf, hf, keras_bert, tf2_garden, tf_hub_savedmodel
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,9 @@ class Format:
 
 FORMATS: tuple[Format, ...] = (
     Format("hf", hf.FORMATS, hf.sniff, hf.candidates, hf.read, hf.write, writes_directory=True),
+    # Read-only. Before bert4keras, whose sniffer claims every Keras-2 HDF5 file.
+    Format("keras-bert", (keras_bert.FORMAT,), keras_bert.sniff, keras_bert.candidates, keras_bert.read,
+           write=None, writes_directory=False),
     Format("bert4keras", bert4keras.FORMATS, bert4keras.sniff, bert4keras.candidates, bert4keras.read,
            bert4keras.write, writes_directory=False),
     Format("tf", (google_tf.FORMAT,), google_tf.sniff, google_tf.candidates, google_tf.read, google_tf.write,
