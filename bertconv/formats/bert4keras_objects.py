@@ -24,7 +24,7 @@ from ..config import BertConfig, load_config_file
 from ..containers import tf_bundle, trackable
 from ..errors import bad_input
 from ..tree import Ignored, ParameterTree
-from . import bert4keras
+from . import bert4keras, object_bundle
 from .assemble import Entry, assemble
 
 FORMAT = "bert4keras-tf"
@@ -72,12 +72,7 @@ def sniff(path: Path) -> str | None:
 
 
 def candidates(directory: Path) -> list[Path]:
-    try:
-        prefixes = [tf_bundle.resolve_prefix(directory)]
-    except Exception:
-        prefixes = [p.with_name(p.name[:-len(tf_bundle.INDEX_SUFFIX)])
-                    for p in sorted(directory.glob("*" + tf_bundle.INDEX_SUFFIX))]
-    return [p for p in prefixes if is_object_checkpoint(p)]
+    return [p for p in object_bundle.bundle_prefixes(directory) if is_object_checkpoint(p)]
 
 
 def read(path: Path, *, config_path: Path | None = None, num_heads: int | None = None) -> ParameterTree:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..tree import ParameterTree
 from . import object_bundle
-from .table import Row, Table
+from .table import Row, Table, dense_rows, norm_rows
 
 FORMAT = "tf-bert-for-tf2"
 #: params_flow.activations.gelu: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
@@ -35,27 +35,19 @@ DEFAULT_ACTIVATION = "gelu_tanh"
 _LAYER = "encoders_layer/encoder_layers/{i}"
 
 
-def _norm(canonical: str, path: str) -> tuple[Row, ...]:
-    return (Row(f"{canonical}.gamma", f"{path}/gamma"), Row(f"{canonical}.beta", f"{path}/beta"))
-
-
-def _dense(canonical: str, path: str) -> tuple[Row, ...]:
-    return (Row(f"{canonical}.kernel", f"{path}/kernel"), Row(f"{canonical}.bias", f"{path}/bias"))
-
-
 TABLE = Table(FORMAT, (
     Row("embeddings.word", "embeddings_layer/word_embeddings_layer/embeddings"),
     Row("embeddings.token_type", "embeddings_layer/token_type_embeddings_layer/embeddings"),
     Row("embeddings.position", "embeddings_layer/position_embeddings_layer/embeddings"),
-    *_norm("embeddings.norm", "embeddings_layer/layer_norm_layer"),
-    *_dense("layers.{i}.attention.query", f"{_LAYER}/self_attention_layer/attention_layer/query_layer"),
-    *_dense("layers.{i}.attention.key", f"{_LAYER}/self_attention_layer/attention_layer/key_layer"),
-    *_dense("layers.{i}.attention.value", f"{_LAYER}/self_attention_layer/attention_layer/value_layer"),
-    *_dense("layers.{i}.attention.output", f"{_LAYER}/self_attention_layer/attention_projector/dense"),
-    *_norm("layers.{i}.attention_norm", f"{_LAYER}/self_attention_layer/attention_projector/layer_norm"),
-    *_dense("layers.{i}.ffn.intermediate", f"{_LAYER}/intermediate_layer"),
-    *_dense("layers.{i}.ffn.output", f"{_LAYER}/output_projector/dense"),
-    *_norm("layers.{i}.ffn_norm", f"{_LAYER}/output_projector/layer_norm"),
+    *norm_rows("embeddings.norm", "embeddings_layer/layer_norm_layer"),
+    *dense_rows("layers.{i}.attention.query", f"{_LAYER}/self_attention_layer/attention_layer/query_layer"),
+    *dense_rows("layers.{i}.attention.key", f"{_LAYER}/self_attention_layer/attention_layer/key_layer"),
+    *dense_rows("layers.{i}.attention.value", f"{_LAYER}/self_attention_layer/attention_layer/value_layer"),
+    *dense_rows("layers.{i}.attention.output", f"{_LAYER}/self_attention_layer/attention_projector/dense"),
+    *norm_rows("layers.{i}.attention_norm", f"{_LAYER}/self_attention_layer/attention_projector/layer_norm"),
+    *dense_rows("layers.{i}.ffn.intermediate", f"{_LAYER}/intermediate_layer"),
+    *dense_rows("layers.{i}.ffn.output", f"{_LAYER}/output_projector/dense"),
+    *norm_rows("layers.{i}.ffn_norm", f"{_LAYER}/output_projector/layer_norm"),
 ))
 
 LAYOUT = object_bundle.ObjectLayout(FORMAT, TABLE, DEFAULT_ACTIVATION)

@@ -36,7 +36,7 @@ from ..containers import keras_h5
 from ..errors import bad_input
 from ..tree import Ignored, ParameterTree
 from .assemble import Entry, assemble
-from .table import Row, Table
+from .table import Row, Table, dense_rows, norm_rows
 
 FORMAT = "keras-bert-h5"
 #: keras-transformer's gelu: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
@@ -49,34 +49,26 @@ _ATTENTION = "Encoder-{i}-MultiHeadSelfAttention"
 _FEED_FORWARD = "Encoder-{i}-FeedForward"
 
 
-def _norm(canonical: str, layer: str) -> tuple[Row, ...]:
-    return (Row(f"{canonical}.gamma", f"{layer}/gamma"), Row(f"{canonical}.beta", f"{layer}/beta"))
-
-
-def _dense(canonical: str, layer: str, kernel: str = "kernel", bias: str = "bias") -> tuple[Row, ...]:
-    return (Row(f"{canonical}.kernel", f"{layer}/{kernel}"), Row(f"{canonical}.bias", f"{layer}/{bias}"))
-
-
 #: Names are `<layer>/<weight>`, the weight without keras-bert's `<layer>_` prefix and `:0`; {i} is
 #: the 0-based layer (keras-bert's block number minus one, see `_table_name`).
 TABLE = Table(FORMAT, (
     Row("embeddings.word", "Embedding-Token/embeddings"),
     Row("embeddings.token_type", "Embedding-Segment/embeddings"),
     Row("embeddings.position", "Embedding-Position/embeddings"),
-    *_norm("embeddings.norm", "Embedding-Norm"),
-    *_dense("layers.{i}.attention.query", _ATTENTION, "Wq", "bq"),
-    *_dense("layers.{i}.attention.key", _ATTENTION, "Wk", "bk"),
-    *_dense("layers.{i}.attention.value", _ATTENTION, "Wv", "bv"),
-    *_dense("layers.{i}.attention.output", _ATTENTION, "Wo", "bo"),
-    *_norm("layers.{i}.attention_norm", f"{_ATTENTION}-Norm"),
-    *_dense("layers.{i}.ffn.intermediate", _FEED_FORWARD, "W1", "b1"),
-    *_dense("layers.{i}.ffn.output", _FEED_FORWARD, "W2", "b2"),
-    *_norm("layers.{i}.ffn_norm", f"{_FEED_FORWARD}-Norm"),
-    *_dense("pooler", "NSP-Dense"),
-    *_dense("mlm.transform", "MLM-Dense"),
-    *_norm("mlm.norm", "MLM-Norm"),
+    *norm_rows("embeddings.norm", "Embedding-Norm"),
+    *dense_rows("layers.{i}.attention.query", _ATTENTION, kernel="Wq", bias="bq"),
+    *dense_rows("layers.{i}.attention.key", _ATTENTION, kernel="Wk", bias="bk"),
+    *dense_rows("layers.{i}.attention.value", _ATTENTION, kernel="Wv", bias="bv"),
+    *dense_rows("layers.{i}.attention.output", _ATTENTION, kernel="Wo", bias="bo"),
+    *norm_rows("layers.{i}.attention_norm", f"{_ATTENTION}-Norm"),
+    *dense_rows("layers.{i}.ffn.intermediate", _FEED_FORWARD, kernel="W1", bias="b1"),
+    *dense_rows("layers.{i}.ffn.output", _FEED_FORWARD, kernel="W2", bias="b2"),
+    *norm_rows("layers.{i}.ffn_norm", f"{_FEED_FORWARD}-Norm"),
+    *dense_rows("pooler", "NSP-Dense"),
+    *dense_rows("mlm.transform", "MLM-Dense"),
+    *norm_rows("mlm.norm", "MLM-Norm"),
     Row("mlm.output_bias", "MLM-Sim/bias"),
-    *_dense("nsp", "NSP"),
+    *dense_rows("nsp", "NSP"),
 ))
 
 #: Layer names only keras-bert builds (bert4keras numbers `Transformer-{i}`, from 0).

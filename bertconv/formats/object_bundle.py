@@ -147,15 +147,19 @@ def sniffer(format_name: str, table: Table):
     return sniff
 
 
+def bundle_prefixes(directory: Path) -> list[Path]:
+    """The bundles in `directory`: the one its `checkpoint` file names, else each `*.index`."""
+    try:
+        return [tf_bundle.resolve_prefix(directory)]
+    except Exception:  # no usable checkpoint file: list the indexes, each judged by its reader
+        return [p.with_name(p.name[:-len(tf_bundle.INDEX_SUFFIX)])
+                for p in sorted(directory.glob("*" + tf_bundle.INDEX_SUFFIX))]
+
+
 def candidate_finder(table: Table):
     """`candidates(directory)` for a `Format` entry."""
     def candidates(directory: Path) -> list[Path]:
-        try:
-            prefixes = [tf_bundle.resolve_prefix(directory)]
-        except Exception:
-            prefixes = [p.with_name(p.name[:-len(tf_bundle.INDEX_SUFFIX)])
-                        for p in sorted(directory.glob("*" + tf_bundle.INDEX_SUFFIX))]
-        return [p for p in prefixes if holds(p, table)]
+        return [p for p in bundle_prefixes(directory) if holds(p, table)]
     return candidates
 
 

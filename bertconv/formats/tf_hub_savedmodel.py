@@ -33,7 +33,7 @@ from pathlib import Path
 from ..containers import tf_bundle
 from ..tree import ParameterTree
 from . import object_bundle
-from .table import Row, Table
+from .table import Row, Table, dense_rows, norm_rows
 
 FORMAT = "tf-hub-savedmodel"
 #: The Model Garden encoder's default inner activation: gelu(approximate=True), tanh.
@@ -47,30 +47,22 @@ WHY_GRAPH = "a SavedModel keys its variables by position (`variables/N`), and on
 _LAYER = "transformer/layer_{i}"
 
 
-def _norm(canonical: str, name: str) -> tuple[Row, ...]:
-    return (Row(f"{canonical}.gamma", f"{name}/gamma"), Row(f"{canonical}.beta", f"{name}/beta"))
-
-
-def _dense(canonical: str, name: str) -> tuple[Row, ...]:
-    return (Row(f"{canonical}.kernel", f"{name}/kernel"), Row(f"{canonical}.bias", f"{name}/bias"))
-
-
 TABLE = Table(FORMAT, (
     Row("embeddings.word", "word_embeddings/embeddings"),
     Row("embeddings.token_type", "type_embeddings/embeddings"),
     Row("embeddings.position", "position_embedding/embeddings"),
-    *_norm("embeddings.norm", "embeddings/layer_norm"),
-    *_dense("layers.{i}.attention.query", f"{_LAYER}/self_attention/query"),
-    *_dense("layers.{i}.attention.key", f"{_LAYER}/self_attention/key"),
-    *_dense("layers.{i}.attention.value", f"{_LAYER}/self_attention/value"),
-    *_dense("layers.{i}.attention.output", f"{_LAYER}/self_attention/attention_output"),
-    *_norm("layers.{i}.attention_norm", f"{_LAYER}/self_attention_layer_norm"),
-    *_dense("layers.{i}.ffn.intermediate", f"{_LAYER}/intermediate"),
-    *_dense("layers.{i}.ffn.output", f"{_LAYER}/output"),
-    *_norm("layers.{i}.ffn_norm", f"{_LAYER}/output_layer_norm"),
-    *_dense("pooler", "pooler_transform"),
-    *_dense("mlm.transform", "cls/predictions/transform/dense"),
-    *_norm("mlm.norm", "cls/predictions/transform/LayerNorm"),
+    *norm_rows("embeddings.norm", "embeddings/layer_norm"),
+    *dense_rows("layers.{i}.attention.query", f"{_LAYER}/self_attention/query"),
+    *dense_rows("layers.{i}.attention.key", f"{_LAYER}/self_attention/key"),
+    *dense_rows("layers.{i}.attention.value", f"{_LAYER}/self_attention/value"),
+    *dense_rows("layers.{i}.attention.output", f"{_LAYER}/self_attention/attention_output"),
+    *norm_rows("layers.{i}.attention_norm", f"{_LAYER}/self_attention_layer_norm"),
+    *dense_rows("layers.{i}.ffn.intermediate", f"{_LAYER}/intermediate"),
+    *dense_rows("layers.{i}.ffn.output", f"{_LAYER}/output"),
+    *norm_rows("layers.{i}.ffn_norm", f"{_LAYER}/output_layer_norm"),
+    *dense_rows("pooler", "pooler_transform"),
+    *dense_rows("mlm.transform", "cls/predictions/transform/dense"),
+    *norm_rows("mlm.norm", "cls/predictions/transform/LayerNorm"),
     Row("mlm.output_bias", "cls/predictions/output_bias/bias"),
 ))
 
