@@ -34,6 +34,7 @@ INDEX_SHARES = {
     TF2 / "garden-model-adam": (PREFIX, 0.1),
     TF2 / "bert-for-tf2": (PREFIX, 0.05),
     TF2 / "hub-savedmodel": ("variables/variables", 0.05),
+    TF2 / "garden-functional": (PREFIX, 0.05),
     FIXTURES / "tf_hub" / "classifier": (PREFIX, 0.05),
 }
 #: A case costs about 90 ms: every TF reader's sniffer parses the index before the read.

@@ -389,6 +389,45 @@ def test_hub_savedmodel_without_its_data_file_says_the_names_are_in_the_graph(tm
     assert "is absent" in message and "by position" in message
 
 
+GARDEN_FUNCTIONAL = TF2 / "garden-functional"
+
+
+def test_functional_garden_checkpoint_is_named_by_its_object_graph(tmp_path):
+    tree = formats.read(GARDEN_FUNCTIONAL)
+    assert tree.format == "tf-garden-functional" and family_of(tree.format) == "google-tf"
+    assert tree.heads.as_dict() == {"pooler": True, "mlm": False, "nsp": False}
+    listing = tf_variables(GARDEN_FUNCTIONAL / "bert_model.ckpt")
+    model = {n: s for n, s in listing.items() if n.startswith("model/")}
+    report = audit(tree)
+    assert report["ok"], report["problems"]
+    assert report["parameters"] == sum(math.prod(s) for s in model.values())
+    assert {p.source for p in tree} == set(model)
+    reader = tf_values(GARDEN_FUNCTIONAL / "bert_model.ckpt")
+    for param in tree:
+        assert np.array_equal(param.tensor.read().reshape(-1), reader.get_tensor(param.source).reshape(-1))
+    assert_round_trips(tree, tmp_path)
+
+
+def test_functional_garden_converted_encoder_matches_its_own_output(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    import torch
+    reference = np.load(GARDEN_FUNCTIONAL / "reference.npz")
+    inputs = {k: torch.tensor(reference[k].astype(np.int64)) for k in ("input_ids", "attention_mask", "token_type_ids")}
+    convert(formats.read(GARDEN_FUNCTIONAL), tmp_path / "hf", "hf")
+    with torch.no_grad():
+        out = transformers.BertModel.from_pretrained(tmp_path / "hf").eval()(**inputs)
+    assert np.max(np.abs(out.last_hidden_state.numpy() - reference["sequence_output"])) <= LOGITS_TOLERANCE
+    assert np.max(np.abs(out.pooler_output.numpy() - reference["pooled_output"])) <= LOGITS_TOLERANCE
+
+
+def test_functional_garden_index_alone_says_the_layers_are_named_by_the_graph(tmp_path, cli):
+    shutil.copy(GARDEN_FUNCTIONAL / "bert_model.ckpt.index", tmp_path / "bert_model.ckpt.index")
+    result = cli("audit", tmp_path / "bert_model.ckpt.index")
+    assert result.exit_code == 2 and "Traceback" not in result.stderr
+    message = " ".join(result.stderr.split())
+    assert "is absent" in message and "layer_with_weights-N" in message
+
+
 # --- keras-bert HDF5 --------------------------------------------------------------------------
 
 KERAS_BERT = FIXTURES / "keras_bert" / "pretraining"
@@ -469,7 +508,7 @@ def test_keras_bert_converted_probabilities_match_keras_berts_own(tmp_path):
 
 # --- every new reader: headers only -----------------------------------------------------------
 
-HEADER_ONLY_SOURCES = [TF_HUB, *(TF2 / f for f in OBJECT_FIXTURES), HUB_SAVEDMODEL,
+HEADER_ONLY_SOURCES = [TF_HUB, *(TF2 / f for f in OBJECT_FIXTURES), HUB_SAVEDMODEL, GARDEN_FUNCTIONAL,
                        *(KERAS_BERT / n for n in KERAS_BERT_FILES)]
 
 

@@ -55,7 +55,7 @@ FORMATS: tuple[Format, ...] = (
            write=None, writes_directory=False),
     Format("tf-bert-for-tf2", (bert_for_tf2.FORMAT,), bert_for_tf2.sniff, bert_for_tf2.candidates,
            bert_for_tf2.read, write=None, writes_directory=False),
-    Format("tf-hub-savedmodel", (tf_hub_savedmodel.FORMAT,), tf_hub_savedmodel.sniff, tf_hub_savedmodel.candidates,
+    Format("tf-hub-savedmodel", tf_hub_savedmodel.FORMATS, tf_hub_savedmodel.sniff, tf_hub_savedmodel.candidates,
            tf_hub_savedmodel.read, write=None, writes_directory=False),
     # Read-only: what bert4keras' pre-training leaves (Keras object-based TF checkpoints).
     Format("bert4keras-tf", (bert4keras_objects.FORMAT,), bert4keras_objects.sniff, bert4keras_objects.candidates,

@@ -22,12 +22,18 @@ and the encoder's none: each part's scope is found (`scope.find_scopes`). The gr
 data file, so this format, unlike the other TF2 ones, cannot be inspected from the index alone.
 The vocabulary is the SavedModel's `assets/vocab.txt`; heads are read off the per-head kernels.
 
-Numerics as the Model Garden's (tanh GELU): a name in the Google TF family. Read-only.
+The same Keras names identify the variables of a checkpoint of the functional `BertEncoder`
+(`tf.train.Checkpoint(model=encoder)`: keys `model/layer_with_weights-N/...`, the
+`TransformerEncoderBlock` attributes below them), what older Model Garden releases and their TF1
+checkpoint converter wrote: format "tf-garden-functional", read the same way.
+
+Numerics as the Model Garden's (tanh GELU): names in the Google TF family. Read-only.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from ..containers import tf_bundle
@@ -36,6 +42,10 @@ from . import object_bundle
 from .table import Row, Table, dense_rows, norm_rows
 
 FORMAT = "tf-hub-savedmodel"
+#: The same names in a checkpoint of the functional `BertEncoder` (networks/bert_encoder.py), what
+#: older Model Garden releases and their TF1 converter saved: `tf.train.Checkpoint(model=encoder)`.
+FORMAT_FUNCTIONAL = "tf-garden-functional"
+FORMATS = (FORMAT, FORMAT_FUNCTIONAL)
 #: The Model Garden encoder's default inner activation: gelu(approximate=True), tanh.
 DEFAULT_ACTIVATION = "gelu_tanh"
 VARIABLES_PREFIX = Path("variables") / "variables"
@@ -43,6 +53,11 @@ VARIABLES_PREFIX = Path("variables") / "variables"
 #: sub-object.
 _POSITIONAL_KEY = re.compile(r"^(?:[^/]+/)*variables/\d+/\.ATTRIBUTES/VARIABLE_VALUE$")
 WHY_GRAPH = "a SavedModel keys its variables by position (`variables/N`), and only the object graph names them"
+WHY_GRAPH_FUNCTIONAL = ("a functional Keras model keys its layers by position (`layer_with_weights-N`), and only "
+                        "the object graph says which embedding table or dense layer each one is")
+#: A functional Keras model's layers, and the Model Garden's transformer block inside one.
+_FUNCTIONAL_LAYER = "layer_with_weights-"
+_GARDEN_BLOCK = "/_attention_layer/_query_dense/"
 
 _LAYER = "transformer/layer_{i}"
 
@@ -68,32 +83,39 @@ TABLE = Table(FORMAT, (
 
 LAYOUT = object_bundle.ObjectLayout(FORMAT, TABLE, DEFAULT_ACTIVATION, object_bundle.keras_attention_shape,
                                     object_bundle.keras_attention_heads, names_in_graph=True, why_graph=WHY_GRAPH)
+FUNCTIONAL_LAYOUT = replace(LAYOUT, format_name=FORMAT_FUNCTIONAL, why_graph=WHY_GRAPH_FUNCTIONAL)
 
 
-def _is_savedmodel_variables(prefix: Path) -> bool:
-    """Keys of a Keras SavedModel: every variable keyed by position (index alone; never raises)."""
+def kind_of(prefix: Path) -> str | None:
+    """FORMAT for a SavedModel's variables (keys by position), FORMAT_FUNCTIONAL for a checkpoint
+    of the functional `BertEncoder` (Keras layers keyed `layer_with_weights-N`, the Model
+    Garden's transformer blocks inside), else None. From the index alone; never raises."""
     try:
         reader = tf_bundle.BundleReader(prefix)
         paths, _ = object_bundle.variable_paths(reader)
     except Exception:  # sniffing never fails: the reader reports a broken bundle properly
-        return False
-    keys = [key for key in reader.entries if key in paths]
-    return bool(keys) and sum(bool(_POSITIONAL_KEY.match(key)) for key in keys) * 2 > len(keys)
+        return None
+    keys = list(paths)
+    if keys and sum(bool(_POSITIONAL_KEY.match(key)) for key in keys) * 2 > len(keys):
+        return FORMAT
+    if any(_FUNCTIONAL_LAYER in key for key in keys) and any(_GARDEN_BLOCK in key for key in keys):
+        return FORMAT_FUNCTIONAL
+    return None
 
 
 def sniff(path: Path) -> str | None:
     path = Path(path)
     prefix = tf_bundle.bundle_prefix_of(path / VARIABLES_PREFIX if path.is_dir() else path)
-    return FORMAT if prefix is not None and _is_savedmodel_variables(prefix) else None
+    return kind_of(prefix) if prefix is not None else None
 
 
 def candidates(directory: Path) -> list[Path]:
-    """A SavedModel directory's variables bundle, or the bundle of its `variables/` directory."""
-    found = []
-    for prefix in (directory / VARIABLES_PREFIX, directory / VARIABLES_PREFIX.name):
-        if Path(f"{prefix}{tf_bundle.INDEX_SUFFIX}").is_file() and _is_savedmodel_variables(prefix):
-            found.append(prefix)
-    return found
+    """A SavedModel directory's variables bundle, the bundle of its `variables/` directory, or a
+    functional BertEncoder checkpoint in the directory."""
+    found = [prefix for prefix in (directory / VARIABLES_PREFIX, directory / VARIABLES_PREFIX.name)
+             if Path(f"{prefix}{tf_bundle.INDEX_SUFFIX}").is_file() and kind_of(prefix) == FORMAT]
+    return found + [prefix for prefix in object_bundle.bundle_prefixes(directory)
+                    if prefix not in found and kind_of(prefix) == FORMAT_FUNCTIONAL]
 
 
 def read(path: Path, *, config_path: Path | None = None, num_heads: int | None = None) -> ParameterTree:
@@ -102,4 +124,6 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     path = Path(path)
     if path.is_dir() and Path(f"{path / VARIABLES_PREFIX}{tf_bundle.INDEX_SUFFIX}").is_file():
         path = path / VARIABLES_PREFIX
-    return object_bundle.read(path, LAYOUT, config_path=config_path, num_heads=num_heads)
+    prefix = tf_bundle.bundle_prefix_of(path)
+    layout = LAYOUT if prefix is None or kind_of(prefix) != FORMAT_FUNCTIONAL else FUNCTIONAL_LAYOUT
+    return object_bundle.read(path, layout, config_path=config_path, num_heads=num_heads)
