@@ -525,3 +525,10 @@ def test_inspect_and_audit_read_no_tensor_data(source, monkeypatch):
     tree = formats.read(source)
     describe(tree)
     assert audit(tree) == expected
+
+
+def test_a_directory_holding_one_keras_bert_file_resolves_to_it(tmp_path):
+    """bert4keras' reader also lists Keras files with an Embedding-Token layer; the file is keras-bert's."""
+    shutil.copy(KERAS_BERT / "weights.h5", tmp_path / "weights.h5")
+    shutil.copy(KERAS_BERT / "bert_config.json", tmp_path / "bert_config.json")
+    assert formats.read(tmp_path).format == "keras-bert-h5"

@@ -72,7 +72,11 @@ def resolve(path: Path) -> tuple[Format, Path]:
     """
     path = Path(path)
     if path.is_dir():
-        found = [(fmt, candidate) for fmt in FORMATS for candidate in fmt.candidates(path)]
+        claimed: dict[Path, Format] = {}
+        for fmt in FORMATS:  # a file two families claim is the earlier (more specific) one's
+            for candidate in fmt.candidates(path):
+                claimed.setdefault(candidate, fmt)
+        found = [(fmt, candidate) for candidate, fmt in claimed.items()]
         if len(found) == 1:
             return found[0]
         if not found:
