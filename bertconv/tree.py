@@ -215,6 +215,8 @@ class ParameterTree:
       ignored: entries that are not BERT parameters (buffers, optimizer slots, other heads).
       files: every file the tree reads from (for "inputs untouched" checks and reports).
       vocab: a vocab.txt found beside the checkpoint, if any.
+      scope: the name prefix the BERT was found under in the file ("module/" for a TF-Hub
+        fine-tune), "" when its names are the format's own.
     """
 
     format: str
@@ -224,6 +226,7 @@ class ParameterTree:
     ignored: list[Ignored] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
     vocab: Path | None = None
+    scope: str = ""
 
     def __contains__(self, name: str) -> bool:
         return name in self.params

@@ -18,6 +18,7 @@ def describe(tree) -> dict:
     files = [Path(f) for f in tree.files]
     return {
         "format": tree.format,
+        "scope": tree.scope,
         "path": str(tree.path),
         "files": [str(f) for f in files if f.is_file()],
         "missing_files": [str(f) for f in files if not f.is_file()],
@@ -48,7 +49,8 @@ def command(path: Path, config_path, num_heads, as_json: bool) -> None:
     if as_json:
         print_json(report)
         return
-    stdout.print(f"[bold]{report['path']}[/]  format [cyan]{report['format']}[/]")
+    stdout.print(f"[bold]{report['path']}[/]  format [cyan]{report['format']}[/]"
+                 + (f"  under scope [cyan]{report['scope']}[/]" if report["scope"] else ""))
     config = tree.config
     stdout.print(
         f"config: V={config.vocab_size} H={config.hidden_size} L={config.num_hidden_layers} "

@@ -126,3 +126,61 @@ def variable_names(nodes: list[TrackableNode], *, source: Path | str) -> dict[st
                 raise pw.bad_input(source, f"{GRAPH_KEY} node {index}: checkpoint key {attribute.checkpoint_key!r} "
                                            f"is named {attribute.full_name!r}, but an earlier node names it {known!r}")
     return names
+
+
+# --- the keys of an object-based checkpoint ------------------------------------------------
+
+#: A variable's value is saved under its object path plus this suffix.
+VARIABLE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+
+#: Keys that are saved state but not model weights, and why (by prefix, or infix if it starts
+#: with "/"): what Keras optimizers (new and legacy) and `tf.train.Checkpoint` add.
+NOT_WEIGHTS = (
+    ("optimizer/", "optimizer state (iterations, learning rate, moment slots)"),
+    ("/.OPTIMIZER_SLOT/", "optimizer slot of a weight (legacy Keras optimizer)"),
+    ("save_counter/", "checkpoint bookkeeping (save counter)"),
+)
+GRAPH_REASON = "the object graph naming the saved objects (not a weight)"
+
+
+def not_a_weight(key: str) -> str | None:
+    """Why a bundle key is saved state but no model variable, or None for a variable's key.
+
+    Optimizer state nested under a model object (`model/optimizer/...` is not written by
+    Keras, but `<path>/.OPTIMIZER_SLOT/...` is) is recognised by its infix."""
+    if key == GRAPH_KEY:
+        return GRAPH_REASON
+    for marker, reason in NOT_WEIGHTS:
+        if key.startswith(marker) or (marker.startswith("/") and marker in key):
+            return reason
+    return None
+
+
+def object_path(key: str) -> str | None:
+    """The object path of a variable's key (`encoder/_pooler_layer/kernel`), or None if the key
+    is not a variable value."""
+    return key[: -len(VARIABLE_SUFFIX)] if key.endswith(VARIABLE_SUFFIX) else None
+
+
+def read_variable_names(reader, *, why: str) -> dict[str, str]:
+    """checkpoint key -> full_name of every variable, from the object graph of `reader` (a
+    `tf_bundle.BundleReader`).
+
+    The graph is stored in the data file. Without it, raises `BadInput` saying what the index
+    alone gives (what `tf.train.list_variables` lists: keys, shapes, counts) and, in `why`, what
+    it cannot tell."""
+    if GRAPH_KEY not in reader.entries:
+        raise pw.bad_input(reader.index_path, f"object-based checkpoint without {GRAPH_KEY}: {why}")
+    data = reader.data_path(reader.entries[GRAPH_KEY].shard_id)
+    if not data.exists():
+        variables = [entry for key, entry in reader.entries.items()
+                     if not_a_weight(key) is None and object_path(key) is not None and entry.dtype is not None]
+        other = len(reader.entries) - len(variables) - 1
+        values = sum(entry.numel for entry in variables)
+        raise pw.bad_input(data, f"is absent, and the object graph that names this checkpoint's variables "
+                                 f"({GRAPH_KEY}) is stored there. The index alone gives {len(variables)} model "
+                                 f"variables ({values:,} values) and {other} optimizer or bookkeeping entries, with "
+                                 f"their keys and shapes, but not what each variable is: {why}. Put the data file "
+                                 f"beside the index to inspect, audit or convert it")
+    nodes = parse_object_graph(reader.read_string_scalar(GRAPH_KEY), source=reader.index_path)
+    return variable_names(nodes, source=reader.index_path)

@@ -24,22 +24,18 @@ from ..config import BertConfig, load_config_file
 from ..containers import tf_bundle, trackable
 from ..errors import bad_input
 from ..tree import Ignored, ParameterTree
-from . import bert4keras
+from . import bert4keras, object_bundle
 from .assemble import Entry, assemble
 
 FORMAT = "bert4keras-tf"
-VARIABLE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+VARIABLE_SUFFIX = trackable.VARIABLE_SUFFIX
 #: Object paths of the layers between the root and a variable (one more per nested model).
 _LAYER_PATH = re.compile(r"^(?:layer_with_weights-\d+/|layer-\d+/)+")
-
-#: Keys that are saved state but not model weights, and why (by prefix or infix).
-_NOT_WEIGHTS = (
-    ("optimizer/", "optimizer state (iterations, learning rate, moment slots)"),
-    ("/.OPTIMIZER_SLOT/", "optimizer slot of a weight (legacy Keras optimizer)"),
-    ("save_counter/", "checkpoint bookkeeping (save counter)"),
-)
-GRAPH_REASON = "the object graph naming the saved objects (not a weight)"
+GRAPH_REASON = trackable.GRAPH_REASON
 UNNAMED_REASON = "a variable the object graph does not name"
+WHY_GRAPH = ("its keys are `layer_with_weights-N/<role>`, and N does not identify a bert4keras layer "
+             "(Pooler-Dense and MLM-Dense have the same shapes): its variables cannot be told apart by "
+             "position alone")
 
 
 @dataclass(frozen=True)
@@ -52,13 +48,22 @@ class Variable:
     role: str
 
 
+#: The most object-path components a bert4keras layer's variable has below its layer
+#: (`q_dense/kernel`); other Keras libraries' layers nest deeper and have readers of their own.
+MAX_ROLE_DEPTH = 2
+
+
 def is_object_checkpoint(prefix: Path) -> bool:
-    """A bundle whose keys are Keras object paths (with the object graph to name them)."""
+    """A bundle whose keys are Keras object paths of layers in a Keras model (with the object
+    graph to name them), as bert4keras' layers save them: `layer_with_weights-N/<role>`."""
     try:
         names = tf_bundle.BundleReader(prefix).entries
     except Exception:  # sniffing never fails: the reader reports a broken bundle properly
         return False
-    return any(name.endswith(VARIABLE_SUFFIX) for name in names)
+    paths = [trackable.object_path(name) for name in names if trackable.not_a_weight(name) is None]
+    paths = [path for path in paths if path is not None]
+    return bool(paths) and all(_LAYER_PATH.match(path) and _LAYER_PATH.sub("", path).count("/") < MAX_ROLE_DEPTH
+                               for path in paths)
 
 
 def sniff(path: Path) -> str | None:
@@ -67,31 +72,13 @@ def sniff(path: Path) -> str | None:
 
 
 def candidates(directory: Path) -> list[Path]:
-    try:
-        prefixes = [tf_bundle.resolve_prefix(directory)]
-    except Exception:
-        prefixes = [p.with_name(p.name[:-len(tf_bundle.INDEX_SUFFIX)])
-                    for p in sorted(directory.glob("*" + tf_bundle.INDEX_SUFFIX))]
-    return [p for p in prefixes if is_object_checkpoint(p)]
-
-
-def _not_a_weight(key: str) -> str | None:
-    """Why a key is saved state but no model variable, or None for a model variable's key."""
-    if key == trackable.GRAPH_KEY:
-        return GRAPH_REASON
-    for marker, reason in _NOT_WEIGHTS:
-        if key.startswith(marker) or (marker.startswith("/") and marker in key):
-            return reason
-    return None
+    return [p for p in object_bundle.bundle_prefixes(directory) if is_object_checkpoint(p)]
 
 
 def read(path: Path, *, config_path: Path | None = None, num_heads: int | None = None) -> ParameterTree:
     """Read a bert4keras model's object-based checkpoint (flat, pre-training or nested model)."""
     prefix = tf_bundle.resolve_prefix(path)
     reader = tf_bundle.BundleReader(prefix)
-    if trackable.GRAPH_KEY not in reader.entries:
-        raise bad_input(reader.index_path, f"object-based checkpoint without {trackable.GRAPH_KEY}: "
-                                           f"its variables cannot be told apart by position alone")
     variables, ignored = _classify(reader)
     layers = list(dict.fromkeys(v.layer for v in variables))
     bert4keras.refuse_non_bert(reader.index_path, layers, what="a Keras object-based checkpoint",
@@ -123,11 +110,10 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
 def _classify(reader: tf_bundle.BundleReader) -> tuple[list[Variable], list[Ignored]]:
     """The model variables of the bundle, each named by the object graph, and the rest, each
     with the reason it is not a model weight."""
-    nodes = trackable.parse_object_graph(reader.read_string_scalar(trackable.GRAPH_KEY), source=reader.index_path)
-    full_names = trackable.variable_names(nodes, source=reader.index_path)
+    full_names = trackable.read_variable_names(reader, why=WHY_GRAPH)
     variables, ignored = [], []
     for key, entry in reader.entries.items():
-        reason = _not_a_weight(key)
+        reason = trackable.not_a_weight(key)
         if reason is None and (not key.endswith(VARIABLE_SUFFIX) or entry.dtype is None):
             reason = f"not a variable value ({tf_bundle.tf_dtype_name(entry.tf_dtype)})"
         if reason is None and not full_names.get(key):

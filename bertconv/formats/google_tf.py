@@ -16,6 +16,7 @@ from ..containers import tf_bundle
 from ..errors import bad_input
 from ..tree import Ignored, ParameterTree
 from .assemble import Entry, assemble
+from .scope import find_scope, unscoped
 from .table import TRANSPOSE, Row, Skip, Table
 
 FORMAT = "google-tf"
@@ -118,15 +119,25 @@ def _looks_like_index(index: Path) -> bool:
 
 
 def read(path: Path, *, config_path: Path | None = None, num_heads: int | None = None) -> ParameterTree:
-    """Read a Google TF1 checkpoint (prefix, `.index`, data file or directory) from its index."""
+    """Read a Google TF1 checkpoint (prefix, `.index`, data file or directory) from its index.
+
+    The BERT may sit under a scope (`scope.find_scope`: "module/" in google-research/bert's
+    `run_classifier_with_tfhub` fine-tunes, beside the task head); its names are read without it, and every
+    entry outside it is reported as ignored.
+    """
     prefix = tf_bundle.resolve_prefix(path)
     reader = tf_bundle.BundleReader(prefix)
+    scope = find_scope(reader.index_path, reader.entries, TABLE)
     entries = []
     ignored_strings = []
     for name, entry in reader.entries.items():
         if entry.dtype is None:  # strings and other non-numeric entries are never parameters
             ignored_strings.append(Ignored(name, f"non-numeric entry ({tf_bundle.tf_dtype_name(entry.tf_dtype)})", 0,
                                            tf_bundle.tf_dtype_name(entry.tf_dtype), entry.shape))
+            continue
+        if scope and not name.startswith(scope) and TABLE.match(name) is not None:
+            ignored_strings.append(Ignored(name, f"a BERT name outside the scope {scope!r} the model was found "
+                                                 f"under", entry.numel, str(entry.dtype), entry.shape))
             continue
         entries.append(Entry(name, reader.tensor(name), reader.data_path(entry.shard_id)))
     directory = prefix.parent
@@ -135,11 +146,14 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     # The data files its entries name (a header may claim any number of shards; only these are read).
     shards = sorted({entry.shard_id for entry in reader.entries.values()})
     files = [reader.index_path] + [reader.data_path(i) for i in shards]
-    return assemble(
+    tree = assemble(
         format_name=FORMAT, path=prefix, entries=entries, table=TABLE, config=config,
         default_activation=DEFAULT_ACTIVATION, num_heads=num_heads, files=files,
         vocab=vocab if vocab.is_file() else None, extra_ignored=ignored_strings,
+        rename=unscoped(scope),
     )
+    tree.scope = scope
+    return tree
 
 
 def _config(directory: Path, config_path: Path | None) -> BertConfig | None:

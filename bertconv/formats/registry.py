@@ -20,7 +20,8 @@ from types import ModuleType
 from typing import Callable
 
 from ..tree import ParameterTree
-from . import bert4keras, bert4keras_objects, google_tf, hf
+from . import (bert4keras, bert4keras_objects, bert_for_tf2, google_tf, hf, keras_bert, tf2_garden,
+               tf_hub_savedmodel)
 
 
 class Specificity(IntEnum):
@@ -36,6 +37,10 @@ class Specificity(IntEnum):
     #: Claims a file only when its content marks it as this format's own (Keras object paths
     #: with their object graph, a model's own layer names).
     CONTENT = 1
+    #: Claims a file only when it holds the variable or layer names of one library's model, inside
+    #: a container whose every file a `CONTENT` format would also claim (keras-bert's layers in a
+    #: Keras HDF5, the Model Garden's or bert-for-tf2's key paths in a Keras object checkpoint).
+    NAMES = 2
 
 
 class Output(Enum):
@@ -124,7 +129,7 @@ FORMATS: tuple[Format, ...] = (
         target="tf", module=google_tf, names=(google_tf.FORMAT,), numerics="google-tf",
         specificity=Specificity.CONTAINER, output=Output.DIRECTORY,
         description="a Google TF checkpoint (bert_model.ckpt.index and its data files)",
-        fixtures=("tf/*",),
+        fixtures=("tf/*", "tf_hub/*"),
         fuzz=("tf/two_shards/bert_model.ckpt.index",),
         owned_files=google_tf.OWNED_FILES,
     ),
@@ -145,6 +150,37 @@ FORMATS: tuple[Format, ...] = (
         description="a bert4keras object-based TF checkpoint (*.ckpt.index with Keras object paths)",
         fixtures=("bert4keras_pretraining/*/bert_model.ckpt.index",),
         fuzz=("bert4keras_pretraining/pool-nsp-mlm/bert_model.ckpt.index",),
+    ),
+    # Read-only, the checkpoints TF2 libraries write; `--to tf` gives Google's names. The Model
+    # Garden and keras-bert compute GELU with tanh and mask with -10000, as google-research/bert.
+    Format(
+        target="tf-garden", module=tf2_garden, names=(tf2_garden.FORMAT,), numerics="google-tf",
+        specificity=Specificity.NAMES, output=None,
+        description="a TF2 Model Garden tf.train.Checkpoint (BertEncoderV2, BertPretrainerV2 masked LM)",
+        fixtures=("tf2/garden-encoder", "tf2/garden-model-adam", "tf2/garden-pretrainer"),
+        fuzz=("tf2/garden-pretrainer/bert_model.ckpt.index",),
+    ),
+    Format(
+        target="tf-hub-savedmodel", module=tf_hub_savedmodel, names=tf_hub_savedmodel.FORMATS,
+        numerics="google-tf", specificity=Specificity.NAMES, output=None,
+        description="a TF-Hub BERT SavedModel (variables/ and its object graph) or a functional Model "
+                    "Garden BertEncoder checkpoint",
+        fixtures=("tf2/hub-savedmodel", "tf2/garden-functional"),
+        fuzz=("tf2/hub-savedmodel/variables/variables.index",),
+    ),
+    Format(
+        target="bert-for-tf2", module=bert_for_tf2, names=(bert_for_tf2.FORMAT,), numerics="google-tf",
+        specificity=Specificity.NAMES, output=None,
+        description="a bert-for-tf2 save_weights checkpoint (a BertModelLayer's variables)",
+        fixtures=("tf2/bert-for-tf2",),
+        fuzz=("tf2/bert-for-tf2/bert_model.ckpt.index",),
+    ),
+    Format(
+        target="keras-bert", module=keras_bert, names=(keras_bert.FORMAT,), numerics="google-tf",
+        specificity=Specificity.NAMES, output=None,
+        description="a keras-bert model .h5 (Embedding-Token, MLM-Sim, NSP-Dense layers)",
+        fixtures=("keras_bert/*/*.h5",),
+        fuzz=("keras_bert/pretraining/weights.h5",),
     ),
 )
 

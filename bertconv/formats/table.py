@@ -126,3 +126,13 @@ class Table:
             if skip.matches(name):
                 return skip.reason
         return None
+
+
+def norm_rows(canonical: str, name: str, *, gamma: str = "gamma", beta: str = "beta") -> tuple[Row, ...]:
+    """The rows of a LayerNorm at `name` (`<name>/gamma`, `<name>/beta`)."""
+    return (Row(f"{canonical}.gamma", f"{name}/{gamma}"), Row(f"{canonical}.beta", f"{name}/{beta}"))
+
+
+def dense_rows(canonical: str, name: str, *, kernel: str = "kernel", bias: str = "bias") -> tuple[Row, ...]:
+    """The rows of a dense layer at `name` (`<name>/kernel`, `<name>/bias`), kernel [in, out]."""
+    return (Row(f"{canonical}.kernel", f"{name}/{kernel}"), Row(f"{canonical}.bias", f"{name}/{bias}"))
