@@ -532,3 +532,10 @@ def test_a_directory_holding_one_keras_bert_file_resolves_to_it(tmp_path):
     shutil.copy(KERAS_BERT / "weights.h5", tmp_path / "weights.h5")
     shutil.copy(KERAS_BERT / "bert_config.json", tmp_path / "bert_config.json")
     assert formats.read(tmp_path).format == "keras-bert-h5"
+
+
+def test_keras_bert_runs_with_its_own_numerics():
+    from bertconv.runtime.numerics import Numerics
+
+    numerics = Numerics.for_tree(formats.read(FIXTURES / "keras_bert" / "pretraining" / "model.h5"))
+    assert (numerics.activation, numerics.layer_norm_eps, numerics.mask_adder) == ("gelu_tanh", 1e-14, -10000.0)

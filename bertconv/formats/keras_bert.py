@@ -20,8 +20,9 @@ Every kernel is [in, out] as in the canonical tree. Names, not positions, identi
 
 Numerics, from the same sources: keras-transformer's `gelu` is the tanh approximation; the
 attention mask subtracts 10000.0 (keras-self-attention), as Google's; but keras-layer-normalization's
-epsilon is K.epsilon()**2 = 1e-14, not 1e-12. The reader records that epsilon in the config, and
-the registry gives keras-bert Google's numerics otherwise. Read-only: write it `--to tf`, which
+epsilon is K.epsilon()**2 = 1e-14, not 1e-12: the registry gives keras-bert a numerics family of
+its own (`runtime.numerics.FAMILY_DEFAULTS["keras-bert"]`), and the reader records the epsilon
+in the config. Read-only: write it `--to tf`, which
 `load_trained_model_from_checkpoint` loads.
 """
 

@@ -152,7 +152,7 @@ FORMATS: tuple[Format, ...] = (
         fuzz=("bert4keras_pretraining/pool-nsp-mlm/bert_model.ckpt.index",),
     ),
     # Read-only, the checkpoints TF2 libraries write; `--to tf` gives Google's names. The Model
-    # Garden and keras-bert compute GELU with tanh and mask with -10000, as google-research/bert.
+    # Garden and bert-for-tf2 compute GELU with tanh and mask with -10000, as google-research/bert.
     Format(
         target="tf-garden", module=tf2_garden, names=(tf2_garden.FORMAT,), numerics="google-tf",
         specificity=Specificity.NAMES, output=None,
@@ -176,7 +176,7 @@ FORMATS: tuple[Format, ...] = (
         fuzz=("tf2/bert-for-tf2/bert_model.ckpt.index",),
     ),
     Format(
-        target="keras-bert", module=keras_bert, names=(keras_bert.FORMAT,), numerics="google-tf",
+        target="keras-bert", module=keras_bert, names=(keras_bert.FORMAT,), numerics="keras-bert",
         specificity=Specificity.NAMES, output=None,
         description="a keras-bert model .h5 (Embedding-Token, MLM-Sim, NSP-Dense layers)",
         fixtures=("keras_bert/*/*.h5",),

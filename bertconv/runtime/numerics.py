@@ -69,6 +69,10 @@ DTYPE_MIN = "dtype-min"
 #: scores are replaced by -inf, the same as adding -inf to them.
 BERT4KERAS_MASK_ADDER = float("-inf")
 
+#: keras-bert's LayerNorm (keras-layer-normalization) epsilon: `K.epsilon() ** 2` with Keras'
+#: default 1e-7, its only numeric difference from google-research/bert (tanh GELU, -10000 mask).
+KERAS_BERT_LAYER_NORM_EPS = 1e-14
+
 #: A mask adder: a number added to masked scores, or `DTYPE_MIN`.
 MaskAdder = Union[float, str]
 
@@ -147,6 +151,7 @@ FAMILY_DEFAULTS: dict[str, Numerics] = {
     "google-tf": Numerics(GELU_TANH, LAYER_NORM_EPS, GOOGLE_MASK_ADDER),
     "hf": Numerics(GELU_ERF, LAYER_NORM_EPS, DTYPE_MIN),
     "bert4keras": Numerics(GELU_ERF, LAYER_NORM_EPS, BERT4KERAS_MASK_ADDER),
+    "keras-bert": Numerics(GELU_TANH, KERAS_BERT_LAYER_NORM_EPS, GOOGLE_MASK_ADDER),
 }
 
 
