@@ -123,7 +123,7 @@ FORMATS: tuple[Format, ...] = (
         description="a Hugging Face model.safetensors, pytorch_model.bin or sharded *.index.json",
         fixtures=("hf/*", "family_hf/*/*"),
         fuzz=("hf/pretraining/model.safetensors", "hf/pretraining_bin/pytorch_model.bin",
-              "hf/legacy_bin/pytorch_model.bin"),
+              "hf/legacy_bin/pytorch_model.bin", "family_hf/albert/pretraining_bin/pytorch_model.bin"),
         owned_files=hf.OWNED_FILES,
     ),
     Format(
