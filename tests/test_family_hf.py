@@ -291,3 +291,55 @@ def test_verify_compares_a_stored_decoder_with_the_word_embeddings(tmp_path, fix
     report = verify(formats.read(tmp_path))
     assert report["tying"] == "untied" and not report["ok"]
     assert any(decoder in problem and "tie_word_embeddings true" in problem for problem in report["problems"])
+
+
+# --- fill-mask with a tokenizer.json -----------------------------------------------------------
+
+FILL_MASK = {
+    "albert": ("AlbertForMaskedLM", "[MASK]", dict(cls_token="[CLS]", sep_token="[SEP]", pad_token="<pad>",
+                                                   unk_token="<unk>")),
+    "roberta": ("RobertaForMaskedLM", "<mask>", dict(bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+                                                     unk_token="<unk>")),
+}
+
+
+@pytest.mark.parametrize("text", ["the cat {mask} on the mat", "{mask} capital of italy is {mask}.",
+                                  "Paris is the Capital of {mask}"])
+@pytest.mark.parametrize("family", list(FILL_MASK))
+def test_fill_mask_with_tokenizer_json_matches_the_pipeline(family, text):
+    from bertconv.runtime import fill_mask
+    from bertconv.runtime.tokenizer_json import JsonTokenizer
+
+    cls_name, mask, specials = FILL_MASK[family]
+    directory = FAMILY / family / "masked_lm"
+    transformers.logging.set_verbosity_error()
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_file=str(directory / "tokenizer.json"),
+                                                     mask_token=mask, **specials)
+    pipeline = transformers.pipeline("fill-mask", model=reference_model(directory, cls_name), tokenizer=tokenizer,
+                                     top_k=4)
+    expected = pipeline(text.format(mask=mask))
+    expected = expected if isinstance(expected[0], list) else [expected]
+    ours = fill_mask(NumpyBert(formats.read(directory)), JsonTokenizer(directory / "tokenizer.json"),
+                     text.format(mask=mask), top_k=4)
+    assert len(ours) == len(expected) == text.count("{mask}")
+    for predictions, reference in zip(ours, expected):
+        assert [p.id for p in predictions.predictions] == [r["token"] for r in reference]
+        np.testing.assert_allclose([p.prob for p in predictions.predictions], [r["score"] for r in reference],
+                                   rtol=0, atol=1e-5)
+
+
+def test_fill_mask_command_finds_the_tokenizer_json_and_takes_mask_for_its_mask_token(cli):
+    directory = FAMILY / "roberta" / "masked_lm"
+    with_own = cli("fill-mask", directory, "the cat <mask> on the mat", "--json", "--top-k", "3")
+    with_bert = cli("fill-mask", directory, "the cat [MASK] on the mat", "--json", "--top-k", "3")
+    assert with_own.exit_code == 0, with_own.stderr
+    assert json.loads(with_own.stdout) == json.loads(with_bert.stdout)
+    assert len(json.loads(with_own.stdout)[0]) == 3
+
+
+def test_a_broken_tokenizer_json_is_bad_input(cli, tmp_path):
+    for name in ("model.safetensors", "config.json"):
+        shutil.copy(FAMILY / "roberta" / "masked_lm" / name, tmp_path / name)
+    (tmp_path / "tokenizer.json").write_text('{"model": 3}')
+    result = cli("fill-mask", tmp_path, "the <mask>")
+    assert result.exit_code == 2 and "tokenizer.json" in result.stderr and "Traceback" not in result.stderr
