@@ -343,3 +343,24 @@ def test_a_broken_tokenizer_json_is_bad_input(cli, tmp_path):
     (tmp_path / "tokenizer.json").write_text('{"model": 3}')
     result = cli("fill-mask", tmp_path, "the <mask>")
     assert result.exit_code == 2 and "tokenizer.json" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("runtime", [NumpyBert, TorchBert], ids=["numpy", "torch"])
+def test_albert_pretraining_loss_runs_sop_and_matches_transformers(runtime):
+    """Google's MLM loss divides by sum(weights) + 1e-5 where transformers takes the mean: with
+    M slots they differ by a factor M / (M + 1e-5), well inside the tolerance."""
+    directory = FAMILY / "albert" / "pretraining_groups"
+    tree = formats.read(directory)
+    ids, types, mask = _batch(tree.config, seed=3)
+    positions = np.array([[1, 4, 5], [2, 3, 5]])
+    label_ids = np.array([[7, 9, 11], [13, 17, 19]])
+    order = np.array([1, 0])
+    labels = np.full(ids.shape, -100)
+    labels[np.arange(2)[:, None], positions] = label_ids
+    with torch.no_grad():
+        expected = reference_model(directory, "AlbertForPreTraining")(
+            input_ids=torch.tensor(ids), token_type_ids=torch.tensor(types), attention_mask=torch.tensor(mask),
+            labels=torch.tensor(labels), sentence_order_label=torch.tensor(order)).loss.item()
+    loss = runtime(tree).pretraining_loss(ids, types, mask, positions, label_ids, next_sentence_labels=order)
+    assert float(loss.total) == pytest.approx(expected, abs=1e-4)
+    assert float(loss.nsp) > 0

@@ -73,6 +73,9 @@ def command(path: Path, text: str, vocab_path: Path | None, top_k: int, runtime:
         raise bad_input(tree.path, "no vocab.txt or tokenizer.json beside the checkpoint; pass --vocab vocab.txt "
                                    "(or a tokenizer.json)")
     if vocab_path.suffix == ".json":
+        if cased is not None:
+            raise bad_input(vocab_path, "--cased/--uncased apply to a vocab.txt; a tokenizer.json's own normalizer "
+                                        "decides the casing")
         tokenizer = JsonTokenizer(vocab_path)
     else:
         tokenizer = WordPieceTokenizer.from_file(vocab_path, lower_case=None if cased is None else not cased)  # None: decide

@@ -273,11 +273,13 @@ class NumpyBert:
           input_ids, token_type_ids, attention_mask: [B, S] as for `encode`.
           masked_lm_positions, masked_lm_ids: [B, M] slot positions and their original token ids.
           masked_lm_weights: [B, M] 1.0 for real slots, 0.0 for padding; default all ones.
-          next_sentence_labels: [B] 0 (is next) or 1 (random), or None for no NSP loss.
+          next_sentence_labels: [B] 0 (is next) or 1 (random), or None for no NSP loss; for a model
+            with ALBERT's SOP head and no NSP head, 0 (in order) or 1 (swapped), for the SOP loss.
         """
         weights.require_head(self._plan, "mlm", self.path, "the masked-LM loss")
+        sentence = weights.sentence_head(self._plan)
         if next_sentence_labels is not None:
-            weights.require_head(self._plan, "nsp", self.path, "the next-sentence loss")
+            weights.require_head(self._plan, sentence, self.path, "the sentence-level loss")
         sequence = self.encode(input_ids, token_type_ids, attention_mask)  # [B, S, H]
         slots = check_slot_inputs(*sequence.shape[:2], self.config.vocab_size, masked_lm_positions,
                                   masked_lm_ids, masked_lm_weights, next_sentence_labels)
@@ -285,7 +287,7 @@ class NumpyBert:
         mlm, per_slot = losses.masked_lm_loss(logits, slots.label_ids, slots.label_weights)
         nsp = None
         if slots.nsp_labels is not None:
-            nsp = losses.next_sentence_loss(self.nsp_logits(self.pool(sequence)), slots.nsp_labels)
+            nsp = losses.next_sentence_loss(self._dense(self.pool(sequence), sentence), slots.nsp_labels)
         return losses.PretrainingLoss(mlm=mlm, nsp=nsp, total=mlm if nsp is None else mlm + nsp,
                                       mlm_per_slot=per_slot)
 

@@ -183,8 +183,9 @@ class TorchBert:
                          masked_lm_weights=None, next_sentence_labels=None) -> PretrainingLoss:
         """As `NumpyBert.pretraining_loss`; the losses are 0-d float32 tensors."""
         weights.require_head(self._plan, "mlm", self.path, "the masked-LM loss")
+        sentence = weights.sentence_head(self._plan)
         if next_sentence_labels is not None:
-            weights.require_head(self._plan, "nsp", self.path, "the next-sentence loss")
+            weights.require_head(self._plan, sentence, self.path, "the sentence-level loss")
         sequence = self.encode(input_ids, token_type_ids, attention_mask)  # [B, S, H]
         slots = check_slot_inputs(*sequence.shape[:2], self.config.vocab_size, _numpy(masked_lm_positions),
                                   _numpy(masked_lm_ids), _numpy(masked_lm_weights), _numpy(next_sentence_labels))
@@ -193,7 +194,7 @@ class TorchBert:
         mlm, per_slot = _masked_lm_loss(logits, self._tensor(slots.label_ids), self._tensor(slots.label_weights))
         nsp = None
         if slots.nsp_labels is not None:
-            nsp_logits = self.nsp_logits(self.pool(sequence)).float()
+            nsp_logits = self._dense(self.pool(sequence), sentence).float()
             nsp = _next_sentence_loss(nsp_logits, self._tensor(slots.nsp_labels))
         return PretrainingLoss(mlm=mlm, nsp=nsp, total=mlm if nsp is None else mlm + nsp, mlm_per_slot=per_slot)
 

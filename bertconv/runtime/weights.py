@@ -127,6 +127,12 @@ def _check_tensor(tree: ParameterTree, name: str) -> None:
                        f"expected a floating-point type")
 
 
+def sentence_head(weight_plan: WeightPlan) -> str:
+    """The head a sentence-level loss runs on the pooled output: NSP, or ALBERT's SOP (the same
+    shape and loss; its labels say whether the two segments were swapped) when there is no NSP."""
+    return "sop" if weight_plan.heads.sop and not weight_plan.heads.nsp else "nsp"
+
+
 def require_head(weight_plan: WeightPlan, head: str, tree_path, needed_for: str) -> None:
     """Raise CheckFailed unless the plan has `head` (one of `HEAD_NAMES`)."""
     if not getattr(weight_plan.heads, head):
