@@ -364,3 +364,17 @@ def test_albert_pretraining_loss_runs_sop_and_matches_transformers(runtime):
     loss = runtime(tree).pretraining_loss(ids, types, mask, positions, label_ids, next_sentence_labels=order)
     assert float(loss.total) == pytest.approx(expected, abs=1e-4)
     assert float(loss.nsp) > 0
+
+
+def test_bert_names_with_another_family_config_are_refused_naming_both(tmp_path):
+    shutil.copy(FIXTURES / "hf" / "pretraining" / "model.safetensors", tmp_path / "model.safetensors")
+    shutil.copy(FAMILY / "albert" / "masked_lm" / "config.json", tmp_path / "config.json")
+    with pytest.raises(BadInput, match="config is for a albert model, but the checkpoint holds a bert"):
+        formats.read(tmp_path)
+
+
+def test_encoder_only_names_take_the_family_of_the_config():
+    """RobertaModel's names are BertModel's: only config.json tells them apart."""
+    tree = formats.read(FAMILY / "roberta" / "model")
+    assert tree["embeddings.word"].source == "embeddings.word_embeddings.weight"
+    assert (tree.config.model_type, tree.config.position_offset) == ("roberta", 2)

@@ -196,7 +196,7 @@ class Family:
 
 
 FAMILIES: dict[str, Family] = {family.model_type: family for family in (
-    Family("bert", TABLE, "bert", ("cls.",), (),
+    Family("bert", TABLE, "bert", ("cls.",), (".bert.", ".cls."),
            ((("mlm", "nsp"), "BertForPreTraining"), (("mlm",), "BertForMaskedLM"),
             (("nsp",), "BertForNextSentencePrediction"), ((), "BertModel"))),
     Family("albert", ALBERT_TABLE, "albert", ("predictions.", "sop_classifier."),
@@ -216,8 +216,8 @@ WRITES_FAMILIES = tuple(FAMILIES)
 
 
 def family_of_names(names: list[str]) -> Family | None:
-    """The family whose own module names (`marks`) the file's names hold, or None (BERT's, or an
-    encoder-only file whose names every family shares: its config.json says which it is)."""
+    """The family whose own module names (`marks`) the file's names hold, or None for an
+    encoder-only file whose names several families share (its config.json says which it is)."""
     for family in FAMILIES.values():
         if any(mark in "." + name.removeprefix(DATA_PARALLEL_PREFIX) for name in names for mark in family.marks):
             return family
