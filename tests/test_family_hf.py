@@ -378,3 +378,14 @@ def test_encoder_only_names_take_the_family_of_the_config():
     tree = formats.read(FAMILY / "roberta" / "model")
     assert tree["embeddings.word"].source == "embeddings.word_embeddings.weight"
     assert (tree.config.model_type, tree.config.position_offset) == ("roberta", 2)
+
+
+def test_albert_names_in_the_tables_flat_spelling_are_not_parameters(tmp_path):
+    shutil.copy(FAMILY / "albert" / "masked_lm" / "config.json", tmp_path / "config.json")
+    state = load_numpy(FAMILY / "albert" / "masked_lm" / "model.safetensors")
+    flat = "albert.encoder.albert_layers.0.ffn.bias"
+    state[flat] = state.pop("albert.encoder.albert_layer_groups.0.albert_layers.0.ffn.bias")
+    save_numpy(state, tmp_path / "model.safetensors")
+    tree = formats.read(tmp_path)
+    assert "layers.0.ffn.intermediate.bias" not in tree and flat in {i.name for i in tree.ignored}
+    assert not audit(tree)["ok"]

@@ -226,13 +226,18 @@ def family_of_names(names: list[str]) -> Family | None:
 
 _ALBERT_GROUPED = re.compile(r"\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.")
 _ALBERT_FLAT = re.compile(r"\.albert_layers\.(\d+)\.")
+#: Put before a file name that must match no row (no row starts with it).
+_UNMATCHABLE = "\0"
 
 
 def _flatten_albert(path: Path, name: str, inner_group_num: int) -> str:
     """`...albert_layer_groups.{g}.albert_layers.{j}.x` -> the table's `...albert_layers.{g*J+j}.x`.
-    Indices spelled with a leading zero are left as they are (no row matches them)."""
+    Indices spelled with a leading zero are left as they are (no row matches them), and so is a
+    file name already in the table's flat spelling, which is no name transformers gives."""
     match = _ALBERT_GROUPED.search(name)
-    if match is None or any(str(int(index)) != index for index in match.groups()):
+    if match is None:
+        return _UNMATCHABLE + name if _ALBERT_FLAT.search(name) else name
+    if any(str(int(index)) != index for index in match.groups()):
         return name
     group, inner = int(match.group(1)), int(match.group(2))
     if inner >= inner_group_num:
