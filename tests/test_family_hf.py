@@ -263,7 +263,7 @@ def test_roberta_sequence_longer_than_its_positions_is_refused():
                                            ("electra/generator", "no decoder stored"),
                                            ("roberta/masked_lm", "no decoder stored")])
 def test_verify_finds_the_head_complete_and_tied(fixture, tying):
-    report = verify(formats.read(FAMILY / fixture), deep=True)
+    report = verify(formats.read(FAMILY / fixture), deep=True, allow_untrained_mlm=True)  # random heads
     assert report["ok"], report
     assert (report["mlm_head"], report["tying"]) == ("complete", "tied") and tying in report["tying_detail"]
 
@@ -389,3 +389,10 @@ def test_albert_names_in_the_tables_flat_spelling_are_not_parameters(tmp_path):
     tree = formats.read(tmp_path)
     assert "layers.0.ffn.intermediate.bias" not in tree and flat in {i.name for i in tree.ignored}
     assert not audit(tree)["ok"]
+
+
+def test_the_probe_runs_a_roberta_within_its_offset_positions():
+    report = verify(formats.read(FAMILY / "roberta" / "masked_lm"), probe=True, allow_untrained_mlm=True)
+    probe = report["mlm_trained"]["probe"]
+    assert probe is not None and probe["positions"] > 0, report["problems"]
+    assert not any("could not run" in problem for problem in report["problems"])

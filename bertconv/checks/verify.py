@@ -64,7 +64,7 @@ MLM_REQUIRED = {
     OUTPUT_BIAS: "output bias [V]",
 }
 #: Heads whose tensors must not be all zero (`deep`): a zero head was never trained or saved.
-TRAINED_HEADS = ("pooler", "mlm", "nsp")
+TRAINED_HEADS = ("pooler", "mlm", "nsp", "sop", "rtd")
 
 MISSING_MLM = (
     "no MLM head: this checkpoint holds only the encoder{others} and none of the masked-LM weights "
@@ -344,7 +344,7 @@ def _zero_is_only_a_note(name: str) -> bool:
     without NSP, such as sentence encoders, keep their initial zeros): worth saying, not failing.
     The MLM head is what verify vouches for, so any zero there fails."""
     role = role_of(name)
-    return role.head in ("pooler", "nsp") and role.template.endswith("bias")
+    return role.head in ("pooler", "nsp", "sop") and role.template.endswith("bias")
 
 
 def _require_data_files(tree: ParameterTree) -> None:
