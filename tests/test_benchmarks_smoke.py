@@ -127,3 +127,21 @@ def test_a_busy_machine_is_not_idle_and_its_runs_are_marked():
             spinner.kill()
             spinner.wait()
     assert measure.measure(["true"], reps=1).busy_runs == 0  # no idle_wait: never marked
+
+
+def test_a_section_builds_its_inputs_in_an_empty_bench_dir(tmp_path, monkeypatch):
+    """`python -m benchmarks` from a fresh clone: a section's title gives the size of inputs the
+    section itself builds first (the whole quick run takes minutes: here the tiny model, one
+    input kind, and the section's first row)."""
+    from benchmarks import conversions, inputs
+
+    monkeypatch.setenv("BERTCONV_BENCH_DIR", str(tmp_path / "bench"))
+    messages = []
+    title = conversions.prepare_inputs("tiny", ["hf-safetensors"], messages.append)
+    built = inputs.entry_path("tiny", "hf-safetensors")
+    assert built.is_file() and (built.parent / inputs.COMPLETE_MARK).is_file()
+    assert title == f"tiny: {built.stat().st_size / 2**20:,.0f} MiB in model.safetensors"
+    assert any("building tiny hf-safetensors" in m for m in messages)
+    runner = conversions.Runner(1, tmp_path / "out", messages.append)
+    audit = runner.run([*BERTCONV, "audit", built])
+    assert audit is not None and audit.samples[0].exit_code == 0
