@@ -9,16 +9,19 @@ is removed on the way out.
 from __future__ import annotations
 
 import errno
+import importlib
 import os
 import signal
 import sys
 
 import click
 
-from .commands import audit, convert, diff, fill_mask, inspect, verify
 from .errors import EXIT_BAD_INPUT, BertconvError
 
-COMMANDS = (inspect.command, audit.command, convert.command, verify.command, diff.command, fill_mask.command)
+#: Command name -> its module in bertconv.commands (which defines `command`). A module is imported
+#: when its command runs, so that `audit` does not wait for what `fill-mask` or `diff` import.
+COMMANDS = {"inspect": "inspect", "audit": "audit", "convert": "convert", "verify": "verify", "diff": "diff",
+            "fill-mask": "fill_mask"}
 
 #: Signals that end a run the way Ctrl-C does: unwinding, so that temporaries are removed.
 UNWINDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
@@ -39,6 +42,14 @@ def _terminate(signum, _frame):
 
 
 class _Group(click.Group):
+    def list_commands(self, ctx) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        return importlib.import_module(f"{__package__}.commands.{COMMANDS[name]}").command
+
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
@@ -78,10 +89,6 @@ def _silence_stdout() -> None:
 @click.version_option(package_name="bertconv")
 def main() -> None:
     """Convert BERT checkpoints between Google TF, bert4keras and Hugging Face, and check them."""
-
-
-for _command in COMMANDS:
-    main.add_command(_command)
 
 
 def run() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.table import Table
 
 from .common import checkpoint_options, human, load, print_json, stdout
 
@@ -62,6 +61,8 @@ def command(path: Path, config_path, num_heads, as_json: bool) -> None:
     stdout.print(f"heads: {heads}")
     for missing in report["missing_files"]:
         stdout.print(f"[yellow]absent:[/] {missing} (named by the checkpoint; headers were read without it)")
+    from rich.table import Table  # rich is imported where a table is drawn
+
     table = Table("name in file", "shape", "dtype", "canonical", "canonical shape", box=None, pad_edge=False)
     for t in report["tensors"]:
         canonical_shape = _shape(t["canonical_shape"]) if t["canonical_shape"] != t["shape"] else "same"

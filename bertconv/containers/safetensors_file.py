@@ -15,14 +15,18 @@ import struct
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable
-
-import numpy as np
+from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable
 
 from .. import dtypes
 from ..dtypes import DType
 from ..errors import bad_input
+from ..lazy import lazy_module
 from ..tensor import LazyTensor, MappedTensor, check_span
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported on first use: reading headers needs no NumPy
+    np = lazy_module("numpy")
 
 HEADER_LENGTH_BYTES = 8
 #: The safetensors library refuses headers above 100 MB; so do we, before reading one.
