@@ -12,7 +12,6 @@ import json
 import math
 import os
 import struct
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable
@@ -24,6 +23,8 @@ from ..lazy import lazy_module
 from ..tensor import LazyTensor, MappedTensor, check_span
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     import numpy as np
 else:  # imported on first use: reading headers needs no NumPy
     np = lazy_module("numpy")
@@ -198,6 +199,8 @@ def write_file(path: Path, tensors: Iterable[TensorSource], metadata: dict[str, 
     spans = [_copy_span(dtype, shape, source) for _, dtype, shape, source in ordered]
     pending = [i for i, span in enumerate(spans) if span is None]  # tensors to load, in order
     cursor = 0  # pending[cursor] is the next one to start loading
+    from concurrent.futures import ThreadPoolExecutor  # here: reading headers needs no thread pool
+
     with open(path, "wb") as out, ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertconv-load") as pool:
         loading: dict[int, Future] = {}
 

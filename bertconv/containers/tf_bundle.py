@@ -42,7 +42,6 @@ from __future__ import annotations
 import math
 import os
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable, Iterator, NamedTuple
@@ -913,6 +912,8 @@ def write_bundle(prefix: str | Path, tensors: Iterable[TensorSource], *, compres
 
     entries: list[tuple[bytes, bytes]] = []
     offset = 0
+    from concurrent.futures import ThreadPoolExecutor  # here: reading headers needs no thread pool
+
     with (open(f"{prefix}.data-00000-of-00001", "wb") as data_file,
           ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertconv-load") as pool):
         upcoming = pool.submit(sources[0][3]) if sources else None
