@@ -40,7 +40,7 @@ INDEX_SHARES = {
     FIXTURES / "tf_hub" / "classifier": (PREFIX, 0.15),
 }
 #: A case costs about 90 ms: every TF reader's sniffer parses the index before the read.
-ENTRY_SHARE = 0.2
+ENTRY_SHARE = 0.1
 GRAPH_DATA_SHARE = 0.3
 KERAS_BERT = FIXTURES / "keras_bert" / "pretraining"
 #: A case costs about 70 ms (h5py opens the file twice, tracemalloc on).
