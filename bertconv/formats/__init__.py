@@ -13,7 +13,7 @@ from typing import Callable
 from ..containers import keras_h5
 from ..errors import bad_input
 from ..tree import ParameterTree
-from . import bert4keras, bert4keras_objects, google_tf, hf
+from . import bert4keras, bert4keras_objects, google_tf, hf, hf_flax, hf_tf
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,10 @@ class Format:
 
 
 FORMATS: tuple[Format, ...] = (
+    # Before "hf" (which claims every *.index.json) and "bert4keras" (every Keras 2 HDF5 file).
+    Format("hf-tf", (hf_tf.FORMAT,), hf_tf.sniff, hf_tf.candidates, hf_tf.read, hf_tf.write, writes_directory=True),
+    Format("hf-flax", (hf_flax.FORMAT,), hf_flax.sniff, hf_flax.candidates, hf_flax.read, hf_flax.write,
+           writes_directory=True),
     Format("hf", hf.FORMATS, hf.sniff, hf.candidates, hf.read, hf.write, writes_directory=True),
     Format("bert4keras", bert4keras.FORMATS, bert4keras.sniff, bert4keras.candidates, bert4keras.read,
            bert4keras.write, writes_directory=False),
