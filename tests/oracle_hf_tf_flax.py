@@ -3,13 +3,13 @@
 Runs in the oracle environment (.cache/oracle-venv: transformers 4.57.6, tensorflow-cpu 2.21 +
 tf-keras, flax, jax), by subprocess from tests/test_hf_tf_flax.py:
 
-    python tests/oracle_hf_tf_flax.py DIRECTORY INPUTS.npz OUT.npz
+    python tests/oracle_hf_tf_flax.py DIRECTORY INPUTS.npz OUT.npz [DIRECTORY INPUTS.npz OUT.npz ...]
 
 The class is `TF<architecture>` for a `tf_model.h5`, `Flax<architecture>` for a
 `flax_model.msgpack`, the architecture read from `config.json`. OUT.npz gets every loaded
 parameter under `param:<transformers' name>` (bfloat16 as uint16 bits) and the outputs on the
 inputs (`mlm_logits`, `nsp_logits`, `sequence_output`, in float32; a half-precision Flax model
-runs in float32). Prints one JSON line: class, transformers version, parameter count, and the
+runs in float32). Prints one JSON line per directory: class, transformers version, parameter count, and the
 missing / unexpected weights of the load.
 """
 
@@ -66,7 +66,8 @@ def main(directory: Path, inputs_path: Path, out_path: Path) -> None:
         cls = getattr(transformers, "Flax" + architecture)
         model = cls.from_pretrained(directory)
         # Flax's from_pretrained only logs what it missed: compare the file with a fresh model.
-        stored = set(flat(msgpack_restore((directory / "flax_model.msgpack").read_bytes())))
+        files = sorted(directory.glob("flax_model*.msgpack"))  # the file, or its shards
+        stored = {key for file in files for key in flat(msgpack_restore(file.read_bytes()))}
         expected = set(flat(cls(model.config).params))
         info = {"missing_keys": expected - stored, "unexpected_keys": stored - expected}
         values = flat(model.params)
@@ -79,4 +80,6 @@ def main(directory: Path, inputs_path: Path, out_path: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]))
+    arguments = sys.argv[1:]
+    for start in range(0, len(arguments), 3):  # one process for many jobs: TF and jax start slowly
+        main(*map(Path, arguments[start:start + 3]))
