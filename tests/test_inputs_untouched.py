@@ -22,10 +22,10 @@ from bertconv import formats
 from bertconv.cli import main
 from conftest import FIXTURES, run_cli
 
-FAMILIES = ("hf", "tf", "bert4keras")
+FAMILIES = ("hf", "tf", "bert4keras", "hf_tf", "hf_flax")
 CASES = [f"{family}/{d.name}" for family in FAMILIES if (FIXTURES / family).is_dir()
          for d in sorted((FIXTURES / family).iterdir()) if d.is_dir()]
-DESTINATIONS = {"hf": "hf-out", "tf": "tf-out", "bert4keras": "out.h5"}
+DESTINATIONS = {"hf": "hf-out", "tf": "tf-out", "bert4keras": "out.h5", "hf-tf": "hf-tf-out", "hf-flax": "hf-flax-out"}
 COMMAND_NAMES = {command.name for command in main.commands.values()}
 
 
