@@ -55,7 +55,7 @@ def record_starts(path: Path) -> list[int]:
 def test_flax_reader_survives_byte_mutations(tmp_path, name):
     source = FLAX / name / hf_flax.FLAX_FILE
     target = tmp_path / hf_flax.FLAX_FILE
-    cases = share_of_cases(0.25)
+    cases = share_of_cases(0.15)
     outcomes = Counter()
     for label, mutant in mutations(source.read_bytes(), seed=31, count=cases, boundaries=record_starts(source)):
         target.write_bytes(mutant)
@@ -148,7 +148,7 @@ def dataset_boundaries(path: Path) -> list[int]:
 def test_tf_reader_survives_byte_mutations(tmp_path, source):
     target = tmp_path / source.name
     (tmp_path / "config.json").write_bytes((source.parent / "config.json").read_bytes())  # sizes of a shard
-    cases = share_of_cases(0.15)
+    cases = share_of_cases(0.1)
 
     def run(note) -> Counter:
         outcomes = Counter()
