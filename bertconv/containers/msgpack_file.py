@@ -1,0 +1,341 @@
+"""Flax msgpack state dicts (`flax.serialization.msgpack_serialize`), read and written per tensor.
+
+Model-agnostic: this module knows flax's encoding of a parameter tree, not any model's names.
+
+Layout (flax/serialization.py, flax 0.x): one msgpack value, a map of string keys whose values
+are maps again or arrays, in the order the model created its parameters (dict insertion order;
+transformers' BERT: embeddings word, position, token type, LayerNorm scale then bias, ...). An
+array is
+
+    ExtType(code 1, msgpack.packb((shape, dtype.name, arr.tobytes("C")), use_bin_type=True))
+
+i.e. an ext record whose payload is a 3-array: the shape (array of ints), the NumPy dtype name
+("float32", "bfloat16", ...) and a bin record holding the raw row-major little-endian bytes.
+Arrays over 2**30 bytes are split into a `{"__msgpack_chunked_array__": True, ...}` map of
+chunks; no BERT tensor comes near that size, and such a map is refused with a message.
+
+How it is read, and why: the file is memory-mapped and its structure walked here, byte by
+byte of msgpack's type prefixes (maps, strings, ext and bin headers: fixed, documented formats),
+so that each array's raw bytes are located without being read; the array becomes a
+`MappedTensor` at that offset. Keys and each array's small (shape, dtype) prefix are decoded by
+the `msgpack` package from bounded slices (`PREFIX_BYTES`). `msgpack.Unpacker` alone cannot do
+this: `unpack()` and `skip()` buffer an ext record whole (listing a 400 MB file would read 400
+MB), and it cannot peek at a value's type or seek past it. The walk is exact (every byte of the
+file belongs to the one top-level value, lengths must agree with shapes and dtypes) and bounded
+(nesting depth, entry counts checked against the bytes left, no allocation larger than a key).
+
+Writing streams the same encoding: headers and keys packed by `msgpack`, ext and bin headers
+built here (the `msgpack` packer has no header-only form for them), tensor bytes copied in row
+chunks, so memory stays near one chunk. The output is byte-identical to `msgpack_serialize` for
+the same tree (same key order, smallest headers, as msgpack-python packs them).
+"""
+
+from __future__ import annotations
+
+import math
+import mmap
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from .. import dtypes
+from ..errors import BadInput, bad_input
+from ..lazy import lazy_module
+from ..tensor import ArrayTensor, LazyTensor, MappedTensor
+
+if TYPE_CHECKING:
+    import msgpack
+    import numpy as np
+else:  # imported on first use: only a Flax file needs the codec, and headers need no NumPy
+    msgpack = lazy_module("msgpack")
+    np = lazy_module("numpy")
+
+#: flax's ext type codes (flax/serialization.py `_MsgpackExtType`).
+EXT_NDARRAY = 1
+EXT_NATIVE_COMPLEX = 2
+EXT_NPSCALAR = 3
+#: flax's marker key of an array split into chunks (flax/serialization.py `_chunk`).
+CHUNKED_ARRAY_KEY = "__msgpack_chunked_array__"
+#: How deep maps may nest; a BERT's tree is 7 levels deep.
+MAX_DEPTH = 32
+#: The most bytes of an array's payload decoded to find its shape and dtype.
+PREFIX_BYTES = 4096
+#: No dimension of a real array comes near this; larger ones are corruption.
+MAX_DIMENSION = 2**40
+#: Copy granularity when writing.
+CHUNK_BYTES = 16 << 20
+
+#: fixmap, fixarray and fixstr carry their size in the type byte's low bits.
+_FIXMAP, _FIXARRAY, _FIXSTR = (0x80, 0x8F), (0x90, 0x9F), (0xA0, 0xBF)
+_MAP16, _MAP32 = 0xDE, 0xDF
+_STR8, _STR16, _STR32 = 0xD9, 0xDA, 0xDB
+_BIN8, _BIN16, _BIN32 = 0xC4, 0xC5, 0xC6
+_EXT8, _EXT16, _EXT32 = 0xC7, 0xC8, 0xC9
+#: fixext1/2/4/8/16: payload length by type byte.
+_FIXEXT = {0xD4: 1, 0xD5: 2, 0xD6: 4, 0xD7: 8, 0xD8: 16}
+
+
+@dataclass(frozen=True)
+class MsgpackArray:
+    """One array leaf: `path` the keys from the root to it."""
+
+    path: tuple[str, ...]
+    tensor: LazyTensor
+
+
+def looks_like_flax_msgpack(path: Path, top_keys: Sequence[str]) -> bool:
+    """True when the file starts with a msgpack map whose first key is one of `top_keys` and
+    whose first value is a map or an array record. Reads a few bytes; never raises."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(512)
+        walker = _Walker(Path(path), head, allow_short=True)
+        count, position = walker.map_header(0)
+        if count == 0:
+            return False
+        key, position = walker.key(position, ())
+        if key not in top_keys:
+            return False
+        first = head[position]
+        return _is_map_byte(first) or first in _FIXEXT or first in (_EXT8, _EXT16, _EXT32)
+    except (BadInput, IndexError, OSError, struct.error):
+        return False
+
+
+def read_file(path: Path) -> list[MsgpackArray]:
+    """Every array of a flax msgpack file, in file order, as lazy tensors (no data read)."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                raise bad_input(path, "is empty, not a flax msgpack file")
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                if not _is_map_byte(data[0]):
+                    raise bad_input(path, "does not start with a msgpack map (flax writes its parameter tree as one)")
+                walker = _Walker(path, data)
+                end = walker.value(0, (), depth=0)
+                if end != size:
+                    raise bad_input(path, f"the msgpack value ends at byte {end} but the file has {size} bytes "
+                                          f"(trailing data: not one flax state dict)")
+                return walker.arrays
+    except OSError as exc:
+        raise bad_input(path, f"cannot read: {exc.strerror or exc}") from None
+
+
+def _is_map_byte(byte: int) -> bool:
+    return _FIXMAP[0] <= byte <= _FIXMAP[1] or byte in (_MAP16, _MAP32)
+
+
+class _Walker:
+    """The structural walk of one file (see the module docstring). `arrays` collects the leaves."""
+
+    def __init__(self, path: Path, data, *, allow_short: bool = False):
+        self.path = path
+        self.data = data
+        self.size = len(data)
+        self.allow_short = allow_short
+        self.arrays: list[MsgpackArray] = []
+
+    def _need(self, position: int, count: int, what: str) -> None:
+        if position + count > self.size:
+            if self.allow_short:
+                raise IndexError(what)
+            raise bad_input(self.path, f"{what} at byte {position} needs {count} bytes, but the file has "
+                                       f"{self.size} (truncated?)")
+
+    def _uint(self, position: int, width: int, what: str) -> int:
+        self._need(position, width, what)
+        return int.from_bytes(self.data[position:position + width], "big")
+
+    def map_header(self, position: int) -> tuple[int, int]:
+        """(entry count, position after the header) of a map at `position`."""
+        self._need(position, 1, "a map")
+        byte = self.data[position]
+        if _FIXMAP[0] <= byte <= _FIXMAP[1]:
+            return byte & 0x0F, position + 1
+        if byte == _MAP16:
+            return self._uint(position + 1, 2, "a map16 header"), position + 3
+        if byte == _MAP32:
+            return self._uint(position + 1, 4, "a map32 header"), position + 5
+        raise bad_input(self.path, f"byte {position}: expected a msgpack map, found type byte 0x{byte:02x}")
+
+    def key(self, position: int, where: tuple[str, ...]) -> tuple[str, int]:
+        """A map key (flax writes strings) and the position after it."""
+        self._need(position, 1, "a key")
+        byte = self.data[position]
+        if _FIXSTR[0] <= byte <= _FIXSTR[1]:
+            length, start = byte & 0x1F, position + 1
+        elif byte in (_STR8, _STR16, _STR32):
+            width = {_STR8: 1, _STR16: 2, _STR32: 4}[byte]
+            length, start = self._uint(position + 1, width, "a string header"), position + 1 + width
+        else:
+            raise bad_input(self.path, f"byte {position}: a key under {'/'.join(where) or 'the root'} is "
+                                       f"msgpack type 0x{byte:02x}, not a string (flax keys are strings)")
+        self._need(start, length, "a key")
+        try:
+            key = msgpack.unpackb(bytes(self.data[position:start + length]), raw=False)
+        except (ValueError, msgpack.UnpackException) as exc:
+            raise bad_input(self.path, f"byte {position}: a key under {'/'.join(where) or 'the root'} is not "
+                                       f"UTF-8 text: {exc}") from None
+        return key, start + length
+
+    def value(self, position: int, where: tuple[str, ...], depth: int) -> int:
+        """Walk the value at `position` (a map or an array record); the position after it."""
+        named = "/".join(where) or "the root"
+        if depth > MAX_DEPTH:
+            raise bad_input(self.path, f"{named}: maps nest deeper than {MAX_DEPTH} levels; not a parameter tree")
+        self._need(position, 1, f"the value of {named}")
+        byte = self.data[position]
+        if _is_map_byte(byte):
+            count, position = self.map_header(position)
+            if count * 2 > self.size - position:  # every entry takes at least 2 bytes
+                raise bad_input(self.path, f"{named}: a map of {count:,} entries cannot fit in the "
+                                           f"{self.size - position:,} bytes left")
+            seen = set()
+            for _ in range(count):
+                key, position = self.key(position, where)
+                if key in seen:
+                    raise bad_input(self.path, f"{named}: key {key!r} appears twice")
+                seen.add(key)
+                if key == CHUNKED_ARRAY_KEY:
+                    raise bad_input(self.path, f"{named} is an array flax split into chunks (over 2**30 bytes); "
+                                               f"bertconv reads arrays stored whole")
+                position = self.value(position, where + (key,), depth + 1)
+            return position
+        if byte in _FIXEXT or byte in (_EXT8, _EXT16, _EXT32):
+            return self._array(position, where)
+        raise bad_input(self.path, f"{named}: msgpack type 0x{byte:02x} at byte {position} is neither a map nor "
+                                   f"an array record; a flax parameter tree holds only those")
+
+    def _array(self, position: int, where: tuple[str, ...]) -> int:
+        named = "/".join(where) or "the root"
+        byte = self.data[position]
+        if byte in _FIXEXT:
+            length, header = _FIXEXT[byte], 1
+        else:
+            width = {_EXT8: 1, _EXT16: 2, _EXT32: 4}[byte]
+            length, header = self._uint(position + 1, width, f"{named}: an ext header"), 1 + width
+        self._need(position + header, 1, f"{named}: an ext header")
+        code = self.data[position + header]
+        start = position + header + 1
+        self._need(start, length, f"{named}: an array record of {length:,} bytes")
+        end = start + length
+        if code != EXT_NDARRAY:
+            kind = {EXT_NATIVE_COMPLEX: "a complex number", EXT_NPSCALAR: "a NumPy scalar"}.get(code, f"ext type {code}")
+            raise bad_input(self.path, f"{named} is {kind}, not an array (flax ext type {EXT_NDARRAY})")
+        shape, dtype, raw = self._array_prefix(start, end, named)
+        nbytes = math.prod(shape) * dtype.itemsize
+        if raw + nbytes != end:
+            raise bad_input(self.path, f"{named}: shape {list(shape)} of {dtype} needs {nbytes:,} bytes, but its "
+                                       f"record holds {end - raw:,}")
+        tensor = (MappedTensor(self.path, raw, dtype, shape, name=named) if nbytes
+                  else ArrayTensor(np.empty(shape, dtype=dtype.numpy), dtype))
+        self.arrays.append(MsgpackArray(where, tensor))
+        return end
+
+    def _array_prefix(self, start: int, end: int, named: str) -> tuple[tuple[int, ...], dtypes.DType, int]:
+        """Decode (shape, dtype name) of an array payload; the offset of its raw bytes."""
+        unpacker = msgpack.Unpacker(raw=False, max_buffer_size=PREFIX_BYTES)
+        unpacker.feed(bytes(self.data[start:min(end, start + PREFIX_BYTES)]))
+        try:
+            if unpacker.read_array_header() != 3:
+                raise ValueError("the record is not a (shape, dtype, bytes) triple")
+            shape, dtype_name = unpacker.unpack(), unpacker.unpack()
+            bin_at = start + unpacker.tell()
+        except (ValueError, TypeError, msgpack.UnpackException, msgpack.OutOfData) as exc:
+            raise bad_input(self.path, f"{named}: not a flax array record (shape, dtype, bytes): {exc}") from None
+        if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool)
+                                                  and 0 <= d <= MAX_DIMENSION for d in shape):
+            raise bad_input(self.path, f"{named}: shape {shape!r} is not a list of sizes")
+        try:
+            dtype = dtypes.from_name(dtype_name) if isinstance(dtype_name, str) else None
+        except KeyError:
+            dtype = None
+        if dtype is None:
+            raise bad_input(self.path, f"{named}: dtype {dtype_name!r} is not one bertconv reads "
+                                       f"({', '.join(dtypes.BY_NAME)})")
+        self._need(bin_at, 1, f"{named}: the bytes record")
+        byte = self.data[bin_at]
+        widths = {_BIN8: 1, _BIN16: 2, _BIN32: 4}
+        if byte not in widths:
+            raise bad_input(self.path, f"{named}: expected the array's bytes (msgpack bin), found type 0x{byte:02x}")
+        length = self._uint(bin_at + 1, widths[byte], f"{named}: a bin header")
+        raw = bin_at + 1 + widths[byte]
+        if raw + length != end:
+            raise bad_input(self.path, f"{named}: its bytes record ({length:,} bytes) does not end where the "
+                                       f"array record does")
+        return tuple(shape), dtype, raw
+
+
+# --- writing --------------------------------------------------------------------------------
+
+
+def ext_header(code: int, length: int) -> bytes:
+    """The header msgpack-python packs before an ext payload of `length` bytes."""
+    fixed = {1: 0xD4, 2: 0xD5, 4: 0xD6, 8: 0xD7, 16: 0xD8}
+    if length in fixed:
+        return struct.pack(">Bb", fixed[length], code)
+    if length <= 0xFF:
+        return struct.pack(">BBb", _EXT8, length, code)
+    if length <= 0xFFFF:
+        return struct.pack(">BHb", _EXT16, length, code)
+    return struct.pack(">BIb", _EXT32, length, code)
+
+
+def bin_header(length: int) -> bytes:
+    """The header msgpack-python packs before `length` bytes (use_bin_type=True)."""
+    if length <= 0xFF:
+        return struct.pack(">BB", _BIN8, length)
+    if length <= 0xFFFF:
+        return struct.pack(">BH", _BIN16, length)
+    return struct.pack(">BI", _BIN32, length)
+
+
+def write_file(path: Path, arrays: Sequence[tuple[tuple[str, ...], LazyTensor]], *,
+               on_tensor: Callable[[int], None] | None = None) -> None:
+    """Write `arrays` (key path, tensor) as `msgpack_serialize` would write their nested dict.
+
+    Paths must form a tree (no path a prefix of another). Each map's keys are written in the
+    order they first appear in `arrays`, as a dict built in that order keeps them.
+    """
+    tree: dict = {}
+    for keys, tensor in arrays:
+        node = tree
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+            if not isinstance(node, dict):
+                raise ValueError(f"{'/'.join(keys)}: a parent is an array")
+        if keys[-1] in node:
+            raise ValueError(f"{'/'.join(keys)} given twice")
+        node[keys[-1]] = tensor
+    packer = msgpack.Packer(use_bin_type=True)
+    with open(path, "wb") as out:
+        _write_node(out, packer, tree, on_tensor)
+
+
+def _write_node(out, packer: msgpack.Packer, node, on_tensor) -> None:
+    if isinstance(node, dict):
+        out.write(packer.pack_map_header(len(node)))
+        for key in node:
+            out.write(packer.pack(key))
+            _write_node(out, packer, node[key], on_tensor)
+        return
+    tensor: LazyTensor = node
+    prefix = packer.pack_array_header(3) + packer.pack(list(tensor.shape)) + packer.pack(tensor.dtype.name)
+    prefix += bin_header(tensor.nbytes)
+    out.write(ext_header(EXT_NDARRAY, len(prefix) + tensor.nbytes))
+    out.write(prefix)
+    if tensor.numel:
+        array = tensor.read()
+        if tuple(array.shape) != tuple(tensor.shape):
+            raise ValueError(f"source gave shape {list(array.shape)}, expected {list(tensor.shape)}")
+        flat = array.reshape(-1) if array.ndim else array.reshape(1)
+        step = max(1, CHUNK_BYTES // tensor.dtype.itemsize)
+        for begin in range(0, flat.shape[0], step):
+            out.write(np.ascontiguousarray(flat[begin:begin + step], dtype=tensor.dtype.numpy).data)
+        del array, flat
+    if on_tensor:
+        on_tensor(tensor.nbytes)

@@ -1,0 +1,85 @@
+"""The files around a Hugging Face checkpoint that transformers' TF and Flax saves share with its
+PyTorch ones: `config.json`, `vocab.txt`, and a shard index `<file>.index.json` whose
+`weight_map` names each tensor's shard. Not a format: helpers for `hf_tf` and `hf_flax`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..config import BertConfig, load_config_file
+from ..errors import bad_input
+from ..tree import ParameterTree
+
+CONFIG_FILE = "config.json"
+VOCAB_FILE = "vocab.txt"
+INDEX_SUFFIX = ".index.json"
+#: transformers computes a config's "gelu" as the exact erf form, in TF and Flax as in PyTorch.
+DEFAULT_ACTIVATION = "gelu"
+
+
+def config_beside(path: Path, config_path: Path | None) -> BertConfig | None:
+    """The config given, else `config.json` beside the checkpoint, else None (sizes from shapes)."""
+    candidate = config_path or Path(path).parent / CONFIG_FILE
+    if config_path is None and not candidate.is_file():
+        return None
+    return load_config_file(candidate, gelu_means_for_google=DEFAULT_ACTIVATION)
+
+
+def vocab_beside(path: Path) -> Path | None:
+    vocab = Path(path).parent / VOCAB_FILE
+    return vocab if vocab.is_file() else None
+
+
+def index_shards_end_with(index_path: Path, suffix: str) -> bool:
+    """Whether a shard index's first shard file ends with `suffix` (for sniffing); never raises."""
+    try:
+        weight_map = json.loads(Path(index_path).read_text(encoding="utf-8")).get("weight_map", {})
+        return str(next(iter(weight_map.values()), "")).endswith(suffix)
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return False
+
+
+def weight_map(index_path: Path) -> dict[str, Path]:
+    """A shard index's `weight_map`: tensor name -> shard file, every shard checked to exist
+    inside the index's directory."""
+    index_path = Path(index_path)
+    try:
+        mapping = json.loads(index_path.read_text(encoding="utf-8"))["weight_map"]
+        if not isinstance(mapping, dict):
+            raise TypeError("weight_map is not an object")
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        raise bad_input(index_path, f"not a shard index with a weight_map: {exc}") from None
+    shards: dict[str, Path] = {}
+    for name, shard in mapping.items():
+        shard = str(shard)
+        if shard not in shards:
+            if Path(shard).is_absolute() or ".." in Path(shard).parts:
+                raise bad_input(index_path, f"shard {shard!r} lies outside the checkpoint's directory")
+            if not (index_path.parent / shard).is_file():
+                raise bad_input(index_path, f"shard {shard!r} listed in the weight_map does not exist")
+            shards[shard] = index_path.parent / shard
+    return {str(name): shards[str(shard)] for name, shard in mapping.items()}
+
+
+def architecture(tree: ParameterTree) -> str:
+    """The transformers class (PyTorch name, as TF and Flax saves record it in `config.json`)
+    that holds the heads the tree has."""
+    heads = tree.heads
+    if heads.mlm and heads.nsp:
+        return "BertForPreTraining"
+    if heads.mlm:
+        return "BertForMaskedLM"
+    if heads.nsp:
+        return "BertForNextSentencePrediction"
+    return "BertModel"
+
+
+def write_config(tree: ParameterTree, directory: Path, *, dtype: str) -> list[Path]:
+    """`config.json` for `tree`; the files written. (`convert` carries vocab.txt and the other
+    tokenizer files along for every format.)"""
+    config = tree.config.to_hf_dict(architectures=[architecture(tree)], dtype=dtype)
+    config["tie_word_embeddings"] = not tree.has_untied_decoder
+    (directory / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    return [directory / CONFIG_FILE]

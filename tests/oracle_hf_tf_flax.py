@@ -1,0 +1,85 @@
+"""Load a Hugging Face TF or Flax BERT directory with transformers 4.x and dump what it loaded.
+
+Runs in the oracle environment (.cache/oracle-venv: transformers 4.57.6, tensorflow-cpu 2.21 +
+tf-keras, flax, jax), by subprocess from tests/test_hf_tf_flax.py:
+
+    python tests/oracle_hf_tf_flax.py DIRECTORY INPUTS.npz OUT.npz [DIRECTORY INPUTS.npz OUT.npz ...]
+
+The class is `TF<architecture>` for a `tf_model.h5`, `Flax<architecture>` for a
+`flax_model.msgpack`, the architecture read from `config.json`. OUT.npz gets every loaded
+parameter under `param:<transformers' name>` (bfloat16 as uint16 bits) and the outputs on the
+inputs (`mlm_logits`, `nsp_logits`, `sequence_output`, in float32; a half-precision Flax model
+runs in float32). Prints one JSON line per directory: class, transformers version, parameter count, and the
+missing / unexpected weights of the load.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import json  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import transformers  # noqa: E402
+
+
+def outputs(output) -> dict[str, np.ndarray]:
+    found = {}
+    for ours, theirs in (("mlm_logits", "prediction_logits"), ("mlm_logits", "logits"),
+                         ("nsp_logits", "seq_relationship_logits"), ("sequence_output", "last_hidden_state")):
+        value = getattr(output, theirs, None)
+        if value is not None and ours not in found:
+            found[ours] = np.asarray(value, dtype=np.float32)
+    return found
+
+
+def flat(params, prefix=()) -> dict[str, np.ndarray]:
+    values = {}
+    for key, value in params.items():
+        if hasattr(value, "items"):
+            values.update(flat(value, prefix + (key,)))
+        else:
+            array = np.asarray(value)
+            values["/".join(prefix + (key,))] = array.view(np.uint16) if array.dtype.name == "bfloat16" else array
+    return values
+
+
+def main(directory: Path, inputs_path: Path, out_path: Path) -> None:
+    architecture = json.loads((directory / "config.json").read_text())["architectures"][0]
+    feed = {k: v for k, v in np.load(inputs_path).items()
+            if k in ("input_ids", "token_type_ids", "attention_mask")}
+    if (directory / "tf_model.h5").exists() or (directory / "tf_model.h5.index.json").exists():
+        cls = getattr(transformers, "TF" + architecture)
+        model, info = cls.from_pretrained(directory, output_loading_info=True)
+        values = {"/".join(v.name.split("/")[1:]): v.numpy() for v in model.weights}
+        count = model.count_params()
+        result = outputs(model(**feed, training=False))
+    else:
+        import jax
+        from flax.serialization import msgpack_restore
+
+        cls = getattr(transformers, "Flax" + architecture)
+        model = cls.from_pretrained(directory)
+        # Flax's from_pretrained only logs what it missed: compare the file with a fresh model.
+        files = sorted(directory.glob("flax_model*.msgpack"))  # the file, or its shards
+        stored = {key for file in files for key in flat(msgpack_restore(file.read_bytes()))}
+        expected = set(flat(cls(model.config).params))
+        info = {"missing_keys": expected - stored, "unexpected_keys": stored - expected}
+        values = flat(model.params)
+        count = sum(p.size for p in jax.tree_util.tree_leaves(model.params))
+        result = outputs(model(**feed, params=model.to_fp32(model.params)))
+    np.savez(out_path, **{f"param:{k}": v for k, v in values.items()}, **result)
+    print(json.dumps({"class": cls.__name__, "transformers": transformers.__version__, "parameters": int(count),
+                      "missing": sorted(info.get("missing_keys", [])),
+                      "unexpected": sorted(info.get("unexpected_keys", []))}))
+
+
+if __name__ == "__main__":
+    arguments = sys.argv[1:]
+    for start in range(0, len(arguments), 3):  # one process for many jobs: TF and jax start slowly
+        main(*map(Path, arguments[start:start + 3]))
