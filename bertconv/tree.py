@@ -217,6 +217,8 @@ class ParameterTree:
       vocab: a vocab.txt found beside the checkpoint, if any.
       scope: the name prefix the BERT was found under in the file ("module/" for a TF-Hub
         fine-tune), "" when its names are the format's own.
+      model: which of a checkpoint's models this is, when it holds more than one ("generator"
+        or "discriminator" of an ELECTRA pre-training checkpoint); None when it holds one.
     """
 
     format: str
@@ -227,6 +229,7 @@ class ParameterTree:
     files: list[Path] = field(default_factory=list)
     vocab: Path | None = None
     scope: str = ""
+    model: str | None = None
 
     def __contains__(self, name: str) -> bool:
         return name in self.params

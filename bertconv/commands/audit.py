@@ -12,7 +12,8 @@ from .common import checkpoint_options, finish, human, load, stdout
 
 
 def print_report(report: dict) -> None:
-    stdout.print(f"[bold]{report['path']}[/]  format [cyan]{report['format']}[/]")
+    stdout.print(f"[bold]{report['path']}[/]  format [cyan]{report['format']}[/]"
+                 + (f"  model [cyan]{report['model']}[/] (--model picks another)" if report["model"] else ""))
     config = report["config"]
     stdout.print("config: " + " ".join(f"{k}={v}" for k, v in config.items()))
     heads = ", ".join(name for name, present in report["heads"].items() if present) or "none"

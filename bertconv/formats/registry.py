@@ -77,6 +77,9 @@ class Format:
         (tests/test_fuzz_formats.py); formats may add structure-aware fuzzers of their own.
       owned_files: name patterns of the files a checkpoint of this format consists of in its
         directory: all that `convert --force` may replace there (tokenizer files are kept).
+      models: the models one file of this format may hold, the default first (an ELECTRA
+        pre-training checkpoint: generator and discriminator); its `read` then takes
+        `model=`, which `formats.read` refuses for every other format.
     """
 
     target: str
@@ -89,6 +92,7 @@ class Format:
     fixtures: tuple[str, ...]
     fuzz: tuple[str, ...]
     owned_files: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
 
     @property
     def sniff(self) -> Callable[[Path], str | None]:
@@ -132,6 +136,7 @@ FORMATS: tuple[Format, ...] = (
         fixtures=("tf/*", "tf_hub/*"),
         fuzz=("tf/two_shards/bert_model.ckpt.index",),
         owned_files=google_tf.OWNED_FILES,
+        models=google_tf.MODELS,
     ),
     Format(
         target="bert4keras", module=bert4keras, names=bert4keras.FORMATS, numerics="bert4keras",
@@ -197,6 +202,9 @@ SNIFF_ORDER: tuple[Format, ...] = by_specificity(FORMATS)
 
 #: `convert --to` name -> the format, for every format that writes.
 TARGETS: dict[str, Format] = {fmt.target: fmt for fmt in FORMATS if fmt.output is not None}
+
+#: Every model some format's files may hold (`--model`'s choices), in the formats' order.
+MODELS: tuple[str, ...] = tuple(dict.fromkeys(model for fmt in FORMATS for model in fmt.models))
 
 _BY_NAME: dict[str, Format] = {name: fmt for fmt in FORMATS for name in fmt.names}
 
