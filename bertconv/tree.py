@@ -140,6 +140,8 @@ def canonical_names(config: BertConfig, heads: Heads, *, conditional: bool = Fal
             continue
         if role.component == "embeddings.projection" and not config.embedding_projection:
             continue
+        if role.component == "embeddings.token_type" and config.type_vocab_size == 0:
+            continue  # no token types (fairseq's RoBERTa, bert4keras' segment_vocab_size=0)
         if role.copy_of and not ((role.template == "mlm.decoder" and heads.untied_decoder)
                                  or (role.template == "mlm.decoder_bias" and heads.untied_decoder_bias)):
             continue

@@ -52,7 +52,7 @@ def command(path: Path, config_path, num_heads, as_json: bool) -> None:
         return
     stdout.print(f"[bold]{report['path']}[/]  format [cyan]{report['format']}[/]"
                  + (f"  under scope [cyan]{report['scope']}[/]" if report["scope"] else "")
-                 + (f"  model [cyan]{report['model']}[/] (--model picks another)" if report["model"] else ""))
+                 + (f"  model [cyan]{report['model']}[/]" if report["model"] else ""))
     config = tree.config
     stdout.print(
         f"config: V={config.vocab_size} H={config.hidden_size} L={config.num_hidden_layers} "

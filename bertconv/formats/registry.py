@@ -20,7 +20,7 @@ from types import ModuleType
 from typing import Callable
 
 from ..tree import ParameterTree
-from . import (bert4keras, bert4keras_objects, bert_for_tf2, google_tf, hf, keras_bert, tf2_garden,
+from . import (bert4keras, bert4keras_objects, bert_for_tf2, fairseq, google_tf, hf, keras_bert, tf2_garden,
                tf_hub_savedmodel)
 
 
@@ -133,7 +133,7 @@ FORMATS: tuple[Format, ...] = (
         target="tf", module=google_tf, names=(google_tf.FORMAT,), numerics="google-tf",
         specificity=Specificity.CONTAINER, output=Output.DIRECTORY,
         description="a Google TF checkpoint (bert_model.ckpt.index and its data files)",
-        fixtures=("tf/*", "tf_hub/*"),
+        fixtures=("tf/*", "tf_hub/*", "family_google/tf/*"),
         fuzz=("tf/two_shards/bert_model.ckpt.index",),
         owned_files=google_tf.OWNED_FILES,
         models=google_tf.MODELS,
@@ -143,7 +143,7 @@ FORMATS: tuple[Format, ...] = (
         specificity=Specificity.CONTAINER, output=Output.DIRECTORY,
         description="a bert4keras Keras HDF5 weights file (.h5, or Keras 3 .weights.h5)",
         fixtures=("bert4keras/*", "bert4keras_pretraining/nested/bert_model.h5",
-                  "bert4keras_pretraining/weights-h5/bert_model.weights.h5"),
+                  "bert4keras_pretraining/weights-h5/bert_model.weights.h5", "family_google/bert4keras/*"),
         fuzz=("bert4keras/v50-pool-nsp-mlm/bert4keras_model.h5",
               "bert4keras_pretraining/weights-h5/bert_model.weights.h5"),
         owned_files=bert4keras.OWNED_FILES,
@@ -186,6 +186,15 @@ FORMATS: tuple[Format, ...] = (
         description="a keras-bert model .h5 (Embedding-Token, MLM-Sim, NSP-Dense layers)",
         fixtures=("keras_bert/*/*.h5",),
         fuzz=("keras_bert/pretraining/weights.h5",),
+    ),
+    # Read-only: fairseq's RoBERTa `model.pt` (a torch pickle with its options beside the state
+    # dict); `--to hf` gives transformers' RoBERTa. fairseq's GELU is erf, as transformers'.
+    Format(
+        target="fairseq", module=fairseq, names=(fairseq.FORMAT,), numerics="hf",
+        specificity=Specificity.CONTENT, output=None,
+        description="a fairseq RoBERTa model.pt (a torch pickle of `model` and its `args` / `cfg`)",
+        fixtures=("family_google/fairseq/*",),
+        fuzz=("family_google/fairseq/roberta/model.pt",),
     ),
 )
 
