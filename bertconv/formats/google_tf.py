@@ -284,12 +284,12 @@ def _reading(path: Path, names: list[str], model: Model, inner_groups: int | Non
     return _Reading(model, scope, spelled, count if owned else 0)
 
 
-def _choose_model(path: Path, names: list[str], wanted: str | None, directory: Path,
+def _choose_model(path: Path, names: list[str], wanted: str | None, prefix: Path,
                   config_path: Path | None) -> tuple[_Reading, bool]:
     """The model to read, and whether the file holds it alone: the family whose table reads
     most names; within ELECTRA, `wanted`, else the generator if the file holds one (the masked
     LM), else the discriminator."""
-    inner = _albert_inner_groups(directory, config_path)
+    inner = _albert_inner_groups(prefix, config_path)
     readings = [_reading(path, names, model, inner) for model in ALL_MODELS]
     best = max(readings, key=lambda r: r.matches)  # the first of equals: the order of ALL_MODELS
     if best.model.name is None:
@@ -308,9 +308,32 @@ def _choose_model(path: Path, names: list[str], wanted: str | None, directory: P
     return held[name], len(held) == 1
 
 
-def _albert_inner_groups(directory: Path, config_path: Path | None) -> int | None:
+#: Names only brightmart/albert_zh's modeling.py gives (its word-only projection, its shared layer).
+BRIGHTMART_MARKS = ("bert/embeddings/word_embeddings_2", "bert/encoder/layer_shared/")
+
+
+def _refuse_brightmart(path: Path, names: list[str]) -> None:
+    """brightmart/albert_zh computes another embedding than ALBERT's: refused, saying how.
+
+    Its `embedding_lookup_factorized` projects the word vectors alone with the bias-free
+    `word_embeddings_2` [E, H], then adds [*, H] position and token-type tables and normalizes
+    over H; ALBERT (Google's and every other format's) adds [*, E] tables, normalizes over E and
+    then projects with a bias. No tree of ALBERT's roles computes the former, so reading it as
+    an ALBERT would convert it into a different model.
+    """
+    found = sorted({mark for mark in BRIGHTMART_MARKS for name in names if mark in name})
+    if found:
+        raise bad_input(path, f"is a brightmart/albert_zh checkpoint (it holds {', '.join(found)}...): its "
+                              f"embeddings project the word vectors alone (word_embeddings_2, no bias) before "
+                              f"adding hidden-size position and token-type tables, which is not ALBERT's "
+                              f"computation (embedding-size tables, LayerNorm, then the projection "
+                              f"embedding_hidden_mapping_in); bertconv does not convert it. brightmart also "
+                              f"published the same models in Google's layout (albert_*_zh_google): use those")
+
+
+def _albert_inner_groups(prefix: Path, config_path: Path | None) -> int | None:
     """inner_group_num from the ALBERT config that applies, if one does (else the names say)."""
-    config = _find_config(directory, config_path, ALBERT, alone=True)
+    config = _find_config(prefix, config_path, ALBERT, alone=True)
     if config is None:
         return None
     try:
@@ -336,7 +359,8 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     reader = tf_bundle.BundleReader(prefix)
     directory = prefix.parent
     numeric = [name for name, entry in reader.entries.items() if entry.dtype is not None]
-    chosen, alone = _choose_model(reader.index_path, numeric, model, directory, config_path)
+    _refuse_brightmart(reader.index_path, numeric)
+    chosen, alone = _choose_model(reader.index_path, numeric, model, prefix, config_path)
     table, scope = chosen.model.table, chosen.scope
     entries = []
     ignored_strings = []
@@ -351,7 +375,7 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
                                                  f"under", entry.numel, str(entry.dtype), entry.shape))
             continue
         entries.append(Entry(name, reader.tensor(name), reader.data_path(entry.shard_id)))
-    config_file = _find_config(directory, config_path, chosen.model, alone=alone)
+    config_file = _find_config(prefix, config_path, chosen.model, alone=alone)
     config = None if config_file is None else load_config_file(
         config_file, gelu_means_for_google=DEFAULT_ACTIVATION, family=chosen.model.family)
     vocab = directory / VOCAB_FILE
@@ -370,20 +394,18 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     return tree
 
 
-def _find_config(directory: Path, config_path: Path | None, model: Model, *, alone: bool) -> Path | None:
+def _find_config(prefix: Path, config_path: Path | None, model: Model, *, alone: bool) -> Path | None:
     """The config that applies (see the module docstring): `--config`, else the first of the
     model's `config_names` beside the checkpoint; the generic `bert_config.json` names apply to
     one of ELECTRA's models only when the checkpoint holds it `alone`."""
     if config_path is not None:
         return Path(config_path)
     names = model.config_names + (_BERT_CONFIGS if model.name is not None and alone else ())
-    stems = {p.name[:-len(tf_bundle.INDEX_SUFFIX)].split(".ckpt")[0]
-             for p in directory.glob("*" + tf_bundle.INDEX_SUFFIX)}
+    stem = prefix.name.split(".ckpt")[0]
     for name in names:
-        for stem in sorted(stems) if "{stem}" in name else [""]:
-            candidate = directory / name.format(stem=stem)
-            if candidate.is_file():
-                return candidate
+        candidate = prefix.parent / name.format(stem=stem)
+        if candidate.is_file():
+            return candidate
     return None
 
 
