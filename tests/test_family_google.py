@@ -237,13 +237,23 @@ def test_tf_to_bert4keras_to_tf_is_bit_exact_and_each_loads_in_bert4keras(tmp_pa
     assert all(np.array_equal(loaded[k], theirs[k]) for k in theirs)
 
 
-@pytest.mark.parametrize("fixture,model,says", [
-    ("albert_groups", None, "shares one layer"),
-    ("electra", None, "bert4keras' ELECTRA is the discriminator"),
-])
-def test_bert4keras_refuses_what_its_models_cannot_build(tmp_path, fixture, model, says):
-    with pytest.raises(BadInput, match=says):
-        convert(formats.read(TF / fixture, model=model), tmp_path / "out", "bert4keras")
+def test_bert4keras_refuses_albert_with_more_than_one_shared_layer(tmp_path):
+    with pytest.raises(BadInput, match="shares one layer"):
+        convert(formats.read(TF / "albert_groups"), tmp_path / "out", "bert4keras")
+
+
+def test_electra_generator_goes_to_bert4keras_as_the_bert_it_builds_with_an_embedding_size(tmp_path):
+    """bert4keras' model='bert' with embedding_size != hidden_size and with_mlm is the generator."""
+    generator = formats.read(TF / "electra")
+    convert(generator, tmp_path / "b4k", "bert4keras")
+    model = _bert4keras_model(tmp_path / "b4k" / "bert_config.json", dict(with_mlm=True))
+    model.load_weights(str(tmp_path / "b4k" / "bert4keras_model.h5"))
+    values = _layer_values(model)
+    assert np.array_equal(values["Embedding-Mapping/kernel:0"], generator["embeddings.projection.kernel"].tensor.read())
+    assert np.array_equal(values["MLM-Dense/kernel:0"], generator["mlm.transform.kernel"].tensor.read())
+    back = formats.read(tmp_path / "b4k")
+    assert back.config.model_type == "electra" and list(back.params) == list(generator.params)
+    assert audit(back)["parameters"] == model.count_params() == audit(generator)["parameters"]
 
 
 # --- fairseq RoBERTa ----------------------------------------------------------------------
@@ -318,3 +328,36 @@ def test_fairseq_is_found_in_its_directory_and_converts_within_its_family(tmp_pa
     assert fairseq.sniff(FIXTURES / "hf" / "pretraining_bin" / "pytorch_model.bin") is None
     result = run_cli("convert", FAIRSEQ / "roberta", tmp_path / "out", "--to", "tf")
     assert result.exit_code == 2 and "RoBERTa" in result.stderr
+
+
+def test_fairseq_hydra_cfg_gives_the_config_too(tmp_path):
+    """fairseq >= 0.10 saves `cfg` (a plain dict; its `model` holds the options) and `args: None`."""
+    torch = pytest.importorskip("torch")
+    saved = torch.load(FAIRSEQ / "roberta" / "model.pt", weights_only=False)
+    options = vars(saved["args"])
+    saved["args"], saved["cfg"] = None, {"model": options, "task": {"_name": "masked_lm"}}
+    torch.save(saved, tmp_path / "model.pt")
+    tree = formats.read(tmp_path / "model.pt")
+    assert tree.config == formats.read(FAIRSEQ / "roberta").config
+    assert tree.config.provenance["hidden_size"] == "file"
+
+
+def test_electra_generator_with_its_own_embeddings_reads_them(tmp_path):
+    """`untied_generator_embeddings`: the generator's embeddings under `generator/embeddings`."""
+    tf = pytest.importorskip("tensorflow")
+    reader = tf.train.load_checkpoint(str(TF / "electra" / "bert_model.ckpt"))
+    names = [n for n in reader.get_variable_to_shape_map()]
+    renamed = {n: n for n in names}
+    renamed.update({n: n.replace("electra/embeddings/", "generator/embeddings/") for n in names
+                    if n.startswith("electra/embeddings/")})
+    values = {new: reader.get_tensor(old) for old, new in renamed.items()}
+    values.update({n: reader.get_tensor(n) + 1 for n in names if n.startswith("electra/embeddings/")})
+    sources = [(n, tf_bundle.dtypes.from_numpy(v.dtype), v.shape, (lambda v=v: v)) for n, v in sorted(values.items())]
+    tf_bundle.write_bundle(tmp_path / "bert_model.ckpt", sources)
+    generator = formats.read(tmp_path / "bert_model.ckpt")
+    assert generator["embeddings.word"].source == "generator/embeddings/word_embeddings"
+    assert np.array_equal(generator["embeddings.word"].tensor.read(),
+                          reader.get_tensor("electra/embeddings/word_embeddings"))
+    discriminator = formats.read(tmp_path / "bert_model.ckpt", model="discriminator")
+    assert discriminator["embeddings.word"].source == "electra/embeddings/word_embeddings"
+    assert any(i.name == "generator/embeddings/word_embeddings" for i in discriminator.ignored)

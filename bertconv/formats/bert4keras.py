@@ -208,11 +208,16 @@ ALBERT_LAYERS: tuple[tuple[str, LayerKind], ...] = (
     *_MLM_LAYERS,
 )
 #: `build_transformer_model(model='electra', with_discriminator=True)`: the discriminator, with
-#: Embedding-Mapping when embedding_size != hidden_size; no pooler, no MLM.
+#: Embedding-Mapping when embedding_size != hidden_size. `model='bert'` with that embedding_size
+#: builds the same embeddings and, with_mlm, the generator's head (MLM-Dense H -> E, the tied
+#: [V, E] table): the ELECTRA family's other model.
 ELECTRA_LAYERS: tuple[tuple[str, LayerKind], ...] = (
     *_EMBEDDING_LAYERS,
     ("Embedding-Mapping", DENSE),
     *_transformer_layers(_ATTENTION, _FEED_FORWARD),
+    ("Pooler-Dense", DENSE),
+    ("NSP-Proba", DENSE),
+    *_MLM_LAYERS,
     ("Discriminator-Dense", DENSE),
     ("Discriminator-Prediction", DENSE),
 )
@@ -283,6 +288,9 @@ ELECTRA_TABLE = Table("bert4keras electra", (
     *_EMBEDDING_ROWS,
     *_dense_rows("embeddings.projection", "Embedding-Mapping"),
     *_layer_rows(_ATTENTION, _FEED_FORWARD),
+    *_dense_rows("pooler", "Pooler-Dense"),
+    *_dense_rows("nsp", "NSP-Proba"),
+    *_MLM_ROWS,
     *_dense_rows("rtd.dense", "Discriminator-Dense"),
     *_dense_rows("rtd.output", "Discriminator-Prediction"),
 ))
@@ -314,9 +322,9 @@ class Family:
 
 BERT = Family("bert", LAYERS, TABLE)
 ALBERT = Family("albert", ALBERT_LAYERS, ALBERT_TABLE, marks=(_SHARED_ATTENTION, _SHARED_FEED_FORWARD))
-# A file with Embedding-Mapping but no discriminator head is ELECTRA's encoder (bert4keras also
-# builds Embedding-Mapping into model='bert' when embedding_size != hidden_size: the same
-# computation, which the canonical tree holds as ELECTRA's, the family with an optional projection).
+# A file with Embedding-Mapping is of the ELECTRA family: bert4keras builds it into model='bert'
+# too when embedding_size != hidden_size, the computation of ELECTRA's encoder and generator,
+# which the canonical tree holds as ELECTRA's (the family whose projection is optional).
 ELECTRA = Family("electra", ELECTRA_LAYERS, ELECTRA_TABLE,
                  marks=("Discriminator-Dense", "Discriminator-Prediction", "Embedding-Mapping"))
 #: The families read and written here; a file is of the first whose marks it holds, else BERT.
@@ -676,10 +684,9 @@ def model_layers(num_layers: int, heads: Heads, *, segments: bool = True, condit
         x = add_and_norm(attention, g.call(attention, x, x, x), x)  # query, key, value
         x = add_and_norm(feed_forward, g.call(feed_forward, x), x)
     outputs = [x]
-    if family is ELECTRA:
-        if heads.rtd:
-            outputs.append(g.call("Discriminator-Prediction", g.call("Discriminator-Dense", x)))
-        return keras_h5.functional_layer_order(g.nodes, outputs[-1:], g.inputs)
+    if heads.rtd:  # ELECTRA's discriminator: its head alone (model='electra' builds no other)
+        y = g.call("Discriminator-Prediction", g.call("Discriminator-Dense", x))
+        return keras_h5.functional_layer_order(g.nodes, [y], g.inputs)
     sentence_head = heads.sop if shared else heads.nsp
     if heads.pooler:
         y = g.call("Pooler-Dense", g.call("Pooler", x))
@@ -753,8 +760,11 @@ def layers_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) -
 
 def _refuse_what_family_cannot_hold(tree: ParameterTree, family: Family) -> None:
     """What bert4keras' model of the family cannot build: ALBERT with more than one shared layer
-    or without a projection; ELECTRA's generator (bert4keras builds the discriminator) or a
-    projection where E = H."""
+    or without a projection, a projection where E = H, the replaced-token head beside others.
+
+    ELECTRA's discriminator is written as `model='electra', with_discriminator=True` builds it;
+    its generator (and any projected model with pooler, NSP or MLM heads) as `model='bert'` with
+    the config's embedding_size builds it: the same layers, the same computation."""
     config, path = tree.config, tree.path
     projected = "embeddings.projection.kernel" in tree
     if family is ALBERT and config.stored_layers != 1:
@@ -765,10 +775,10 @@ def _refuse_what_family_cannot_hold(tree: ParameterTree, family: Family) -> None
         raise bad_input(path, f"projects its embeddings with embedding_size = hidden_size = {config.hidden_size}; "
                               f"bert4keras builds Embedding-Mapping only when they differ, so it cannot hold "
                               f"this projection: convert it --to tf or hf")
-    if family is ELECTRA and tree.heads.mlm:
-        raise bad_input(path, "is an ELECTRA generator (a masked LM); bert4keras' ELECTRA is the discriminator "
-                              "(model='electra', with_discriminator): convert the generator --to tf or hf, or "
-                              "read the discriminator (--model discriminator)")
+    heads = tree.heads
+    if heads.rtd and (heads.mlm or heads.pooler or heads.nsp):
+        raise bad_input(path, "has ELECTRA's replaced-token head beside a pooler, NSP or MLM head; bert4keras' "
+                              "ELECTRA (with_discriminator) builds the discriminator's head alone")
 
 
 def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:

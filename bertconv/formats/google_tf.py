@@ -317,18 +317,22 @@ def _refuse_brightmart(path: Path, names: list[str]) -> None:
 
     Its `embedding_lookup_factorized` projects the word vectors alone with the bias-free
     `word_embeddings_2` [E, H], then adds [*, H] position and token-type tables and normalizes
-    over H; ALBERT (Google's and every other format's) adds [*, E] tables, normalizes over E and
-    then projects with a bias. No tree of ALBERT's roles computes the former, so reading it as
-    an ALBERT would convert it into a different model.
+    over H, and its MLM head (run_pretraining.py) maps the [H] output back through the same
+    projection before the tied [V, E] decoder: a BERT whose word table is the product of the two.
+    ALBERT (Google's and every other format's) adds [*, E] tables, normalizes over E and then
+    projects with a bias. No tree of ALBERT's roles computes the former, and the product would be
+    a new, rounded tensor, so it is refused.
     """
     found = sorted({mark for mark in BRIGHTMART_MARKS for name in names if mark in name})
     if found:
         raise bad_input(path, f"is a brightmart/albert_zh checkpoint (it holds {', '.join(found)}...): its "
                               f"embeddings project the word vectors alone (word_embeddings_2, no bias) before "
-                              f"adding hidden-size position and token-type tables, which is not ALBERT's "
-                              f"computation (embedding-size tables, LayerNorm, then the projection "
-                              f"embedding_hidden_mapping_in); bertconv does not convert it. brightmart also "
-                              f"published the same models in Google's layout (albert_*_zh_google): use those")
+                              f"adding hidden-size position and token-type tables, and its MLM head maps back "
+                              f"through the same projection: a BERT whose word table is the product "
+                              f"word_embeddings x word_embeddings_2, not ALBERT's computation (embedding-size "
+                              f"tables, LayerNorm, then embedding_hidden_mapping_in). bertconv copies tensors "
+                              f"bit for bit and does not convert it. brightmart also published these models in "
+                              f"Google's layout (albert_*_zh_google, albert_*_google_zh): use those")
 
 
 def _albert_inner_groups(prefix: Path, config_path: Path | None) -> int | None:
