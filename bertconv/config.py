@@ -157,7 +157,9 @@ class BertConfig:
         out = []
         for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                      "intermediate_size", "max_position_embeddings", "type_vocab_size"):
-            if getattr(self, name) <= 0 and not (name == "num_hidden_layers" and self.num_hidden_layers == 0):
+            # No layers (an embeddings-only file) and no token types (fairseq's RoBERTa) are models too.
+            if getattr(self, name) <= 0 and not (name in ("num_hidden_layers", "type_vocab_size")
+                                                 and getattr(self, name) == 0):
                 out.append(f"{name} is {getattr(self, name)}, must be positive")
         if self.num_attention_heads > 0 and self.hidden_size % self.num_attention_heads:
             out.append(
@@ -298,6 +300,8 @@ _DEFAULT_HIDDEN_ACT = {"albert": "gelu_new"}
 
 #: The families one canonical tree holds.
 FAMILIES = ("bert", "albert", "electra", "roberta")
+#: How each family is written in messages.
+FAMILY_NAMES = {"bert": "BERT", "albert": "ALBERT", "electra": "ELECTRA", "roberta": "RoBERTa"}
 
 REQUIRED_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                    "intermediate_size", "max_position_embeddings")

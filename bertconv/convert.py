@@ -20,7 +20,7 @@ from . import companions, formats, paths
 from .atomic import Replaceable, atomic_output
 from .checks.shapes import shape_problems
 from .checks.verify import vocab_problem
-from .config import COMPUTATION_FIELDS
+from .config import COMPUTATION_FIELDS, FAMILY_NAMES
 from .errors import bad_input
 from .tree import Ignored, ParameterTree
 
@@ -149,10 +149,9 @@ def _refuse_other_family(tree: ParameterTree, target: str, destination: Path) ->
         return
     able = [name for name, fmt in formats.TARGETS.items() if family in fmt.families]
     instead = f"convert it --to {' or --to '.join(able)}" if able else "no target writes it yet"
-    raise bad_input(destination, f"{tree.path} holds a model of the {family} family (model_type {family!r}), and "
-                                 f"the {target} writer has names for {', '.join(writes)} only: its layers would be "
-                                 f"written under {writes[0]}'s names as another model; {instead}. Nothing was "
-                                 f"written")
+    raise bad_input(destination, f"{tree.path} holds a {FAMILY_NAMES[family]} model (model_type {family!r}), and "
+                                 f"the {target} writer has names for {', '.join(writes)} only: written there it "
+                                 f"would be another model; {instead}. Nothing was written")
 
 
 def _carry(files: list[Path], directory: Path, written: list[Path]) -> list[Path]:

@@ -140,6 +140,8 @@ def canonical_names(config: BertConfig, heads: Heads, *, conditional: bool = Fal
             continue
         if role.component == "embeddings.projection" and not config.embedding_projection:
             continue
+        if role.component == "embeddings.token_type" and config.type_vocab_size == 0:
+            continue  # no token types (fairseq's RoBERTa, bert4keras' segment_vocab_size=0)
         if role.copy_of and not ((role.template == "mlm.decoder" and heads.untied_decoder)
                                  or (role.template == "mlm.decoder_bias" and heads.untied_decoder_bias)):
             continue
@@ -217,6 +219,8 @@ class ParameterTree:
       vocab: a vocab.txt found beside the checkpoint, if any.
       scope: the name prefix the BERT was found under in the file ("module/" for a TF-Hub
         fine-tune), "" when its names are the format's own.
+      model: which of a checkpoint's models this is, when it holds more than one ("generator"
+        or "discriminator" of an ELECTRA pre-training checkpoint); None when it holds one.
     """
 
     format: str
@@ -227,6 +231,7 @@ class ParameterTree:
     files: list[Path] = field(default_factory=list)
     vocab: Path | None = None
     scope: str = ""
+    model: str | None = None
 
     def __contains__(self, name: str) -> bool:
         return name in self.params

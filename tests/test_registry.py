@@ -44,7 +44,9 @@ def test_every_reader_format_name_maps_to_its_entry_and_a_family_with_numerics(f
 def test_the_module_provides_what_the_entry_declares(fmt):
     for function in ("sniff", "candidates", "read"):
         assert callable(getattr(fmt.module, function)), f"{fmt.module.__name__} has no {function}()"
-    assert set(inspect.signature(fmt.read).parameters) == {"path", "config_path", "num_heads"}
+    # `model` picks one of the models a file holds, for the formats that declare them.
+    expected = {"path", "config_path", "num_heads"} | ({"model"} if fmt.models else set())
+    assert set(inspect.signature(fmt.read).parameters) == expected
     assert hasattr(fmt.module, "write") == (fmt.output is not None), \
         "a format writes (has an output) exactly when its module has write()"
     if fmt.output is not None:

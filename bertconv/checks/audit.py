@@ -20,7 +20,8 @@ CONFIG_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_
 def audit(tree: ParameterTree) -> dict:
     """The audit report of `tree` as a JSON-ready dict (the `audit --json` object).
 
-    Keys: format, path, config, parameters, expected_parameters, components
+    Keys: format, model (which of the file's models: an ELECTRA generator or discriminator, else
+    None), path, config, parameters, expected_parameters, components
     [{name, parameters, expected}], heads, ignored [{name, reason, parameters}], tied_copies,
     problems, ok.
     """
@@ -50,6 +51,7 @@ def audit(tree: ParameterTree) -> dict:
         config["conditional_size"] = tree.config.conditional_size
     return {
         "format": tree.format,
+        "model": tree.model,
         "path": str(tree.path),
         "config": config,
         "config_provenance": dict(tree.config.provenance),

@@ -11,7 +11,8 @@ from .common import checkpoint_options, finish, human, load, stdout
 
 
 def print_report(report: dict) -> None:
-    stdout.print(f"[bold]{report['path']}[/]  format [cyan]{report['format']}[/]")
+    stdout.print(f"[bold]{report['path']}[/]  format [cyan]{report['format']}[/]"
+                 + (f"  model [cyan]{report['model']}[/]" if report["model"] else ""))
     config = report["config"]
     stdout.print("config: " + " ".join(f"{k}={v}" for k, v in config.items()))
     heads = ", ".join(name for name, present in report["heads"].items() if present) or "none"
@@ -26,8 +27,8 @@ def print_report(report: dict) -> None:
                   f"[bold]{human(report['expected_parameters'])}[/]", "")
     stdout.print(table)
     for copy in report["tied_copies"]:
-        how = "shares storage with" if copy["shared_storage"] else "stored copy of"
-        stdout.print(f"tied: {copy['name']} ({copy['canonical']}) is a {how} its tied parameter; counted once")
+        how = "shares storage with" if copy["shared_storage"] else "is a stored copy of"
+        stdout.print(f"tied: {copy['name']} ({copy['canonical']}) {how} its tied parameter; counted once")
     for sentence in ignored_summary(report["ignored"]):
         stdout.print(f"{sentence} (not counted)")
     for problem in report["problems"]:

@@ -48,8 +48,25 @@ stdout = _LazyConsole(highlight=False, soft_wrap=True)
 stderr = _LazyConsole(stderr=True, highlight=False)
 
 
+#: Where `--model` leaves its value for `load` (click's per-invocation store), so that the
+#: commands' signatures do not all grow a parameter only ELECTRA checkpoints use.
+MODEL_KEY = "bertconv.model"
+
+
+def _remember_model(ctx: click.Context, _param, value: str | None) -> str | None:
+    ctx.meta[MODEL_KEY] = value
+    return value
+
+
 def checkpoint_options(function):
-    """`--config FILE` and `--heads N`, for what a checkpoint and its neighbours do not tell."""
+    """`--config FILE`, `--heads N` and `--model NAME`, for what a checkpoint and its neighbours
+    do not tell."""
+    function = click.option(
+        "--model", type=click.Choice(formats.MODELS), default=None, expose_value=False,
+        callback=_remember_model,
+        help="Which model of an ELECTRA pre-training checkpoint to read: the generator (the masked LM, the "
+             "default) or the discriminator.",
+    )(function)
     function = click.option(
         "--heads", "num_heads", type=click.IntRange(min=1), default=None,
         help="Number of attention heads, when no config file says it (default: hidden_size / 64).",
@@ -77,10 +94,13 @@ class Tolerance(click.ParamType):
 
 
 def load(path: Path, config_path: Path | None, num_heads: int | None) -> ParameterTree:
+    """Read the checkpoint at `path`, with the `--model` of the running command if it has one."""
     require_file_or_directory(Path(path), "checkpoint")
     if config_path is not None:
         require_file_or_directory(Path(config_path), "config")
-    return formats.read(Path(path), config_path=config_path, num_heads=num_heads)
+    context = click.get_current_context(silent=True)
+    model = context.meta.get(MODEL_KEY) if context is not None else None
+    return formats.read(Path(path), config_path=config_path, num_heads=num_heads, model=model)
 
 
 def print_json(data) -> None:

@@ -18,6 +18,7 @@ def describe(tree) -> dict:
     return {
         "format": tree.format,
         "scope": tree.scope,
+        "model": tree.model,
         "path": str(tree.path),
         "files": [str(f) for f in files if f.is_file()],
         "missing_files": [str(f) for f in files if not f.is_file()],
@@ -49,7 +50,8 @@ def command(path: Path, config_path, num_heads, as_json: bool) -> None:
         print_json(report)
         return
     stdout.print(f"[bold]{report['path']}[/]  format [cyan]{report['format']}[/]"
-                 + (f"  under scope [cyan]{report['scope']}[/]" if report["scope"] else ""))
+                 + (f"  under scope [cyan]{report['scope']}[/]" if report["scope"] else "")
+                 + (f"  model [cyan]{report['model']}[/]" if report["model"] else ""))
     config = tree.config
     stdout.print(
         f"config: V={config.vocab_size} H={config.hidden_size} L={config.num_hidden_layers} "

@@ -82,8 +82,28 @@ def _ordered_dict(*args, **kwargs):
     return OrderedDict(*args, **kwargs)
 
 
-#: The only globals a state-dict pickle may name. Everything else is refused.
+class NamespaceStandIn:
+    """What an `argparse.Namespace` in a pickle becomes: its attributes, recorded in `attributes`,
+    and nothing else (no attribute of its own is ever set from the file, no method runs).
+
+    fairseq (before its Hydra configs) saves the training command's options as `args`, an
+    argparse.Namespace, beside the model's state dict; the model's sizes are read from them.
+    """
+
+    __slots__ = ("attributes",)
+
+    def __new__(cls, *args, **kwargs):
+        if args or kwargs:  # Namespace pickles as NEWOBJ with no arguments, then BUILD
+            raise BadInput(f"argparse.Namespace created with arguments {args!r:.100}, which pickle never passes")
+        instance = super().__new__(cls)
+        instance.attributes = {}
+        return instance
+
+
+#: The only globals a state-dict pickle may name, each justified. Everything else is refused.
 _ALLOWED = {
+    # fairseq's `args` (see NamespaceStandIn): recorded, never an argparse object.
+    ("argparse", "Namespace"): NamespaceStandIn,
     ("collections", "OrderedDict"): _ordered_dict,
     ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor,
     ("torch._utils", "_rebuild_tensor"): _rebuild_tensor,
@@ -104,6 +124,11 @@ def _stand_in_name(obj) -> str:
         if value is obj:
             return f"{module}.{name}"
     return type(obj).__name__
+
+
+def _plain_attributes(state) -> bool:
+    """A dict of attribute names (no dunder: nothing that could act as a method)."""
+    return isinstance(state, dict) and all(isinstance(k, str) and not k.startswith("__") for k in state)
 
 
 # The pure-Python unpickler, not the C one: the C unpickler sizes its memo array by the largest
@@ -128,6 +153,9 @@ class _SafeUnpickler(pickle._Unpickler):
         `_metadata` attribute; anything else (state for a stand-in shared by every read, or an
         instance attribute such as `__setstate__` that a second BUILD would call) is refused."""
         state, target = self.stack[-1], self.stack[-2]
+        if type(target) is NamespaceStandIn and _plain_attributes(state):
+            target.attributes.update(self.stack.pop())
+            return
         if not (type(target) is OrderedDict and isinstance(state, dict)
                 and all(isinstance(k, str) and not k.startswith("__") for k in state)):
             keys = ", ".join(repr(k) for k in state) if isinstance(state, dict) else type(state).__name__
@@ -138,6 +166,7 @@ class _SafeUnpickler(pickle._Unpickler):
         super().load_build()
 
     dispatch = {**pickle._Unpickler.dispatch, pickle.BUILD[0]: load_build}
+
 
     def persistent_load(self, pid):
         if not (isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage"
@@ -195,6 +224,8 @@ class TorchCheckpoint:
       wrapper: the key a training script saved the state dict under (`{"model": state_dict,
         "optimizer": ...}`), or None when the pickle is the state dict itself.
       beside: the other top-level entries of such a save (optimizer, epoch, ...).
+      settings: the training options saved beside the state dict, by key: the attributes of an
+        argparse.Namespace (fairseq's `args`) or a plain dict of plain values (fairseq's `cfg`).
     """
 
     path: Path
@@ -203,6 +234,7 @@ class TorchCheckpoint:
     non_tensors: dict[str, NonTensor]
     wrapper: str | None = None
     beside: dict[str, NonTensor] = field(default_factory=dict)
+    settings: dict[str, dict] = field(default_factory=dict)
 
 
 def looks_like_torch(path: Path) -> bool:
@@ -271,7 +303,8 @@ def _holds_tensors(obj, depth: int = MAX_WRAPPING) -> bool:
 
 def _describe(value, depth: int = 8) -> NonTensor:
     """A non-tensor entry's type and the tensor values inside it (nested containers counted)."""
-    return NonTensor(type(value).__name__, _values(value, depth))
+    type_name = "argparse.Namespace" if isinstance(value, NamespaceStandIn) else type(value).__name__
+    return NonTensor(type_name, _values(value, depth))
 
 
 def _values(value, depth: int) -> int:
@@ -440,5 +473,15 @@ def _assemble(path: Path, saved, spans: dict[str, tuple[int, int]]) -> TorchChec
                                       f"{value.offset} reaches past its storage of {storage.numel} elements")
         tensors[name] = StridedTensor(path, offset, nbytes, storage.dtype, value.shape, value.stride, value.offset)
         identities[name] = value.identity
+    settings = {str(k): _settings(v) for k, v in beside.items() if isinstance(v, (NamespaceStandIn, dict))}
     return TorchCheckpoint(path, tensors, identities, non_tensors, wrapper,
-                           {str(k): _describe(v) for k, v in beside.items()})
+                           {str(k): _describe(v) for k, v in beside.items()}, settings)
+
+
+def _settings(value, depth: int = 4):
+    """Options as plain data: a Namespace stand-in's attributes, nested, as dicts."""
+    if isinstance(value, NamespaceStandIn):
+        value = value.attributes
+    if isinstance(value, dict) and depth:
+        return {str(k): _settings(v, depth - 1) for k, v in value.items()}
+    return value

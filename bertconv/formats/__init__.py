@@ -14,9 +14,9 @@ from pathlib import Path
 from ..containers import keras_h5
 from ..errors import bad_input
 from ..tree import ParameterTree
-from .registry import FORMATS, SNIFF_ORDER, TARGETS, Format, Output, Specificity, expected_checkpoints, format_named
+from .registry import FORMATS, MODELS, SNIFF_ORDER, TARGETS, Format, Output, Specificity, expected_checkpoints, format_named
 
-__all__ = ["FORMATS", "TARGETS", "Format", "Output", "Specificity", "format_named", "read", "resolve"]
+__all__ = ["FORMATS", "MODELS", "TARGETS", "Format", "Output", "Specificity", "format_named", "read", "resolve"]
 
 
 def resolve(path: Path) -> tuple[Format, Path]:
@@ -53,7 +53,18 @@ def resolve(path: Path) -> tuple[Format, Path]:
     raise bad_input(path, f"is not a checkpoint bertconv reads; expected {expected_checkpoints()}")
 
 
-def read(path: Path, *, config_path: Path | None = None, num_heads: int | None = None) -> ParameterTree:
-    """Read any supported checkpoint into a canonical `ParameterTree` (headers only)."""
+def read(path: Path, *, config_path: Path | None = None, num_heads: int | None = None,
+         model: str | None = None) -> ParameterTree:
+    """Read any supported checkpoint into a canonical `ParameterTree` (headers only).
+
+    `model` picks one of the models a file holds (an ELECTRA pre-training checkpoint's
+    "generator", the default, or "discriminator"); a format whose files hold one model refuses it.
+    """
     fmt, exact = resolve(path)
-    return fmt.read(exact, config_path=config_path, num_heads=num_heads)
+    if model is None:
+        return fmt.read(exact, config_path=config_path, num_heads=num_heads)
+    if model not in fmt.models:
+        held = "its files hold one model" if not fmt.models else f"its files hold {' or '.join(fmt.models)}"
+        raise bad_input(exact, f"is a {fmt.target} checkpoint and {held}: --model {model} does not apply "
+                               f"(it picks one of an ELECTRA pre-training checkpoint's generator and discriminator)")
+    return fmt.read(exact, config_path=config_path, num_heads=num_heads, model=model)

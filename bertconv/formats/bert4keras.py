@@ -70,6 +70,8 @@ FORMATS = (FORMAT, FORMAT_KERAS3)
 #: bert4keras computes a config's "gelu" as the exact erf form (bert4keras/backend.py `gelu_erf`).
 DEFAULT_ACTIVATION = "gelu"
 CONFIG_FILE = "bert_config.json"
+#: The families bert4keras builds and this module writes (`build_transformer_model(model=...)`).
+WRITES_FAMILIES = ("bert", "albert", "electra")
 WEIGHTS_FILE = "bert4keras_model.h5"
 #: The files of the checkpoint directory this module writes (what `convert --force` may replace).
 OWNED_FILES = (WEIGHTS_FILE, CONFIG_FILE)
@@ -170,28 +172,62 @@ OUTPUT_BIAS = LayerKind("ScaleOffset", (Slot("beta", "beta", leaves=("beta", "bi
 
 _ATTENTION = "Transformer-{i}-MultiHeadSelfAttention"
 _FEED_FORWARD = "Transformer-{i}-FeedForward"
+#: ALBERT's one shared layer (bert4keras' `ALBERT.apply_main_layers` reuses these names).
+_SHARED_ATTENTION = "Transformer-MultiHeadSelfAttention"
+_SHARED_FEED_FORWARD = "Transformer-FeedForward"
 
-#: Every bert4keras BERT layer that has weights, with its kind, in model order.
-LAYERS: tuple[tuple[str, LayerKind], ...] = (
+_EMBEDDING_LAYERS = (
     ("Embedding-Token", EMBEDDING),
     ("Embedding-Segment", EMBEDDING),
     ("Embedding-Position", POSITION_EMBEDDING),
     ("Embedding-Norm", LAYER_NORM),
-    (_ATTENTION, ATTENTION),
-    (f"{_ATTENTION}-Norm", LAYER_NORM),
-    (_FEED_FORWARD, FEED_FORWARD),
-    (f"{_FEED_FORWARD}-Norm", LAYER_NORM),
-    ("Pooler-Dense", DENSE),
-    ("NSP-Proba", DENSE),
-    ("MLM-Dense", DENSE),
-    ("MLM-Norm", LAYER_NORM),
-    ("MLM-Bias", OUTPUT_BIAS),
 )
 
-#: Layer names bert4keras gives to parts of its other models (ALBERT's Embedding-Mapping and
-#: shared Transformer-MultiHeadSelfAttention, NEZHA/RoFormer position layers, ...): a file with
-#: weights in such a layer is not a BERT, and converting it as one would lose them.
-RESERVED = ("Embedding-*", "Transformer-*", "MLM-*", "Pooler-*", "NSP-*")
+
+def _transformer_layers(attention: str, feed_forward: str) -> tuple[tuple[str, LayerKind], ...]:
+    return ((attention, ATTENTION), (f"{attention}-Norm", LAYER_NORM),
+            (feed_forward, FEED_FORWARD), (f"{feed_forward}-Norm", LAYER_NORM))
+
+
+_MLM_LAYERS = (("MLM-Dense", DENSE), ("MLM-Norm", LAYER_NORM), ("MLM-Bias", OUTPUT_BIAS))
+
+#: Every bert4keras BERT layer that has weights, with its kind, in model order.
+LAYERS: tuple[tuple[str, LayerKind], ...] = (
+    *_EMBEDDING_LAYERS,
+    *_transformer_layers(_ATTENTION, _FEED_FORWARD),
+    ("Pooler-Dense", DENSE),
+    ("NSP-Proba", DENSE),
+    *_MLM_LAYERS,
+)
+#: `build_transformer_model(model='albert')`: the embeddings projected E -> H by Embedding-Mapping
+#: (built when embedding_size != hidden_size), one shared layer, NSP-Proba trained on sentence order.
+ALBERT_LAYERS: tuple[tuple[str, LayerKind], ...] = (
+    *_EMBEDDING_LAYERS,
+    ("Embedding-Mapping", DENSE),
+    *_transformer_layers(_SHARED_ATTENTION, _SHARED_FEED_FORWARD),
+    ("Pooler-Dense", DENSE),
+    ("NSP-Proba", DENSE),
+    *_MLM_LAYERS,
+)
+#: `build_transformer_model(model='electra', with_discriminator=True)`: the discriminator, with
+#: Embedding-Mapping when embedding_size != hidden_size. `model='bert'` with that embedding_size
+#: builds the same embeddings and, with_mlm, the generator's head (MLM-Dense H -> E, the tied
+#: [V, E] table): the ELECTRA family's other model.
+ELECTRA_LAYERS: tuple[tuple[str, LayerKind], ...] = (
+    *_EMBEDDING_LAYERS,
+    ("Embedding-Mapping", DENSE),
+    *_transformer_layers(_ATTENTION, _FEED_FORWARD),
+    ("Pooler-Dense", DENSE),
+    ("NSP-Proba", DENSE),
+    *_MLM_LAYERS,
+    ("Discriminator-Dense", DENSE),
+    ("Discriminator-Prediction", DENSE),
+)
+
+#: Layer names bert4keras gives to parts of its models: a file with weights in such a layer that
+#: its family's table does not know (NEZHA/RoFormer position layers, ...) is another model, and
+#: converting it as this one would lose them.
+RESERVED = ("Embedding-*", "Transformer-*", "MLM-*", "Pooler-*", "NSP-*", "Discriminator-*")
 
 
 def _norm_rows(canonical: str, layer: str) -> tuple[Row, ...]:
@@ -207,38 +243,105 @@ def _dense_rows(canonical: str, name: str) -> tuple[Row, ...]:
     return (Row(f"{canonical}.kernel", f"{name}/kernel"), Row(f"{canonical}.bias", f"{name}/bias"))
 
 
-TABLE = Table("bert4keras", (
+_EMBEDDING_ROWS = (
     Row("embeddings.word", "Embedding-Token/embeddings"),
     Row("embeddings.token_type", "Embedding-Segment/embeddings"),
     Row("embeddings.position", "Embedding-Position/embeddings"),
     *_norm_rows("embeddings.norm", "Embedding-Norm"),
-    *_dense_rows("layers.{i}.attention.query", f"{_ATTENTION}/q_dense"),
-    *_dense_rows("layers.{i}.attention.key", f"{_ATTENTION}/k_dense"),
-    *_dense_rows("layers.{i}.attention.value", f"{_ATTENTION}/v_dense"),
-    *_dense_rows("layers.{i}.attention.output", f"{_ATTENTION}/o_dense"),
-    *_norm_rows("layers.{i}.attention_norm", f"{_ATTENTION}-Norm"),
-    *_dense_rows("layers.{i}.ffn.intermediate", f"{_FEED_FORWARD}/i0_dense"),
-    *_dense_rows("layers.{i}.ffn.output", f"{_FEED_FORWARD}/o_dense"),
-    *_norm_rows("layers.{i}.ffn_norm", f"{_FEED_FORWARD}-Norm"),
-    *_dense_rows("pooler", "Pooler-Dense"),
-    *_dense_rows("nsp", "NSP-Proba"),  # [H, 2], the canonical layout (Google stores [2, H])
+)
+_MLM_ROWS = (
     *_dense_rows("mlm.transform", "MLM-Dense"),
     *_norm_rows("mlm.norm", "MLM-Norm"),
     Row("mlm.output_bias", "MLM-Bias/beta"),
+)
+
+
+def _layer_rows(attention: str, feed_forward: str, layer: str = "{i}") -> tuple[Row, ...]:
+    """The rows of a transformer layer; `layer` is the canonical index ("{i}", or "0" for
+    ALBERT's shared layer, whose names hold none)."""
+    return (
+        *_dense_rows(f"layers.{layer}.attention.query", f"{attention}/q_dense"),
+        *_dense_rows(f"layers.{layer}.attention.key", f"{attention}/k_dense"),
+        *_dense_rows(f"layers.{layer}.attention.value", f"{attention}/v_dense"),
+        *_dense_rows(f"layers.{layer}.attention.output", f"{attention}/o_dense"),
+        *_norm_rows(f"layers.{layer}.attention_norm", f"{attention}-Norm"),
+        *_dense_rows(f"layers.{layer}.ffn.intermediate", f"{feed_forward}/i0_dense"),
+        *_dense_rows(f"layers.{layer}.ffn.output", f"{feed_forward}/o_dense"),
+        *_norm_rows(f"layers.{layer}.ffn_norm", f"{feed_forward}-Norm"),
+    )
+
+
+TABLE = Table("bert4keras", (
+    *_EMBEDDING_ROWS,
+    *_layer_rows(_ATTENTION, _FEED_FORWARD),
+    *_dense_rows("pooler", "Pooler-Dense"),
+    *_dense_rows("nsp", "NSP-Proba"),  # [H, 2], the canonical layout (Google stores [2, H])
+    *_MLM_ROWS,
+))
+ALBERT_TABLE = Table("bert4keras albert", (
+    *_EMBEDDING_ROWS,
+    *_dense_rows("embeddings.projection", "Embedding-Mapping"),
+    *_layer_rows(_SHARED_ATTENTION, _SHARED_FEED_FORWARD, layer="0"),
+    *_dense_rows("pooler", "Pooler-Dense"),
+    *_dense_rows("sop", "NSP-Proba"),  # ALBERT pre-trains it on sentence order
+    *_MLM_ROWS,
+))
+ELECTRA_TABLE = Table("bert4keras electra", (
+    *_EMBEDDING_ROWS,
+    *_dense_rows("embeddings.projection", "Embedding-Mapping"),
+    *_layer_rows(_ATTENTION, _FEED_FORWARD),
+    *_dense_rows("pooler", "Pooler-Dense"),
+    *_dense_rows("nsp", "NSP-Proba"),
+    *_MLM_ROWS,
+    *_dense_rows("rtd.dense", "Discriminator-Dense"),
+    *_dense_rows("rtd.output", "Discriminator-Prediction"),
 ))
 
-_LAYER_PATTERNS = tuple(
-    (re.compile(re.escape(template).replace(re.escape("{i}"), r"(?:0|[1-9]\d*)") + r"\Z"), kind)
-    for template, kind in LAYERS
-)
+
+def _patterns(layers: tuple[tuple[str, LayerKind], ...]) -> tuple[tuple[re.Pattern, LayerKind], ...]:
+    return tuple((re.compile(re.escape(template).replace(re.escape("{i}"), r"(?:0|[1-9]\d*)") + r"\Z"), kind)
+                 for template, kind in layers)
+
+
+@dataclass(frozen=True)
+class Family:
+    """A model `build_transformer_model(model=...)` builds: its layers with weights and its table.
+
+    `marks`: layers only this family has (among those read here); a file holding one is of it.
+    """
+
+    model_type: str
+    layers: tuple[tuple[str, LayerKind], ...]
+    table: Table
+    marks: tuple[str, ...] = ()
+
+    def kind_of(self, layer: str) -> LayerKind | None:
+        for pattern, kind in _patterns(self.layers):
+            if pattern.match(layer):
+                return kind
+        return None
+
+
+BERT = Family("bert", LAYERS, TABLE)
+ALBERT = Family("albert", ALBERT_LAYERS, ALBERT_TABLE, marks=(_SHARED_ATTENTION, _SHARED_FEED_FORWARD))
+# A file with Embedding-Mapping is of the ELECTRA family: bert4keras builds it into model='bert'
+# too when embedding_size != hidden_size, the computation of ELECTRA's encoder and generator,
+# which the canonical tree holds as ELECTRA's (the family whose projection is optional).
+ELECTRA = Family("electra", ELECTRA_LAYERS, ELECTRA_TABLE,
+                 marks=("Discriminator-Dense", "Discriminator-Prediction", "Embedding-Mapping"))
+#: The families read and written here; a file is of the first whose marks it holds, else BERT.
+FAMILIES = (ALBERT, ELECTRA, BERT)
+FAMILY_BY_TYPE = {family.model_type: family for family in FAMILIES}
+
+
+def family_of(layer_names: Iterable[str]) -> Family:
+    names = set(layer_names)
+    return next((family for family in FAMILIES if names & set(family.marks)), BERT)
 
 
 def kind_of(layer: str) -> LayerKind | None:
     """The kind of a bert4keras BERT layer name (`Transformer-3-FeedForward`), or None."""
-    for pattern, kind in _LAYER_PATTERNS:
-        if pattern.match(layer):
-            return kind
-    return None
+    return BERT.kind_of(layer)
 
 
 def _is_reserved(layer: str) -> bool:
@@ -285,45 +388,48 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
         return read_keras3(path, config_path=config_path, num_heads=num_heads)
     weights_file = keras_h5.read_weights_file(path)
     weighted = [layer for layer in weights_file.layers if layer.weights]
+    family = family_of(layer.name for layer in weighted)
     refuse_non_bert(path, [layer.name for layer in weighted], what="a Keras weights file",
-                    saved_by="build_transformer_model(...).save_weights")
+                    saved_by="build_transformer_model(...).save_weights", family=family)
     entries: list[Entry] = []
     spelling: dict[str, str] = {}
     ignored = [Ignored(w.name, _extra_reason(w.name), w.tensor.numel, str(w.tensor.dtype), tuple(w.tensor.shape))
                for w in weights_file.extra]
     for layer in weighted:
-        kind = kind_of(layer.name)
+        kind = family.kind_of(layer.name)
         if kind is None:
             ignored.extend(_foreign_layer(layer))
             continue
         for slot, weight in zip(_slots(path, layer, kind), layer.weights, strict=True):
             spelling[weight.name] = f"{layer.name}/{slot.role}"
             entries.append(Entry(weight.name, weight.tensor, path))
-    config = _config(path, config_path)
+    config = _config(path, config_path, family.model_type)
     vocab = path.parent / "vocab.txt"
     tree = assemble(
-        format_name=FORMAT, path=path, entries=entries, table=TABLE, config=config,
+        format_name=FORMAT, path=path, entries=entries, table=family.table, config=config,
         default_activation=DEFAULT_ACTIVATION, num_heads=num_heads, files=[path],
         vocab=vocab if vocab.is_file() else None, extra_ignored=ignored,
-        rename=lambda name: spelling.get(name, name),
+        rename=lambda name: spelling.get(name, name), family=family.model_type,
     )
     return _with_condition_size(tree)
 
 
-def refuse_non_bert(path: Path, names: list[str], *, what: str, saved_by: str) -> None:
-    """Refuse a Keras file whose layers with weights (`names`) include no bert4keras BERT layer,
-    or include layers of another bert4keras model; `what` the file is, `saved_by` how a BERT's
-    is written (for the message)."""
-    if not any(kind_of(name) for name in names):
+def refuse_non_bert(path: Path, names: list[str], *, what: str, saved_by: str, family: Family = BERT) -> None:
+    """Refuse a Keras file whose layers with weights (`names`) include no layer of the bert4keras
+    `family`, or include layers of another bert4keras model; `what` the file is, `saved_by` how a
+    BERT's is written (for the message)."""
+    if not any(family.kind_of(name) for name in names):
         shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
         expected = ", ".join(template.replace("{i}", "0") for template, _ in LAYERS[:5])
         raise bad_input(path, f"{what}, but not a bert4keras BERT: its layers with weights are "
                               f"{shown or 'none'}; a bert4keras BERT ({saved_by}) "
                               f"has layers {expected}, ..., MLM-Bias")
-    foreign = sorted(name for name in names if kind_of(name) is None and _is_reserved(name))
+    foreign = sorted(name for name in names if family.kind_of(name) is None and _is_reserved(name))
     if foreign:
-        raise bad_input(path, f"holds bert4keras layers that a BERT does not have: {', '.join(foreign)} "
-                              f"(ALBERT, NEZHA, RoFormer or another bert4keras model?); bertconv converts BERT only")
+        what_model = "a BERT" if family is BERT else f"an {family.model_type.upper()}"
+        raise bad_input(path, f"holds bert4keras layers that {what_model} does not have: {', '.join(foreign)} "
+                              f"(NEZHA, RoFormer or another bert4keras model?); bertconv reads bert4keras' "
+                              f"BERT, ALBERT and ELECTRA")
 
 
 def _slots(path: Path, layer: KerasLayer, kind: LayerKind) -> tuple[Slot, ...]:
@@ -360,11 +466,11 @@ def _extra_reason(name: str) -> str:
     return "a weight of the Keras model itself, outside every bert4keras layer"
 
 
-def _config(path: Path, config_path: Path | None) -> BertConfig | None:
+def _config(path: Path, config_path: Path | None, family: str = "bert") -> BertConfig | None:
     candidate = config_path or path.parent / CONFIG_FILE
     if config_path is None and not candidate.is_file():
         return None
-    return load_config_file(candidate, gelu_means_for_google=DEFAULT_ACTIVATION)
+    return load_config_file(candidate, gelu_means_for_google=DEFAULT_ACTIVATION, family=family)
 
 
 # --- reading the Keras 3 layout (*.weights.h5) -------------------------------------------------
@@ -545,13 +651,15 @@ class _Graph:
 
 
 def model_layers(num_layers: int, heads: Heads, *, segments: bool = True, conditional: bool = False,
-                 dropout: bool = True) -> list[str]:
-    """The `model.layers` names of `build_transformer_model(config, with_pool=, with_nsp=,
-    with_mlm=)`, in order: the calls of bert4keras' `BERT.apply_embeddings`, `apply_main_layers`
-    and `apply_final_layers` as a graph, ordered as Keras orders a functional model.
+                 dropout: bool = True, family: Family = BERT, projection: bool = False) -> list[str]:
+    """The `model.layers` names of `build_transformer_model(config, model=, with_pool=, with_nsp=,
+    with_mlm=)` (ELECTRA: `with_discriminator=`), in order: the calls of bert4keras'
+    `apply_embeddings`, `apply_main_layers` and `apply_final_layers` as a graph, ordered as Keras
+    orders a functional model.
 
     `dropout`: the config has a non-zero hidden_dropout_prob (bert4keras adds Dropout layers only
-    then; they hold no weights). `segments`: type_vocab_size > 0.
+    then; they hold no weights). `segments`: type_vocab_size > 0. `projection`: embedding_size
+    differs from hidden_size (Embedding-Mapping). ALBERT calls one set of layers L times.
     """
     g = _Graph()
     x = g.call("Embedding-Token", g.input("Input-Token"))
@@ -569,14 +677,22 @@ def model_layers(num_layers: int, heads: Heads, *, segments: bool = True, condit
         return g.call(f"{block}-Norm", y, *condition)
 
     x = maybe_dropout("Embedding-Dropout", g.call("Embedding-Norm", x, *condition))
+    if projection:
+        x = g.call("Embedding-Mapping", x)
+    shared = family is ALBERT
     for i in range(num_layers):
-        attention, feed_forward = _ATTENTION.format(i=i), _FEED_FORWARD.format(i=i)
+        attention = _SHARED_ATTENTION if shared else _ATTENTION.format(i=i)
+        feed_forward = _SHARED_FEED_FORWARD if shared else _FEED_FORWARD.format(i=i)
         x = add_and_norm(attention, g.call(attention, x, x, x), x)  # query, key, value
         x = add_and_norm(feed_forward, g.call(feed_forward, x), x)
     outputs = [x]
+    if heads.rtd:  # ELECTRA's discriminator: its head alone (model='electra' builds no other)
+        y = g.call("Discriminator-Prediction", g.call("Discriminator-Dense", x))
+        return keras_h5.functional_layer_order(g.nodes, [y], g.inputs)
+    sentence_head = heads.sop if shared else heads.nsp
     if heads.pooler:
         y = g.call("Pooler-Dense", g.call("Pooler", x))
-        outputs.append(g.call("NSP-Proba", y) if heads.nsp else y)
+        outputs.append(g.call("NSP-Proba", y) if sentence_head else y)
     if heads.mlm:
         y = g.call("MLM-Norm", g.call("MLM-Dense", x), *condition)
         y = g.call("Embedding-Token", y)  # the tied decoder: the token embedding in "dense" mode
@@ -604,7 +720,12 @@ def layers_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) -
     """Every layer of the bert4keras model for `tree`'s heads, in `model.layers` order, each with
     its weights named as `save_weights` names them. Refuses a tree bert4keras cannot hold."""
     heads = tree.heads
-    if heads.nsp and not heads.pooler:
+    family = FAMILY_BY_TYPE.get(tree.config.model_type)
+    if family is None:
+        raise bad_input(tree.path, f"is a {tree.config.model_type} model; bert4keras builds BERT, ALBERT and ELECTRA "
+                                   f"here (model='bert', 'albert', 'electra'): convert it --to hf")
+    _refuse_what_family_cannot_hold(tree, family)
+    if (heads.nsp or heads.sop) and not heads.pooler:
         raise bad_input(tree.path, "has an NSP head but no pooler; bert4keras' NSP-Proba sits on Pooler-Dense "
                                    "(with_nsp implies with_pool), so it cannot be written --to bert4keras")
     if tree.has_untied_decoder and not drop_untied_decoder:
@@ -613,14 +734,15 @@ def layers_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) -
                                    f"construction. Pass --drop-untied-decoder to write without it (the word "
                                    f"embeddings then serve as the decoder; its values are lost)")
     names = model_layers(tree.config.num_hidden_layers, heads, segments="embeddings.token_type" in tree,
-                         conditional=tree.conditional)
+                         conditional=tree.conditional, family=family,
+                         projection="embeddings.projection.kernel" in tree)
     layers, written, missing = [], set(), []
     for name in names:
-        kind = kind_of(name)
+        kind = family.kind_of(name)
         slots = () if kind is None else kind.slots + (kind.conditional if tree.conditional else ())
         weights = []
         for slot in slots:
-            canonical = TABLE.match(f"{name}/{slot.role}").canonical
+            canonical = family.table.match(f"{name}/{slot.role}").canonical
             if canonical not in tree:
                 missing.append(canonical)
                 continue
@@ -634,8 +756,31 @@ def layers_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) -
     dropped = {"mlm.decoder", "mlm.decoder_bias"} if drop_untied_decoder else set()
     unwritten = sorted(n for n in tree.params if tree.is_counted(n) and n not in written | dropped)
     if unwritten:
-        raise bad_input(tree.path, f"bert4keras' BERT has no place for {', '.join(unwritten)}")
+        raise bad_input(tree.path, f"bert4keras' {family.model_type.upper()} has no place for {', '.join(unwritten)}")
     return layers
+
+
+def _refuse_what_family_cannot_hold(tree: ParameterTree, family: Family) -> None:
+    """What bert4keras' model of the family cannot build: ALBERT with more than one shared layer
+    or without a projection, a projection where E = H, the replaced-token head beside others.
+
+    ELECTRA's discriminator is written as `model='electra', with_discriminator=True` builds it;
+    its generator (and any projected model with pooler, NSP or MLM heads) as `model='bert'` with
+    the config's embedding_size builds it: the same layers, the same computation."""
+    config, path = tree.config, tree.path
+    projected = "embeddings.projection.kernel" in tree
+    if family is ALBERT and config.stored_layers != 1:
+        raise bad_input(path, f"is an ALBERT with {config.num_hidden_groups} group(s) of {config.inner_group_num} "
+                              f"inner layer(s); bert4keras' ALBERT shares one layer (num_hidden_groups = "
+                              f"inner_group_num = 1): convert it --to tf or hf")
+    if projected and config.embedding_width == config.hidden_size:
+        raise bad_input(path, f"projects its embeddings with embedding_size = hidden_size = {config.hidden_size}; "
+                              f"bert4keras builds Embedding-Mapping only when they differ, so it cannot hold "
+                              f"this projection: convert it --to tf or hf")
+    heads = tree.heads
+    if heads.rtd and (heads.mlm or heads.pooler or heads.nsp):
+        raise bad_input(path, "has ELECTRA's replaced-token head beside a pooler, NSP or MLM head; bert4keras' "
+                              "ELECTRA (with_discriminator) builds the discriminator's head alone")
 
 
 def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:

@@ -1,14 +1,43 @@
-"""Google's TF1 BERT checkpoints (google-research/bert): a tensor bundle with Google's names.
+"""Google's TF1 checkpoints of the BERT family: a tensor bundle with the names Google's code
+gives its variables (google-research/bert, google-research/albert, google-research/electra).
 
-Layout: kernels are `[in, out]` as in the canonical tree; the one exception is the NSP weight
-`cls/seq_relationship/output_weights`, stored `[2, H]`. Google stores no decoder matrix: the MLM
-logits use the word-embedding table (tying by construction), so a tree with an untied decoder
-cannot be written here without loss.
+Layout: kernels are `[in, out]` as in the canonical tree; the one exception is the NSP (ALBERT:
+SOP) weight `cls/seq_relationship/output_weights`, stored `[2, H]`. Google stores no decoder
+matrix: the MLM logits use the word-embedding table (tying by construction), so a tree with an
+untied decoder cannot be written here without loss.
+
+One table per model of the family, chosen by the names the file holds (the table matching most
+of them; a config beside the checkpoint then says the sizes):
+
+    bert                  `bert/embeddings/*`, `bert/encoder/layer_{i}/*`, `bert/pooler`, `cls/*`
+    albert                `bert/embeddings/*` [*, E], `bert/encoder/embedding_hidden_mapping_in`
+                          (E -> H), `bert/encoder/transformer/group_{g}/inner_group_{j}/*`: stored
+                          layer k = g*J + j (J = inner_group_num), `cls/predictions/*` (transform
+                          H -> E), `cls/seq_relationship/*`: sentence-order prediction
+    electra generator     shared `electra/embeddings/*` [*, E], `generator/embeddings_project`,
+                          `generator/encoder/layer_{i}/*`, `generator_predictions/*`: the masked LM
+    electra discriminator `electra/embeddings/*`, `electra/embeddings_project`,
+                          `electra/encoder/layer_{i}/*`, `discriminator_predictions/dense` [H, H]
+                          and `dense_1` [H, 1]: replaced-token detection
+
+An ELECTRA pre-training checkpoint holds both models (sharing the embeddings); `read` gives one,
+the generator unless `model="discriminator"` (the generator is the masked LM), and reports the
+other model's entries as ignored, naming the `--model` that reads them. Writing writes one model:
+the tree's, in its own names, as a checkpoint holding that model only.
+
+Which config applies: `--config` if given; else the first file beside the checkpoint named in
+its model's `config_names` (`{stem}` is the checkpoint prefix's name before `.ckpt`, as in
+`electra-180g-small.generator_config.json` beside `electra-180g-small.ckpt.index`). An ELECTRA
+model's own config (`generator_config.json`, `discriminator_config.json`) comes first; the
+generic `bert_config.json` applies to an ELECTRA model only when the checkpoint holds that
+model alone, since it cannot say which of two models it describes.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import BertConfig, load_config_file
@@ -17,10 +46,10 @@ from ..errors import bad_input
 from ..tree import Ignored, ParameterTree
 from .assemble import Entry, assemble
 from .scope import find_scope, unscoped
-from .table import TRANSPOSE, Row, Skip, Table
+from .table import TRANSPOSE, Row, Skip, Table, dense_rows, norm_rows
 
 FORMAT = "google-tf"
-#: A google-research/bert config's "gelu" is the tanh approximation it was trained with.
+#: google-research/bert's, albert's and electra's "gelu" are all the tanh approximation.
 DEFAULT_ACTIVATION = "gelu_tanh"
 PREFIX_NAME = "bert_model.ckpt"
 CONFIG_FILE = "bert_config.json"
@@ -29,38 +58,43 @@ VOCAB_FILE = "vocab.txt"
 OWNED_FILES = (f"{PREFIX_NAME}.index", f"{PREFIX_NAME}.data-*", f"{PREFIX_NAME}.meta", "checkpoint", CONFIG_FILE)
 #: Keys of a Keras object-based checkpoint end so; those bundles belong to another reader.
 KERAS_OBJECT_KEY_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+#: The models an ELECTRA pre-training checkpoint holds, the default (the masked LM) first.
+MODELS = ("generator", "discriminator")
+#: The families this module has tables to write (RoBERTa was never a Google TF checkpoint).
+WRITES_FAMILIES = ("bert", "albert", "electra")
 
 
-def _norm_rows(canonical: str, name: str) -> tuple[Row, ...]:
-    return (Row(f"{canonical}.gamma", f"{name}/gamma"), Row(f"{canonical}.beta", f"{name}/beta"))
+def _layer_rows(prefix: str, *, attention: str = "attention", ffn_in: str = "intermediate/dense",
+                ffn_out: str = "output/dense", attention_norm: str = "attention/output/LayerNorm",
+                ffn_norm: str = "output/LayerNorm") -> tuple[Row, ...]:
+    """The rows of one transformer layer at `prefix` (which holds `{i}`)."""
+    return (
+        *dense_rows("layers.{i}.attention.query", f"{prefix}/{attention}/self/query"),
+        *dense_rows("layers.{i}.attention.key", f"{prefix}/{attention}/self/key"),
+        *dense_rows("layers.{i}.attention.value", f"{prefix}/{attention}/self/value"),
+        *dense_rows("layers.{i}.attention.output", f"{prefix}/{attention}/output/dense"),
+        *norm_rows("layers.{i}.attention_norm", f"{prefix}/{attention_norm}"),
+        *dense_rows("layers.{i}.ffn.intermediate", f"{prefix}/{ffn_in}"),
+        *dense_rows("layers.{i}.ffn.output", f"{prefix}/{ffn_out}"),
+        *norm_rows("layers.{i}.ffn_norm", f"{prefix}/{ffn_norm}"),
+    )
 
 
-def _dense_rows(canonical: str, name: str) -> tuple[Row, ...]:
-    return (Row(f"{canonical}.kernel", f"{name}/kernel"), Row(f"{canonical}.bias", f"{name}/bias"))
+def _embedding_rows(scope: str) -> tuple[Row, ...]:
+    return (
+        Row("embeddings.word", f"{scope}/word_embeddings"),
+        Row("embeddings.token_type", f"{scope}/token_type_embeddings"),
+        Row("embeddings.position", f"{scope}/position_embeddings"),
+        *norm_rows("embeddings.norm", f"{scope}/LayerNorm"),
+    )
 
 
-_LAYER = "bert/encoder/layer_{i}"
+def _mlm_rows(scope: str, *, transform: str, norm: str) -> tuple[Row, ...]:
+    return (*dense_rows("mlm.transform", f"{scope}/{transform}"), *norm_rows("mlm.norm", f"{scope}/{norm}"),
+            Row("mlm.output_bias", f"{scope}/output_bias"))
 
-TABLE = Table("google-tf", (
-    Row("embeddings.word", "bert/embeddings/word_embeddings"),
-    Row("embeddings.token_type", "bert/embeddings/token_type_embeddings"),
-    Row("embeddings.position", "bert/embeddings/position_embeddings"),
-    *_norm_rows("embeddings.norm", "bert/embeddings/LayerNorm"),
-    *_dense_rows("layers.{i}.attention.query", f"{_LAYER}/attention/self/query"),
-    *_dense_rows("layers.{i}.attention.key", f"{_LAYER}/attention/self/key"),
-    *_dense_rows("layers.{i}.attention.value", f"{_LAYER}/attention/self/value"),
-    *_dense_rows("layers.{i}.attention.output", f"{_LAYER}/attention/output/dense"),
-    *_norm_rows("layers.{i}.attention_norm", f"{_LAYER}/attention/output/LayerNorm"),
-    *_dense_rows("layers.{i}.ffn.intermediate", f"{_LAYER}/intermediate/dense"),
-    *_dense_rows("layers.{i}.ffn.output", f"{_LAYER}/output/dense"),
-    *_norm_rows("layers.{i}.ffn_norm", f"{_LAYER}/output/LayerNorm"),
-    *_dense_rows("pooler", "bert/pooler/dense"),
-    *_dense_rows("mlm.transform", "cls/predictions/transform/dense"),
-    *_norm_rows("mlm.norm", "cls/predictions/transform/LayerNorm"),
-    Row("mlm.output_bias", "cls/predictions/output_bias"),
-    Row("nsp.kernel", "cls/seq_relationship/output_weights", TRANSPOSE),
-    Row("nsp.bias", "cls/seq_relationship/output_bias"),
-), skips=(
+
+_SKIPS = (
     Skip("global_step", "training step counter, not a parameter"),
     Skip("*/adam_m", "Adam optimizer slot (first moment)"),
     Skip("*/adam_v", "Adam optimizer slot (second moment)"),
@@ -70,7 +104,120 @@ TABLE = Table("google-tf", (
     Skip("output_bias", "fine-tuned classifier head, not part of BERT pre-training"),
     Skip("cls/squad/*", "fine-tuned SQuAD head, not part of BERT pre-training"),
     Skip("cls/classifier/*", "fine-tuned classifier head, not part of BERT pre-training"),
-))
+)
+
+TABLE = Table("google-tf", (
+    *_embedding_rows("bert/embeddings"),
+    *_layer_rows("bert/encoder/layer_{i}"),
+    *dense_rows("pooler", "bert/pooler/dense"),
+    *_mlm_rows("cls/predictions", transform="transform/dense", norm="transform/LayerNorm"),
+    Row("nsp.kernel", "cls/seq_relationship/output_weights", TRANSPOSE),
+    Row("nsp.bias", "cls/seq_relationship/output_bias"),
+), skips=_SKIPS)
+
+#: ALBERT's layers are spelled by stored index in the table; `_albert_names` translates
+#: `group_{g}/inner_group_{j}` to and from it.
+_ALBERT_STORED = "bert/encoder/transformer/stored_layer_{i}"
+_ALBERT_GROUP = re.compile(r"(?<=bert/encoder/transformer/)group_(0|[1-9]\d*)/inner_group_(0|[1-9]\d*)(?=/)")
+
+ALBERT_TABLE = Table("google-tf albert", (
+    *_embedding_rows("bert/embeddings"),
+    *dense_rows("embeddings.projection", "bert/encoder/embedding_hidden_mapping_in"),
+    *_layer_rows(_ALBERT_STORED, attention="attention_1", ffn_in="ffn_1/intermediate/dense",
+                 ffn_out="ffn_1/intermediate/output/dense", attention_norm="LayerNorm", ffn_norm="LayerNorm_1"),
+    *dense_rows("pooler", "bert/pooler/dense"),
+    *_mlm_rows("cls/predictions", transform="transform/dense", norm="transform/LayerNorm"),
+    # ALBERT pre-trains this head on sentence order (SOP), with NSP's shape and name.
+    Row("sop.kernel", "cls/seq_relationship/output_weights", TRANSPOSE),
+    Row("sop.bias", "cls/seq_relationship/output_bias"),
+), skips=_SKIPS)
+
+_GENERATOR_SKIPS = (
+    Skip("electra/*", "the discriminator (--model discriminator)"),
+    Skip("discriminator_predictions/*", "the discriminator's replaced-token head (--model discriminator)"),
+)
+_DISCRIMINATOR_SKIPS = (
+    Skip("generator/*", "the generator (--model generator)"),
+    Skip("generator_predictions/*", "the generator's masked-LM head (--model generator)"),
+)
+
+
+def _generator_table(embeddings: str) -> Table:
+    return Table("google-tf electra generator", (
+        *_embedding_rows(embeddings),
+        *dense_rows("embeddings.projection", "generator/embeddings_project"),
+        *_layer_rows("generator/encoder/layer_{i}"),
+        *_mlm_rows("generator_predictions", transform="dense", norm="LayerNorm"),
+    ), skips=_SKIPS + _GENERATOR_SKIPS)
+
+
+#: The generator with the discriminator's embeddings (ELECTRA's default, shared embeddings)...
+ELECTRA_GENERATOR_TABLE = _generator_table("electra/embeddings")
+#: ... or with its own (`untied_generator_embeddings`).
+ELECTRA_UNTIED_GENERATOR_TABLE = _generator_table("generator/embeddings")
+
+ELECTRA_DISCRIMINATOR_TABLE = Table("google-tf electra discriminator", (
+    *_embedding_rows("electra/embeddings"),
+    *dense_rows("embeddings.projection", "electra/embeddings_project"),
+    *_layer_rows("electra/encoder/layer_{i}"),
+    *dense_rows("rtd.dense", "discriminator_predictions/dense"),
+    *dense_rows("rtd.output", "discriminator_predictions/dense_1"),
+), skips=_SKIPS + _DISCRIMINATOR_SKIPS)
+
+
+@dataclass(frozen=True)
+class Model:
+    """A model a Google checkpoint may hold, and how to read it.
+
+    Attributes:
+      family: the model type (`BertConfig.model_type`).
+      name: "generator" or "discriminator" for ELECTRA's two models, else None.
+      table: its names.
+      config_names: config files that describe it, looked for beside the checkpoint in order
+        (`{stem}`: the checkpoint prefix's name before `.ckpt`).
+      own: canonical-name prefixes only this model has (its layers and head): the file holds the
+        model when one of its names reads as one of them.
+    """
+
+    family: str
+    name: str | None
+    table: Table
+    config_names: tuple[str, ...]
+    own: tuple[str, ...] = ("layers.",)
+
+
+_BERT_CONFIGS = ("{stem}.bert_config.json", CONFIG_FILE)
+BERT = Model("bert", None, TABLE, _BERT_CONFIGS)
+ALBERT = Model("albert", None, ALBERT_TABLE, ("{stem}.albert_config.json", "albert_config.json", *_BERT_CONFIGS))
+ELECTRA_GENERATOR = Model("electra", "generator", ELECTRA_GENERATOR_TABLE,
+                          ("{stem}.generator_config.json", "generator_config.json"), ("layers.", "mlm."))
+ELECTRA_UNTIED_GENERATOR = Model("electra", "generator", ELECTRA_UNTIED_GENERATOR_TABLE,
+                                 ELECTRA_GENERATOR.config_names, ("embeddings.word",))
+ELECTRA_DISCRIMINATOR = Model("electra", "discriminator", ELECTRA_DISCRIMINATOR_TABLE,
+                              ("{stem}.discriminator_config.json", "discriminator_config.json"), ("layers.", "rtd."))
+#: Every model, in the order ties are settled (the most common first).
+ALL_MODELS = (BERT, ALBERT, ELECTRA_UNTIED_GENERATOR, ELECTRA_GENERATOR, ELECTRA_DISCRIMINATOR)
+
+
+def _albert_names(names: list[str], inner_groups: int | None) -> dict[str, str]:
+    """File name -> the ALBERT table's spelling: `group_{g}/inner_group_{j}` becomes stored
+    layer g*J + j. J is the config's `inner_group_num`, else the names' own count."""
+    found = [(name, match) for name in names if (match := _ALBERT_GROUP.search(name))]
+    inner = inner_groups or 1 + max((int(m.group(2)) for _, m in found), default=0)
+    out = {}
+    for name, match in found:
+        group, j = int(match.group(1)), int(match.group(2))
+        if j < inner:  # an inner index beyond J is another model's: left unmatched, so reported
+            out[name] = name[:match.start()] + f"stored_layer_{group * inner + j}" + name[match.end():]
+    return out
+
+
+def albert_name(spelled: str, inner_groups: int) -> str:
+    """The ALBERT table's spelling of stored layer k -> Google's `group_{k // J}/inner_group_{k % J}`."""
+    def group(match: re.Match) -> str:
+        k = int(match.group(1))
+        return f"group_{k // inner_groups}/inner_group_{k % inner_groups}"
+    return re.sub(r"stored_layer_(\d+)", group, spelled)
 
 
 # --- finding the files ----------------------------------------------------------------------
@@ -118,16 +265,109 @@ def _looks_like_index(index: Path) -> bool:
 # --- reading --------------------------------------------------------------------------------
 
 
-def read(path: Path, *, config_path: Path | None = None, num_heads: int | None = None) -> ParameterTree:
+@dataclass(frozen=True)
+class _Reading:
+    """A model found in a file: the model, the scope its names sit under, and the file names
+    renamed to its table's spelling (ALBERT's stored layers)."""
+
+    model: Model
+    scope: str
+    spelled: dict[str, str]
+    matches: int
+
+
+def _reading(path: Path, names: list[str], model: Model, inner_groups: int | None) -> _Reading:
+    spelled = _albert_names(names, inner_groups) if model is ALBERT else {}
+    renamed = [spelled.get(n, n) for n in names]
+    scope = find_scope(path, renamed, model.table)
+    matched = [model.table.match(n[len(scope):]) for n in renamed if n.startswith(scope)]
+    owned = sum(1 for m in matched if m is not None and m.canonical.startswith(model.own))
+    count = sum(1 for m in matched if m is not None)
+    return _Reading(model, scope, spelled, count if owned else 0)
+
+
+def _choose_model(path: Path, names: list[str], wanted: str | None, prefix: Path,
+                  config_path: Path | None) -> tuple[_Reading, bool]:
+    """The model to read, and whether the file holds it alone: the family whose table reads
+    most names; within ELECTRA, `wanted`, else the generator if the file holds one (the masked
+    LM), else the discriminator."""
+    inner = _albert_inner_groups(prefix, config_path)
+    readings = [_reading(path, names, model, inner) for model in ALL_MODELS]
+    best = max(readings, key=lambda r: r.matches)  # the first of equals: the order of ALL_MODELS
+    if best.model.name is None:
+        if wanted is not None:
+            raise bad_input(path, f"holds one model ({best.model.family}); --model {wanted} applies to "
+                                  f"ELECTRA pre-training checkpoints, which hold a generator and a discriminator")
+        return best, True
+    held = {}
+    for reading in readings:  # the untied generator before the shared one: its names are the more specific
+        if reading.model.name is not None and reading.matches and reading.model.name not in held:
+            held[reading.model.name] = reading
+    name = wanted or next(m for m in MODELS if m in held)
+    if name not in held:
+        raise bad_input(path, f"is an ELECTRA checkpoint holding no {name} (it holds the "
+                              f"{' and the '.join(held)}); drop --model {name}")
+    return held[name], len(held) == 1
+
+
+#: Names only brightmart/albert_zh's modeling.py gives (its word-only projection, its shared layer).
+BRIGHTMART_MARKS = ("bert/embeddings/word_embeddings_2", "bert/encoder/layer_shared/")
+
+
+def _refuse_brightmart(path: Path, names: list[str]) -> None:
+    """brightmart/albert_zh computes another embedding than ALBERT's: refused, saying how.
+
+    Its `embedding_lookup_factorized` projects the word vectors alone with the bias-free
+    `word_embeddings_2` [E, H], then adds [*, H] position and token-type tables and normalizes
+    over H, and its MLM head (run_pretraining.py) maps the [H] output back through the same
+    projection before the tied [V, E] decoder: a BERT whose word table is the product of the two.
+    ALBERT (Google's and every other format's) adds [*, E] tables, normalizes over E and then
+    projects with a bias. No tree of ALBERT's roles computes the former, and the product would be
+    a new, rounded tensor, so it is refused.
+    """
+    found = sorted({mark for mark in BRIGHTMART_MARKS for name in names if mark in name})
+    if found:
+        raise bad_input(path, f"is a brightmart/albert_zh checkpoint (it holds {', '.join(found)}...): its "
+                              f"embeddings project the word vectors alone (word_embeddings_2, no bias) before "
+                              f"adding hidden-size position and token-type tables, and its MLM head maps back "
+                              f"through the same projection: a BERT whose word table is the product "
+                              f"word_embeddings x word_embeddings_2, not ALBERT's computation (embedding-size "
+                              f"tables, LayerNorm, then embedding_hidden_mapping_in). bertconv copies tensors "
+                              f"bit for bit and does not convert it. brightmart also published these models in "
+                              f"Google's layout (albert_*_zh_google, albert_*_google_zh): use those")
+
+
+def _albert_inner_groups(prefix: Path, config_path: Path | None) -> int | None:
+    """inner_group_num from the ALBERT config that applies, if one does (else the names say)."""
+    config = _find_config(prefix, config_path, ALBERT, alone=True)
+    if config is None:
+        return None
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None  # reading the config properly reports it
+    value = data.get("inner_group_num") if isinstance(data, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def read(path: Path, *, config_path: Path | None = None, num_heads: int | None = None,
+         model: str | None = None) -> ParameterTree:
     """Read a Google TF1 checkpoint (prefix, `.index`, data file or directory) from its index.
 
-    The BERT may sit under a scope (`scope.find_scope`: "module/" in google-research/bert's
+    `model` picks one of an ELECTRA pre-training checkpoint's two models ("generator", the
+    default, or "discriminator"); other checkpoints hold one model and refuse it.
+
+    The model may sit under a scope (`scope.find_scope`: "module/" in google-research/bert's
     `run_classifier_with_tfhub` fine-tunes, beside the task head); its names are read without it, and every
     entry outside it is reported as ignored.
     """
     prefix = tf_bundle.resolve_prefix(path)
     reader = tf_bundle.BundleReader(prefix)
-    scope = find_scope(reader.index_path, reader.entries, TABLE)
+    directory = prefix.parent
+    numeric = [name for name, entry in reader.entries.items() if entry.dtype is not None]
+    _refuse_brightmart(reader.index_path, numeric)
+    chosen, alone = _choose_model(reader.index_path, numeric, model, prefix, config_path)
+    table, scope = chosen.model.table, chosen.scope
     entries = []
     ignored_strings = []
     for name, entry in reader.entries.items():
@@ -135,35 +375,62 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
             ignored_strings.append(Ignored(name, f"non-numeric entry ({tf_bundle.tf_dtype_name(entry.tf_dtype)})", 0,
                                            tf_bundle.tf_dtype_name(entry.tf_dtype), entry.shape))
             continue
-        if scope and not name.startswith(scope) and TABLE.match(name) is not None:
+        spelled = chosen.spelled.get(name, name)
+        if scope and not spelled.startswith(scope) and table.match(spelled) is not None:
             ignored_strings.append(Ignored(name, f"a BERT name outside the scope {scope!r} the model was found "
                                                  f"under", entry.numel, str(entry.dtype), entry.shape))
             continue
         entries.append(Entry(name, reader.tensor(name), reader.data_path(entry.shard_id)))
-    directory = prefix.parent
-    config = _config(directory, config_path)
+    config_file = _find_config(prefix, config_path, chosen.model, alone=alone)
+    config = None if config_file is None else load_config_file(
+        config_file, gelu_means_for_google=DEFAULT_ACTIVATION, family=chosen.model.family)
     vocab = directory / VOCAB_FILE
     # The data files its entries name (a header may claim any number of shards; only these are read).
     shards = sorted({entry.shard_id for entry in reader.entries.values()})
     files = [reader.index_path] + [reader.data_path(i) for i in shards]
+    unscope = unscoped(scope)
     tree = assemble(
-        format_name=FORMAT, path=prefix, entries=entries, table=TABLE, config=config,
+        format_name=FORMAT, path=prefix, entries=entries, table=table, config=config,
         default_activation=DEFAULT_ACTIVATION, num_heads=num_heads, files=files,
         vocab=vocab if vocab.is_file() else None, extra_ignored=ignored_strings,
-        rename=unscoped(scope),
+        rename=lambda name: unscope(chosen.spelled.get(name, name)), family=chosen.model.family,
     )
     tree.scope = scope
+    tree.model = chosen.model.name
     return tree
 
 
-def _config(directory: Path, config_path: Path | None) -> BertConfig | None:
-    candidate = config_path or directory / CONFIG_FILE
-    if config_path is None and not candidate.is_file():
-        return None
-    return load_config_file(candidate, gelu_means_for_google=DEFAULT_ACTIVATION)
+def _find_config(prefix: Path, config_path: Path | None, model: Model, *, alone: bool) -> Path | None:
+    """The config that applies (see the module docstring): `--config`, else the first of the
+    model's `config_names` beside the checkpoint; the generic `bert_config.json` names apply to
+    one of ELECTRA's models only when the checkpoint holds it `alone`."""
+    if config_path is not None:
+        return Path(config_path)
+    names = model.config_names + (_BERT_CONFIGS if model.name is not None and alone else ())
+    stem = prefix.name.split(".ckpt")[0]
+    for name in names:
+        candidate = prefix.parent / name.format(stem=stem)
+        if candidate.is_file():
+            return candidate
+    return None
 
 
 # --- writing --------------------------------------------------------------------------------
+
+
+def model_to_write(tree: ParameterTree) -> Model:
+    """The Google model a tree is written as: its family's; for ELECTRA, its own model (the
+    reader's), else the generator when it has the masked-LM head and the discriminator when not."""
+    family = tree.config.model_type
+    if family == "bert":
+        return BERT
+    if family == "albert":
+        return ALBERT
+    if family == "electra":
+        name = getattr(tree, "model", None) or ("generator" if tree.heads.mlm else "discriminator")
+        return ELECTRA_GENERATOR if name == "generator" else ELECTRA_DISCRIMINATOR
+    raise bad_input(tree.path, f"is a {family} model; Google's TF checkpoints hold BERT, ALBERT and ELECTRA only "
+                               f"(RoBERTa was never released in them): convert it --to hf")
 
 
 def tensors_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) -> list[tf_bundle.TensorSource]:
@@ -177,20 +444,30 @@ def tensors_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) 
                                    f"and Google checkpoints have no decoder matrix: writing one would lose it. "
                                    f"Pass --drop-untied-decoder to write it without (the word embeddings then "
                                    f"serve as the decoder)")
-    sources = []
+    model = model_to_write(tree)
+    sources, unwritten = [], []
     for param in tree:
-        spelled = TABLE.spelling(param.name)
+        spelled = model.table.spelling(param.name)
         if spelled is None:  # copies of tied tensors, or a dropped decoder
+            if tree.is_counted(param.name) and not param.name.startswith("mlm.decoder"):
+                unwritten.append(param.name)
             continue
         name, layout = spelled
+        if model is ALBERT:
+            name = albert_name(name, tree.config.inner_group_num or 1)
         tensor = layout.to_format(param.tensor)
         sources.append((name, tensor.dtype, tuple(tensor.shape), tensor.read))
+    if unwritten:
+        what = f"an ELECTRA {model.name}" if model.name else f"a Google {model.family.upper()}"
+        raise bad_input(tree.path, f"{what} checkpoint has no place for {', '.join(unwritten)}")
     return sources
 
 
 def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
     """Write `tree` as `bert_model.ckpt.{index,data-00000-of-00001}`, `bert_config.json` and
-    `checkpoint` into the (new, empty) `directory`."""
+    `checkpoint` into the (new, empty) `directory`. An ELECTRA model is written alone, under its
+    own names (`electra/...` for the discriminator, `generator/...` with the embeddings it uses
+    under `electra/embeddings` for the generator), with its config as `bert_config.json`."""
     prefix = directory / PREFIX_NAME
     sources = tensors_to_write(tree, drop_untied_decoder=options.drop_untied_decoder)
     if options.on_tensor:

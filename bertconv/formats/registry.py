@@ -20,8 +20,8 @@ from types import ModuleType
 from typing import Callable
 
 from ..tree import ParameterTree
-from . import (bert4keras, bert4keras_objects, bert_for_tf2, google_tf, hf, hf_flax, hf_tf, keras_bert,
-               tf2_garden, tf_hub_savedmodel)
+from . import (bert4keras, bert4keras_objects, bert_for_tf2, fairseq, google_tf, hf, hf_flax, hf_tf,
+               keras_bert, tf2_garden, tf_hub_savedmodel)
 
 
 class Specificity(IntEnum):
@@ -77,6 +77,9 @@ class Format:
         (tests/test_fuzz_formats.py); formats may add structure-aware fuzzers of their own.
       owned_files: name patterns of the files a checkpoint of this format consists of in its
         directory: all that `convert --force` may replace there (tokenizer files are kept).
+      models: the models one file of this format may hold, the default first (an ELECTRA
+        pre-training checkpoint: generator and discriminator); its `read` then takes
+        `model=`, which `formats.read` refuses for every other format.
     """
 
     target: str
@@ -89,6 +92,7 @@ class Format:
     fixtures: tuple[str, ...]
     fuzz: tuple[str, ...]
     owned_files: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
 
     @property
     def sniff(self) -> Callable[[Path], str | None]:
@@ -135,16 +139,17 @@ FORMATS: tuple[Format, ...] = (
         target="tf", module=google_tf, names=(google_tf.FORMAT,), numerics="google-tf",
         specificity=Specificity.CONTAINER, output=Output.DIRECTORY,
         description="a Google TF checkpoint (bert_model.ckpt.index and its data files)",
-        fixtures=("tf/*", "tf_hub/*"),
+        fixtures=("tf/*", "tf_hub/*", "family_google/tf/*"),
         fuzz=("tf/two_shards/bert_model.ckpt.index",),
         owned_files=google_tf.OWNED_FILES,
+        models=google_tf.MODELS,
     ),
     Format(
         target="bert4keras", module=bert4keras, names=bert4keras.FORMATS, numerics="bert4keras",
         specificity=Specificity.CONTAINER, output=Output.DIRECTORY,
         description="a bert4keras Keras HDF5 weights file (.h5, or Keras 3 .weights.h5)",
         fixtures=("bert4keras/*", "bert4keras_pretraining/nested/bert_model.h5",
-                  "bert4keras_pretraining/weights-h5/bert_model.weights.h5"),
+                  "bert4keras_pretraining/weights-h5/bert_model.weights.h5", "family_google/bert4keras/*"),
         fuzz=("bert4keras/v50-pool-nsp-mlm/bert4keras_model.h5",
               "bert4keras_pretraining/weights-h5/bert_model.weights.h5"),
         owned_files=bert4keras.OWNED_FILES,
@@ -207,6 +212,15 @@ FORMATS: tuple[Format, ...] = (
         fixtures=("keras_bert/*/*.h5",),
         fuzz=("keras_bert/pretraining/weights.h5",),
     ),
+    # Read-only: fairseq's RoBERTa `model.pt` (a torch pickle with its options beside the state
+    # dict); `--to hf` gives transformers' RoBERTa. fairseq's GELU is erf, as transformers'.
+    Format(
+        target="fairseq", module=fairseq, names=(fairseq.FORMAT,), numerics="hf",
+        specificity=Specificity.CONTENT, output=None,
+        description="a fairseq RoBERTa model.pt (a torch pickle of `model` and its `args` / `cfg`)",
+        fixtures=("family_google/fairseq/*",),
+        fuzz=("family_google/fairseq/roberta/model.pt",),
+    ),
 )
 
 
@@ -222,6 +236,9 @@ SNIFF_ORDER: tuple[Format, ...] = by_specificity(FORMATS)
 
 #: `convert --to` name -> the format, for every format that writes.
 TARGETS: dict[str, Format] = {fmt.target: fmt for fmt in FORMATS if fmt.output is not None}
+
+#: Every model some format's files may hold (`--model`'s choices), in the formats' order.
+MODELS: tuple[str, ...] = tuple(dict.fromkeys(model for fmt in FORMATS for model in fmt.models))
 
 _BY_NAME: dict[str, Format] = {name: fmt for fmt in FORMATS for name in fmt.names}
 

@@ -25,8 +25,11 @@ def find_scope(path: Path, names: Iterable[str], table: Table) -> str:
     """
     matches: dict[str, int] = {}
     anchors: list[str] = []
+    starts = _name_starts(table)
     for name in names:
         for cut in [0] + [i + 1 for i, char in enumerate(name) if char == "/"]:
+            if not name.startswith(starts, cut):  # cheap: most cuts start no name of the table
+                continue
             match = table.match(name[cut:])
             if match is None:
                 continue
@@ -40,6 +43,11 @@ def find_scope(path: Path, names: Iterable[str], table: Table) -> str:
     if not matches:
         return ""
     return max(sorted(matches), key=lambda scope: matches[scope])
+
+
+def _name_starts(table: Table) -> tuple[str, ...]:
+    """What every name of `table` starts with: its rows' text before the first `/` or `{i}`."""
+    return tuple({row.name.split("/")[0].split("{")[0] for row in table.rows})
 
 
 def unscoped(scope: str):
