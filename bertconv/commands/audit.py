@@ -11,10 +11,16 @@ from ..checks.audit import audit, ignored_summary
 from .common import checkpoint_options, finish, human, load, stdout
 
 
+#: The config fields the human report shows (`--json` has them all, with their provenance).
+SHOWN_CONFIG = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                "max_position_embeddings", "type_vocab_size", "hidden_act", "layer_norm_eps", "tie_word_embeddings")
+
+
 def print_report(report: dict) -> None:
     stdout.print(f"[bold]{report['path']}[/]  format [cyan]{report['format']}[/]")
     config = report["config"]
-    stdout.print("config: " + " ".join(f"{k}={v}" for k, v in config.items()))
+    shown = [key for key in SHOWN_CONFIG if key in config] + (["conditional_size"] if config.get("conditional_size") else [])
+    stdout.print("config: " + " ".join(f"{key}={config[key]}" for key in shown))
     heads = ", ".join(name for name, present in report["heads"].items() if present) or "none"
     stdout.print(f"heads: {heads}")
     table = Table("component", "parameters", "closed form", "", box=None, pad_edge=False)

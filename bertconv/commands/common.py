@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from .. import formats
 from ..errors import EXIT_CHECK_FAILED
 from ..paths import require_file_or_directory
 from ..tree import ParameterTree
+from . import output
 
 #: Progress bars appear for work of at least this many bytes, on a terminal, without --quiet.
 PROGRESS_MIN_BYTES = 100 * 2**20
@@ -60,8 +60,9 @@ def load(path: Path, config_path: Path | None, num_heads: int | None) -> Paramet
     return formats.read(Path(path), config_path=config_path, num_heads=num_heads)
 
 
-def print_json(data) -> None:
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+def print_json(data: dict) -> None:
+    """Print a report as the running command's `--json` object (stamped: see `output`)."""
+    output.write(click.get_current_context().command.name, data)
 
 
 def finish(report: dict, as_json: bool, print_report: Callable[[dict], None]) -> None:

@@ -7,30 +7,33 @@ from pathlib import Path
 import click
 from rich.table import Table
 
+from ..checks.report import checkpoint
 from .common import checkpoint_options, human, load, print_json, stdout
 
 
 def describe(tree) -> dict:
-    """The `inspect --json` object. Each tensor's `shape` is its shape under its `name` in the
+    """The `inspect --json` object: the checkpoint's fields (see `checks.report.checkpoint`), the
+    parameters counted (a tied copy once), and every tensor. Each tensor's `shape` is its shape under its `name` in the
     file; `canonical_shape` the shape of its `canonical` parameter (after the format's transposes).
     `files` lists the files that exist, `missing_files` those the checkpoint names but lacks
     (an index published without its data shards)."""
     files = [Path(f) for f in tree.files]
     return {
-        "format": tree.format,
+        **checkpoint(tree),
+        "ok": True,
         "scope": tree.scope,
-        "path": str(tree.path),
+        "parameters": sum(p.numel for p in tree if tree.is_counted(p.name)),
         "files": [str(f) for f in files if f.is_file()],
         "missing_files": [str(f) for f in files if not f.is_file()],
-        "config": tree.config.summary(),
-        "heads": tree.heads.as_dict(),
         "tensors": [
             {"name": p.source, "shape": list(p.source_shape), "canonical": p.name,
              "canonical_shape": list(p.tensor.shape), "dtype": str(p.tensor.dtype),
              **({"shared_with": p.shared_with} if p.shared_with else {})}
             for p in tree
         ],
-        "ignored": [i.as_dict() for i in tree.ignored],
+        "problems": [],
+        "notes": [f"{f} is named by the checkpoint but absent; headers were read without it"
+                  for f in files if not f.is_file()],
     }
 
 
