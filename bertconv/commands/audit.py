@@ -8,6 +8,8 @@ import click
 from rich.table import Table
 
 from ..checks.audit import audit, ignored_summary
+from . import batch
+from .batch import batch_options, expand
 from .common import checkpoint_options, finish, human, load, stdout
 
 
@@ -41,10 +43,18 @@ def print_report(report: dict) -> None:
 
 
 @click.command("audit")
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @checkpoint_options
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def command(path: Path, config_path, num_heads, as_json: bool) -> None:
-    """Count parameters per component against the closed form from the config (reads no tensor data)."""
-    report = audit(load(path, config_path, num_heads))
+@batch_options
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (several checkpoints: one per line).")
+def command(paths: tuple[Path, ...], config_path, num_heads, recursive: bool, jobs: int | None, as_json: bool) -> None:
+    """Count parameters per component against the closed form from the config (reads no tensor data).
+
+    Several PATHS (or --recursive) print one row per checkpoint; the exit status is the worst.
+    """
+    if len(paths) > 1 or recursive:
+        batch.run(expand(paths, recursive), audit, dict(config_path=config_path, num_heads=num_heads),
+                  jobs=jobs, as_json=as_json)
+        return
+    report = audit(load(paths[0], config_path, num_heads))
     finish(report, as_json, print_report)

@@ -8,6 +8,8 @@ import click
 from rich.table import Table
 
 from ..checks.report import checkpoint
+from . import batch
+from .batch import batch_options, expand
 from .common import checkpoint_options, human, load, print_json, stdout
 
 
@@ -42,12 +44,20 @@ def _shape(shape: list[int]) -> str:
 
 
 @click.command("inspect")
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @checkpoint_options
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def command(path: Path, config_path, num_heads, as_json: bool) -> None:
-    """Show a checkpoint's format, config, tensors and ignored entries (reads headers only)."""
-    tree = load(path, config_path, num_heads)
+@batch_options
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (several checkpoints: one per line).")
+def command(paths: tuple[Path, ...], config_path, num_heads, recursive: bool, jobs: int | None, as_json: bool) -> None:
+    """Show a checkpoint's format, config, tensors and ignored entries (reads headers only).
+
+    Several PATHS (or --recursive) print one row per checkpoint.
+    """
+    if len(paths) > 1 or recursive:
+        batch.run(expand(paths, recursive), describe, dict(config_path=config_path, num_heads=num_heads),
+                  jobs=jobs, as_json=as_json)
+        return
+    tree = load(paths[0], config_path, num_heads)
     report = describe(tree)
     if as_json:
         print_json(report)

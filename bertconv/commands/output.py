@@ -39,11 +39,11 @@ def stamped(command: str, report: dict) -> dict:
     return {"bertconv": {"version": version(), "schema": schema_id(command)}, **report}
 
 
-def error_object(message: str, path: str | None, **fields) -> dict:
+def error_object(message: str, about: str | None, **fields) -> dict:
     """The object printed instead of a report when the input cannot be read (exit 2).
-    `path` is the file the message is about, when it names one; `fields` (a batch row's
-    checkpoint `path`) come before `ok`."""
-    return {**fields, "ok": False, "error": {"message": message, "path": path}}
+    `about` is the file the message is about, when it names one (the error's `path`); `fields`
+    (a batch row's checkpoint `path`) come before `ok`."""
+    return {**fields, "ok": False, "error": {"message": message, "path": about}}
 
 
 def write(command: str, report: dict, *, lines: bool = False) -> None:
