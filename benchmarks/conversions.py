@@ -141,15 +141,19 @@ def destination(runner: Runner, kind: str, target: str) -> Path:
     return runner.out(name + ".h5" if TARGETS[target][1] else name)
 
 
-def size_section(size: str, runner: Runner, *, with_b4k: bool, with_keras_object: bool) -> Section:
-    """Every row of issue 9 for one model size."""
-    title = f"{TITLES[size]}: {file_bytes(size, 'hf-safetensors') / 2**20:,.0f} MiB in model.safetensors"
-    section = Section(title)
-    log = runner.log
-    kinds = ["hf-safetensors", "hf-bin", "tf"] + (["bert4keras"] if with_b4k else [])
+def prepare_inputs(size: str, kinds: list[str], log: Callable[[str], None]) -> str:
+    """Build the inputs of `kinds` at `size` that the cache lacks and read them once into the page
+    cache; the section's title, which gives the size of what was built."""
     for kind in kinds:
         inputs.ensure(size, kind, log=log)
     warm([f for kind in kinds for f in inputs.data_files(size, kind)])
+    return f"{TITLES[size]}: {file_bytes(size, 'hf-safetensors') / 2**20:,.0f} MiB in model.safetensors"
+
+
+def size_section(size: str, runner: Runner, *, with_b4k: bool, with_keras_object: bool) -> Section:
+    """Every row of issue 9 for one model size."""
+    kinds = ["hf-safetensors", "hf-bin", "tf"] + (["bert4keras"] if with_b4k else [])
+    section = Section(prepare_inputs(size, kinds, runner.log))
     bc = bertconv_command()
 
     def pair(task: str, bertconv_cmd: list[str], output: Path | None, refs: list[tuple[str, list[str], float, Path | None]]):

@@ -9,16 +9,20 @@ is removed on the way out.
 from __future__ import annotations
 
 import errno
+import importlib
 import os
 import signal
 import sys
 
 import click
 
-from .commands import audit, convert, diff, fill_mask, inspect, output, verify
+from .commands import output
 from .errors import EXIT_BAD_INPUT, BertconvError
 
-COMMANDS = (inspect.command, audit.command, convert.command, verify.command, diff.command, fill_mask.command)
+#: Command name -> its module in bertconv.commands (which defines `command`). A module is imported
+#: when its command runs, so that `audit` does not wait for what `fill-mask` or `diff` import.
+COMMANDS = {"inspect": "inspect", "audit": "audit", "convert": "convert", "verify": "verify", "diff": "diff",
+            "fill-mask": "fill_mask"}
 
 #: Where the group keeps its raw arguments (ctx.meta is shared with the command's context).
 ARGUMENTS = "bertconv.arguments"
@@ -44,6 +48,14 @@ class _Group(click.Group):
     def parse_args(self, ctx, args):
         ctx.meta[ARGUMENTS] = list(args)
         return super().parse_args(ctx, args)
+
+    def list_commands(self, ctx) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        return importlib.import_module(f"{__package__}.commands.{COMMANDS[name]}").command
 
     def invoke(self, ctx):
         try:
@@ -84,7 +96,7 @@ def _json_requested(ctx) -> bool:
 def _print_error_object(ctx, message: str, path: str | None) -> None:
     """With --json, the error as the command's JSON object on stdout (see `commands.output`)."""
     command = ctx.invoked_subcommand
-    if command in main.commands and _json_requested(ctx):
+    if command in COMMANDS and _json_requested(ctx):
         output.write(command, output.error_object(message, path))
 
 
@@ -104,10 +116,6 @@ def _silence_stdout() -> None:
 @click.version_option(package_name="bertconv")
 def main() -> None:
     """Convert BERT checkpoints between Google TF, bert4keras and Hugging Face, and check them."""
-
-
-for _command in COMMANDS:
-    main.add_command(_command)
 
 
 def run() -> None:

@@ -192,7 +192,7 @@ class BertConfig:
         if data.get(EXACT_ACTIVATION_KEY) in ACTIVATIONS:
             values["hidden_act"] = data[EXACT_ACTIVATION_KEY]
         else:
-            act = data.get("hidden_act", "gelu")
+            act = data.get("hidden_act", _DEFAULT_HIDDEN_ACT.get(data.get("model_type", family), "gelu"))
             if not isinstance(act, str):
                 raise ValueError(f"hidden_act is {json.dumps(act)}, expected a string such as \"gelu\"")
             values["hidden_act"] = parse_activation(act, gelu_means=gelu_means)
@@ -238,13 +238,17 @@ class BertConfig:
         out: dict[str, Any] = {}
         if self.model_type != "bert":
             out["model_type"] = self.model_type
-        if self.embedding_size is not None:
-            out["embedding_size"] = self.embedding_size
+        if self.embedding_size is not None or self.model_type in ("albert", "electra"):
+            # transformers' ALBERT and ELECTRA configs default to 128, not to H.
+            out["embedding_size"] = self.embedding_width
         if self.shares_layers:
             out["num_hidden_groups"] = self.num_hidden_groups
             out["inner_group_num"] = self.inner_group_num or 1
         if self.position_offset:
             out["pad_token_id"] = self.position_offset - 1
+        if self.model_type == "roberta":
+            # fairseq's dictionary: <s> 0, <pad> 1, </s> 2 (RobertaConfig's defaults, stated).
+            out.update(bos_token_id=0, eos_token_id=2)
         return out
 
     def to_bert4keras_dict(self) -> dict[str, Any]:
@@ -288,6 +292,9 @@ COMPUTATION_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_att
                       "layer_norm_eps", "tie_word_embeddings", "conditional_size", "model_type",
                       "embedding_size", "embedding_projection", "num_hidden_groups", "inner_group_num",
                       "position_offset")
+
+#: A family's activation when its config states none (transformers' AlbertConfig: "gelu_new").
+_DEFAULT_HIDDEN_ACT = {"albert": "gelu_new"}
 
 #: The families one canonical tree holds.
 FAMILIES = ("bert", "albert", "electra", "roberta")

@@ -113,6 +113,7 @@ def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool 
     if problems:
         raise bad_input(tree.path, "tensors disagree with the config: " + "; ".join(problems[:5]))
     fmt = formats.TARGETS[target]
+    _refuse_other_family(tree, target, destination)
     destination = Path(os.path.abspath(destination))
     clash = paths.clash(destination, inputs_of(tree, given))
     if clash is not None:
@@ -139,6 +140,24 @@ def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool 
         raise bad_input(destination, f"cannot write: {reason}; nothing was left at the destination") from None
     result.files = [destination / p.relative_to(partial) if fmt.writes_directory else destination for p in written]
     return result
+
+
+# --- cross-family refusal (issue 16) ---------------------------------------------------------
+
+
+def _refuse_other_family(tree: ParameterTree, target: str, destination: Path) -> None:
+    """A writer writes only the families its tables name: an ALBERT written with BERT's names
+    would be a BERT file missing its projection and its layer schedule, not the model."""
+    family = tree.config.model_type
+    writes = formats.TARGETS[target].families
+    if family in writes:
+        return
+    able = [name for name, fmt in formats.TARGETS.items() if family in fmt.families]
+    instead = f"convert it --to {' or --to '.join(able)}" if able else "no target writes it yet"
+    raise bad_input(destination, f"{tree.path} holds a model of the {family} family (model_type {family!r}), and "
+                                 f"the {target} writer has names for {', '.join(writes)} only: its layers would be "
+                                 f"written under {writes[0]}'s names as another model; {instead}. Nothing was "
+                                 f"written")
 
 
 def _carry(files: list[Path], directory: Path, written: list[Path]) -> list[Path]:

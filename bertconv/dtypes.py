@@ -8,8 +8,14 @@ when a value is needed for arithmetic.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+from .lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported on first use: reading headers needs no NumPy
+    np = lazy_module("numpy")
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,16 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Callable
-
-import numpy as np
+from typing import TYPE_CHECKING, Callable
 
 from .dtypes import DType
 from .errors import bad_input
+from .lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported on first use: reading headers needs no NumPy
+    np = lazy_module("numpy")
 
 
 class LazyTensor:

@@ -4,16 +4,22 @@ The property: reading a mutated file (and then every tensor in it) either succee
 the tool's own `BertconvError`; never another exception, never a hang, never an allocation out
 of proportion to the file.
 
-Also here: `share_of_cases` (readers slower per case run a share of CASES), `in_child` (cases
-run in a forked process, for readers on C libraries that could crash), and structure-aware
-mutators for TensorFlow bundles (`index_mutations`, `entry_mutations`, `encode_table`).
+Every mutator yields `Mutant`s whose `kind` names the mutation, and takes its kinds in turn
+(round robin, the details of each case drawn from a seeded generator), so that a short run
+exercises every kind; `run_mutants` fails a test whose run left a kind without a case.
 
-Cases per reader with the default CASES = 2000 (`make fuzz`: BERTCONV_FUZZ_CASES=20000, ten
-times each; the whole default `-m fuzz` run takes about 3 minutes on 2 cores):
-  safetensors 2000, torch zip 2000, legacy torch 2000 (test_fuzz_hf.py);
-  TF index 1200 through the whole reader (test_fuzz_tf.py) + 900 through BundleReader alone
-  (test_tf_bundle.py, its own default of 300 per fixture); TF entries 800; TF data shards 500;
-  HDF5 bytes 1000 and HDF5 attributes/structure 500 (test_fuzz_h5.py).
+Also here: `cases_for` (how many cases a test runs: a share of CASES, never fewer than one
+round of its kinds), `in_child` (cases run in a forked process, for readers on C libraries that
+could crash), and structure-aware mutators for TensorFlow bundles (`index_mutations`,
+`entry_mutations`, `encode_table`).
+
+CASES is 300 in the unit suite (`make test`: the fuzz files take about a minute and a half on
+2 cores) and 20000 with `make fuzz` (BERTCONV_FUZZ_CASES=20000). Cases per reader at CASES = 300:
+  safetensors 300, torch zip 300, legacy torch 300 (test_fuzz_hf.py); TF index 450 (three
+  fixtures), TF entries 300, TF data shards 225 (test_fuzz_tf.py); HDF5 bytes 225 and HDF5
+  attributes/structure 264 (test_fuzz_h5.py, at least one round of the 58 structure kinds per
+  fixture); the TF2-era readers' index bytes 270, entries 30, object graph 90, keras-bert bytes
+  60 (test_fuzz_tf2.py); 30 byte mutants of each registered format's fixture (test_fuzz_formats.py).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import tracemalloc
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -34,44 +40,67 @@ from bertconv import formats
 from bertconv.errors import BertconvError
 
 #: Cases per reader in the unit suite; `make fuzz` raises it.
-CASES = int(os.environ.get("BERTCONV_FUZZ_CASES", "2000"))
+CASES = int(os.environ.get("BERTCONV_FUZZ_CASES", "300"))
 #: A reader may allocate this much beyond the file's own size for one case.
 ALLOCATION_SLACK = 16 << 20
 CASE_TIMEOUT_SECONDS = 10
 
 
-def mutations(data: bytes, seed: int, count: int, boundaries: list[int] = ()) -> Iterator[tuple[str, bytes]]:
-    """`count` mutants of `data`: truncations (at every given boundary first, then anywhere),
-    bit flips, byte overwrites with extreme values, and spliced duplicate ranges."""
+class Mutant(NamedTuple):
+    """One mutated input: `kind` is the mutation (what coverage is counted by), `label` says
+    exactly what was done (for a failure message), `data` is what the reader is given."""
+
+    kind: str
+    label: str
+    data: object
+
+
+#: The byte-level kinds in the order they are taken: flips twice a round (the cheapest way past
+#: the outer parsers), truncations at the given boundaries first, then anywhere.
+BYTE_SCHEDULE = ("truncate", "flip", "overwrite", "flip", "splice")
+BYTE_KINDS = tuple(dict.fromkeys(BYTE_SCHEDULE))
+
+
+def mutations(data: bytes, seed: int, count: int, boundaries: Sequence[int] = ()) -> Iterator[Mutant]:
+    """`count` mutants of `data`, their kinds taken in turn from BYTE_SCHEDULE: truncations (at
+    each given boundary first, then anywhere), bit flips, byte overwrites with extreme values,
+    and spliced duplicate ranges."""
     rng = random.Random(seed)
-    produced = 0
-    for cut in sorted(set(boundaries)):
-        if produced >= count:
-            return
-        if 0 <= cut < len(data):
-            produced += 1
-            yield f"truncate@{cut}", data[:cut]
-    while produced < count:
-        kind = rng.choice(("truncate", "flip", "flip", "overwrite", "splice"))
+    cuts = iter(sorted({cut for cut in boundaries if 0 <= cut < len(data)}))
+    for number in range(count):
+        kind = BYTE_SCHEDULE[number % len(BYTE_SCHEDULE)]
         buf = bytearray(data)
         if kind == "truncate":
-            cut = rng.randrange(len(data))
-            yield f"truncate@{cut}", bytes(buf[:cut])
+            cut = next(cuts, None)
+            cut = rng.randrange(len(data)) if cut is None else cut
+            yield Mutant(kind, f"truncate@{cut}", bytes(buf[:cut]))
         elif kind == "flip":
             flips = [(rng.randrange(len(buf)), rng.randrange(8)) for _ in range(rng.choice((1, 1, 2, 8)))]
             for pos, bit in flips:
                 buf[pos] ^= 1 << bit
-            yield f"flip@{flips}", bytes(buf)
+            yield Mutant(kind, f"flip@{flips}", bytes(buf))
         elif kind == "overwrite":
             pos = rng.randrange(len(buf))
             value = rng.choice((b"\xff" * 8, b"\x00" * 8, b"\x7f\xff\xff\xff", b"\x80" * 10, b"-1", b"9" * 12))
             buf[pos:pos + len(value)] = value
-            yield f"overwrite@{pos}", bytes(buf[: len(data)])
+            yield Mutant(kind, f"overwrite@{pos}", bytes(buf[: len(data)]))
         else:
             a, b = sorted(rng.randrange(len(buf)) for _ in range(2))
             at = rng.randrange(len(buf))
-            yield f"splice[{a}:{b}]@{at}", bytes(buf[:at] + buf[a:b] + buf[at:])
-        produced += 1
+            yield Mutant(kind, f"splice[{a}:{b}]@{at}", bytes(buf[:at] + buf[a:b] + buf[at:]))
+
+
+def run_mutants(mutants: Iterable[Mutant], kinds: Iterable[str], case: Callable[[Mutant], str]) -> Counter:
+    """The outcomes ("ok", "refused") of `case` on every mutant, counted. Fails (AssertionError)
+    when one of `kinds` got no case: a run too short to exercise every mutation is no pass."""
+    outcomes, seen = Counter(), Counter()
+    for mutant in mutants:
+        seen[mutant.kind] += 1
+        outcomes[case(mutant)] += 1
+    missing = [kind for kind in kinds if not seen[kind]]
+    if missing:
+        raise AssertionError(f"mutation kinds with no case in {sum(seen.values())} cases: {missing}")
+    return outcomes
 
 
 class _Timeout(Exception):
@@ -123,10 +152,10 @@ def check_case(path: Path, label: str, reader: Callable[[Path], None] = read_eve
     return outcome
 
 
-def share_of_cases(fraction: float) -> int:
-    """`fraction` of CASES (at least 1): readers slower per case than the rest run fewer, and
-    `make fuzz` (BERTCONV_FUZZ_CASES=20000) scales them all alike."""
-    return max(1, int(CASES * fraction))
+def share_of_cases(fraction: float, at_least: int = 1) -> int:
+    """`fraction` of CASES, and never fewer than `at_least` (one round of a mutator's kinds):
+    readers slower per case run a smaller share, and `make fuzz` scales them all alike."""
+    return max(at_least, int(CASES * fraction))
 
 
 # --- running cases in a child process -------------------------------------------------------
@@ -171,15 +200,16 @@ def in_child(run: Callable[[Callable[[str], None]], Counter], what: str) -> Coun
 
 def fuzz_bytes_in_child(original: bytes, target: Path, *, seed: int, count: int, boundaries: list[int],
                         what: str) -> Counter:
-    """`count` byte-level mutants of `original` (`mutations`), each written to `target` and read
-    there through `check_case`, all in a forked child (`in_child`): the Counter of outcomes."""
+    """`count` byte-level mutants of `original` (`mutations`, every kind at least once), each
+    written to `target` and read there through `check_case`, all in a forked child (`in_child`):
+    the Counter of outcomes."""
     def run(note: Callable[[str], None]) -> Counter:
-        outcomes = Counter()
-        for label, mutant in mutations(original, seed, count, boundaries):
-            note(label)
-            target.write_bytes(mutant)
-            outcomes[check_case(target, f"{what} {label}")] += 1
-        return outcomes
+        def case(mutant: Mutant) -> str:
+            note(mutant.label)
+            target.write_bytes(mutant.data)
+            return check_case(target, f"{what} {mutant.label}")
+
+        return run_mutants(mutations(original, seed, count, boundaries), BYTE_KINDS, case)
     return in_child(run, f"{what} byte mutations")
 
 
@@ -209,20 +239,25 @@ def refresh_block_crcs(data: bytearray, handles: list) -> None:
         data[end + 1:end + tb.BLOCK_TRAILER_SIZE] = tb.mask_crc(crc).to_bytes(4, "little")
 
 
-def index_mutations(data: bytes, seed: int, count: int) -> Iterator[tuple[str, bytes]]:
-    """Byte-level mutants of a .index file (truncation at every block boundary first); the
-    same-length ones alternately with their block crcs recomputed, so that half the damage gets
-    past the checksums into the block, varint and protobuf parsers."""
+#: Index mutants: the byte kinds, and every other round the same-length ones (flips, overwrites)
+#: with their block crcs recomputed, so that the damage gets past the checksums into the block,
+#: varint and protobuf parsers. INDEX_ROUND cases exercise every kind.
+INDEX_KINDS = BYTE_KINDS + ("flip crc-repaired", "overwrite crc-repaired")
+INDEX_ROUND = 2 * len(BYTE_SCHEDULE)
+
+
+def index_mutations(data: bytes, seed: int, count: int) -> Iterator[Mutant]:
+    """Byte-level mutants of a .index file (truncations at the block boundaries first)."""
     handles = sstable_blocks(data)
     boundaries = sorted({0, len(data) - 48, len(data) - 8} | {h.offset for h in handles}
                         | {h.offset + h.size for h in handles} | {h.offset + h.size + 5 for h in handles})
-    for number, (label, mutant) in enumerate(mutations(data, seed, count, boundaries)):
-        if len(mutant) == len(data) and number % 2:
-            repaired = bytearray(mutant)
+    for number, mutant in enumerate(mutations(data, seed, count, boundaries)):
+        if mutant.kind in ("flip", "overwrite") and (number // len(BYTE_SCHEDULE)) % 2:
+            repaired = bytearray(mutant.data)
             refresh_block_crcs(repaired, handles)
-            yield label + " crc-repaired", bytes(repaired)
+            yield Mutant(f"{mutant.kind} crc-repaired", f"{mutant.label} crc-repaired", bytes(repaired))
         else:
-            yield label, mutant
+            yield mutant
 
 
 def encode_table(rows: list[tuple[bytes, bytes]], *, restart_interval: int = 16) -> bytes:
@@ -295,35 +330,44 @@ def _shape(dims: list[int]) -> bytes:
 EXTREMES = (0, 1, 2, 3, 7, 255, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**40, 2**62, 2**63 - 1, -1, -2, -(2**63))
 
 
+#: Entry mutation kinds in the order they are taken (offsets and sizes twice a round: most of
+#: the reader's arithmetic is about them); ENTRY_KINDS the distinct ones.
+ENTRY_SCHEDULE = ("offset", "size", "shard", "crc", "shape huge", "offset", "shape negative", "shape zero",
+                  "shape rank", "shape extra", "shape drop", "size", "dtype", "wire", "truncate", "repeat",
+                  "key not utf-8", "key slice", "key long", "key empty", "key duplicate", "rows drop header",
+                  "rows drop entry", "rows shuffle", "rows reverse", "header")
+ENTRY_KINDS = tuple(dict.fromkeys(ENTRY_SCHEDULE))
+
+
 def entry_mutations(rows: list[tuple[bytes, bytes]], data_sizes: list[int], seed: int,
-                    count: int) -> Iterator[tuple[str, list[tuple[bytes, bytes]]]]:
-    """Mutants of a bundle's (key, value) rows, each re-encoded as a well-formed SSTable so that
-    the damage is in the BundleEntryProto / BundleHeaderProto themselves: offsets and sizes past
-    the data file or overflowing, size and crc mismatches, absurd, negative and many-dimensional
-    shapes, unknown dtypes, shard ids out of range, wrong wire types, truncated messages,
-    duplicate, missing, disordered and non-UTF-8 keys, and header damage."""
+                    count: int) -> Iterator[Mutant]:
+    """Mutants of a bundle's (key, value) rows (`Mutant.data`: the rows), to be re-encoded as a
+    well-formed SSTable so that the damage is in the BundleEntryProto / BundleHeaderProto
+    themselves: offsets and sizes past the data file or overflowing, size and crc mismatches,
+    absurd, negative and many-dimensional shapes, unknown dtypes, shard ids out of range, wrong
+    wire types, truncated messages, duplicate, missing, disordered and non-UTF-8 keys, and
+    header damage. Kinds are taken in turn from ENTRY_SCHEDULE."""
     rng = random.Random(seed)
     names = [i for i, (key, _) in enumerate(rows) if key]
-    for _ in range(count):
+    for number in range(count):
+        kind = ENTRY_SCHEDULE[number % len(ENTRY_SCHEDULE)]
+        family, _, how = kind.partition(" ")
         mutant = list(rows)
         i = rng.choice(names)
         key, value = mutant[i]
         fields = _fields(value)
-        kind = rng.choice(("offset", "offset", "size", "size", "crc", "shape", "shape", "dtype", "shard",
-                           "wire", "truncate", "repeat", "key", "rows", "header"))
         label = f"{kind} of {key.decode(errors='replace')!r}"
-        if kind in ("offset", "size", "shard"):
-            number = {"shard": 3, "offset": 4, "size": 5}[kind]
-            current = next((v for n, _, v in fields if n == number), 0)
+        if family in ("offset", "size", "shard"):
+            number_of_field = {"shard": 3, "offset": 4, "size": 5}[family]
+            current = next((v for n, _, v in fields if n == number_of_field), 0)
             choices = list(EXTREMES) + [s + d for s in data_sizes for d in (-1, 0, 1)] + [current + 1, current - 1]
             new = rng.choice(choices)
-            fields = [f for f in fields if f[0] != number] + [(number, 0, new)]
+            fields = [f for f in fields if f[0] != number_of_field] + [(number_of_field, 0, new)]
             label += f" = {new}"
-        elif kind == "crc":
+        elif family == "crc":
             fields = [f for f in fields if f[0] != 6] + [(6, 5, rng.randrange(1 << 32))]
-        elif kind == "shape":
+        elif family == "shape":
             dims = next((_dims(v) for n, _, v in fields if n == 2), [])
-            how = rng.choice(("huge", "negative", "zero", "rank", "extra", "drop"))
             if how == "huge":
                 dims = [rng.choice((2**31, 2**40, 2**62, 2**63 - 1))] + dims[1:]
             elif how == "negative":
@@ -337,30 +381,26 @@ def entry_mutations(rows: list[tuple[bytes, bytes]], data_sizes: list[int], seed
             else:
                 dims = dims[:-1]
             fields = [f for f in fields if f[0] != 2] + [(2, 2, _shape(dims))]
-            label += f" shape {how}"
-        elif kind == "dtype":
+        elif family == "dtype":
             new = rng.choice((0, 2, 3, 7, 9, 14, 19, 20, 23, 24, 999, 2**32, -1))
             fields = [f for f in fields if f[0] != 1] + [(1, 0, new)]
             label += f" = {new}"
-        elif kind == "wire":
-            number, wire_type = rng.choice((1, 2, 3, 4, 5, 6, 7)), rng.choice((0, 1, 2, 5))
-            value = {0: 1, 1: 5, 2: b"\x08\x01", 5: 5}[wire_type]
-            fields = [f for f in fields if f[0] != number] + [(number, wire_type, value)]
-            label += f" field {number} as wire type {wire_type}"
-        if kind in ("offset", "size", "shard", "crc", "shape", "dtype", "wire", "repeat"):
-            if kind == "repeat":
+        elif family == "wire":
+            field_number, wire_type = rng.choice((1, 2, 3, 4, 5, 6, 7)), rng.choice((0, 1, 2, 5))
+            wire_value = {0: 1, 1: 5, 2: b"\x08\x01", 5: 5}[wire_type]
+            fields = [f for f in fields if f[0] != field_number] + [(field_number, wire_type, wire_value)]
+            label += f" field {field_number} as wire type {wire_type}"
+        if family in ("offset", "size", "shard", "crc", "shape", "dtype", "wire", "repeat"):
+            if family == "repeat":
                 fields = fields + [rng.choice(fields)] if fields else fields
             mutant[i] = (key, _encode_fields(fields))
-        elif kind == "truncate":
+        elif family == "truncate":
             mutant[i] = (key, value[:rng.randrange(max(1, len(value)))])
-        elif kind == "key":
-            how = rng.choice(("not utf-8", "slice", "long", "empty", "duplicate"))
+        elif family == "key":
             new_key = {"not utf-8": key + b"\xff\xfe", "slice": b"\x00" + key + b"\x00\x01",
                        "long": key * 200, "empty": b"", "duplicate": key}[how]
             mutant.insert(i + 1, (new_key, value))
-            label += f" key {how}"
-        elif kind == "rows":
-            how = rng.choice(("drop header", "drop entry", "shuffle", "reverse"))
+        elif family == "rows":
             if how == "drop header":
                 mutant = [r for r in mutant if r[0]]
             elif how == "drop entry":
@@ -369,8 +409,8 @@ def entry_mutations(rows: list[tuple[bytes, bytes]], data_sizes: list[int], seed
                 rng.shuffle(mutant)
             else:
                 mutant.reverse()
-            label = f"rows {how}"
-        elif kind == "header":
+            label = kind
+        elif family == "header":
             header = [r for r in mutant if not r[0]]
             field = rng.choice(((1, 0, rng.choice((0, 2, 3, 2**31, 2**63 - 1, -1))), (2, 0, rng.choice((1, 2, -1))),
                                 (3, 2, _encode_fields([(2, 0, rng.choice((2, 99)))])),
@@ -378,4 +418,4 @@ def entry_mutations(rows: list[tuple[bytes, bytes]], data_sizes: list[int], seed
             if header:
                 mutant[mutant.index(header[0])] = (b"", header[0][1] + _encode_fields([field]))
             label = f"header field {field[0]} = {field[2]!r}"
-        yield label, mutant
+        yield Mutant(kind, label, mutant)

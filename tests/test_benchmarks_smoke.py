@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import json
 import math
+import mmap
+import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -48,12 +52,25 @@ def test_stdout_can_be_discarded(tmp_path):
     assert sample.exit_code == 0
 
 
+def _filesystem_type(path: Path) -> str:
+    """The type of the filesystem holding `path` (the longest mount point above it)."""
+    mounts = [line.split()[1:3] for line in Path("/proc/mounts").read_text().splitlines()]
+    return max(((point, kind) for point, kind in mounts if str(path).startswith(point.rstrip("/") + "/")),
+               key=lambda mount: len(mount[0]))[1]
+
+
 def test_page_cache_helpers(tmp_path):
-    copy = tmp_path / "model.safetensors"
-    copy.write_bytes((FIXTURE / "model.safetensors").read_bytes())
-    measure.warm([copy])
-    measure.evict([copy])  # a no-op on tmpfs, which keeps its pages
-    assert 0 <= measure.resident_bytes(copy) <= copy.stat().st_size
+    path = tmp_path / "pages.bin"
+    size = 40 * mmap.PAGESIZE + 123  # a partial last page
+    with open(path, "wb") as f:
+        f.write(os.urandom(size))
+        os.fsync(f.fileno())  # clean pages: eviction may drop them
+    measure.warm([path])
+    assert measure.resident_bytes(path) == size
+    if _filesystem_type(tmp_path) in ("tmpfs", "ramfs"):
+        pytest.skip("the page cache is the storage on tmpfs: nothing to evict")
+    measure.evict([path])
+    assert measure.resident_bytes(path) == 0
 
 
 def test_reference_names_match_a_transformers_file():
@@ -98,7 +115,33 @@ def test_table_printer(tmp_path):
     assert "CPU" in text and "Python" in text and "numpy" in text
 
 
-def test_idle_wait_marks_runs():
-    assert isinstance(measure.wait_for_idle(0), bool)
-    m = measure.measure(["true"], reps=1, idle_wait=0.01)
-    assert m.busy_runs in (0, 1) and m.samples[0].exit_code == 0
+def test_a_busy_machine_is_not_idle_and_its_runs_are_marked():
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    try:
+        time.sleep(0.3)  # the spinners are running
+        assert measure.wait_for_idle(0) is False
+        m = measure.measure(["true"], reps=2, idle_wait=0.01)
+        assert m.busy_runs == 2 and all(s.exit_code == 0 for s in m.samples)
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+    assert measure.measure(["true"], reps=1).busy_runs == 0  # no idle_wait: never marked
+
+
+def test_a_section_builds_its_inputs_in_an_empty_bench_dir(tmp_path, monkeypatch):
+    """`python -m benchmarks` from a fresh clone: a section's title gives the size of inputs the
+    section itself builds first (the whole quick run takes minutes: here the tiny model, one
+    input kind, and the section's first row)."""
+    from benchmarks import conversions, inputs
+
+    monkeypatch.setenv("BERTCONV_BENCH_DIR", str(tmp_path / "bench"))
+    messages = []
+    title = conversions.prepare_inputs("tiny", ["hf-safetensors"], messages.append)
+    built = inputs.entry_path("tiny", "hf-safetensors")
+    assert built.is_file() and (built.parent / inputs.COMPLETE_MARK).is_file()
+    assert title == f"tiny: {built.stat().st_size / 2**20:,.0f} MiB in model.safetensors"
+    assert any("building tiny hf-safetensors" in m for m in messages)
+    runner = conversions.Runner(1, tmp_path / "out", messages.append)
+    audit = runner.run([*BERTCONV, "audit", built])
+    assert audit is not None and audit.samples[0].exit_code == 0

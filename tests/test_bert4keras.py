@@ -404,7 +404,7 @@ from collections import Counter
 from pathlib import Path
 from fuzzing import check_case, mutations
 data, target, outcomes = Path({source!r}).read_bytes(), Path({target!r}), Counter()
-for label, mutant in mutations(data, {seed}, {count}, {boundaries!r}):
+for _, label, mutant in mutations(data, {seed}, {count}, {boundaries!r}):
     print(label, file=sys.stderr, flush=True)
     target.write_bytes(mutant)
     outcomes[check_case(target, label)] += 1

@@ -199,7 +199,7 @@ def test_mutated_keras3_files_are_read_or_refused_never_anything_else(tmp_path):
 
     def run(note) -> Counter:
         outcomes = Counter()
-        for label, mutant in mutations(data, 31, count, [0, 8, 96]):
+        for _, label, mutant in mutations(data, 31, count, [0, 8, 96]):
             note(label)
             path.write_bytes(mutant)
             outcomes[check_case(path, label)] += 1

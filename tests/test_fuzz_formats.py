@@ -16,10 +16,10 @@ import pytest
 
 from bertconv import formats
 from conftest import FIXTURES
-from fuzzing import fuzz_bytes_in_child, share_of_cases
+from fuzzing import BYTE_SCHEDULE, fuzz_bytes_in_child, share_of_cases
 
-#: Cases per fixture as a share of CASES (2000 by default, `make fuzz`: 20000).
-SHARE = 0.02
+#: Cases per fixture as a share of CASES (300 by default, `make fuzz`: 20000).
+SHARE = 0.1
 
 pytestmark = pytest.mark.fuzz
 
@@ -32,7 +32,7 @@ def test_mutants_of_every_registered_format_are_read_or_refused(tmp_path, fixtur
     shutil.copytree(source.parent, tmp_path / "checkpoint")
     target = tmp_path / "checkpoint" / source.name
     original = source.read_bytes()
-    cases = share_of_cases(SHARE)
+    cases = share_of_cases(SHARE, at_least=len(BYTE_SCHEDULE))
     outcomes = fuzz_bytes_in_child(original, target, seed=41, count=cases, what=fixture,
                                    boundaries=[0, 8, len(original) - 8])
     print(f"{fixture}: {cases} cases: {dict(outcomes)}")

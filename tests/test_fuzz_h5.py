@@ -29,17 +29,18 @@ import pytest
 
 from bertconv import formats
 from conftest import FIXTURES
-from fuzzing import check_case, fuzz_bytes_in_child, in_child, share_of_cases
+from fuzzing import BYTE_SCHEDULE, Mutant, check_case, fuzz_bytes_in_child, in_child, run_mutants, share_of_cases
 
 B4K = FIXTURES / "bert4keras"
 FILE = "bert4keras_model.h5"
-#: Cases per fixture as shares of CASES (2000 by default, `make fuzz`: 20000); a case costs
-#: about 30 ms (h5py opens the file twice, tracemalloc on).
-BYTE_SHARES = {"v50-pool-nsp-mlm": 0.35, "v99-cond-mlm": 0.15}
+#: Cases per fixture as shares of CASES (300 by default, `make fuzz`: 20000); a case costs
+#: about 30 ms (h5py opens the file twice, tracemalloc on). A structure run has at least one
+#: round of STRUCTURE_KINDS.
+BYTE_SHARES = {"v50-pool-nsp-mlm": 0.5, "v99-cond-mlm": 0.25}
 #: (fixture, with its bert_config.json or sizes read off the shapes, share of CASES)
 STRUCTURE_CASES = [pytest.param(name, with_config, share, id=f"{name}-{'config' if with_config else 'shapes'}")
-                   for name, with_config, share in (("v50-pool-nsp-mlm", True, 0.15), ("v50-pool-nsp-mlm", False, 0.05),
-                                                    ("v99-cond-mlm", True, 0.03), ("v99-cond-mlm", False, 0.02))]
+                   for name, with_config, share in (("v50-pool-nsp-mlm", True, 0.3), ("v50-pool-nsp-mlm", False, 0.1),
+                                                    ("v99-cond-mlm", True, 0.1), ("v99-cond-mlm", False, 0.1))]
 
 pytestmark = [
     pytest.mark.fuzz,
@@ -64,7 +65,7 @@ def test_bytes(tmp_path, name):
     source = B4K / name / FILE
     original = source.read_bytes()
     target = tmp_path / FILE
-    cases = share_of_cases(BYTE_SHARES[name])
+    cases = share_of_cases(BYTE_SHARES[name], at_least=len(BYTE_SCHEDULE))
     outcomes = fuzz_bytes_in_child(original, target, seed=21, count=cases, what=name,
                                    boundaries=dataset_boundaries(source))
     print(f"{name}: {cases} cases: {dict(outcomes)}")
@@ -86,11 +87,13 @@ def _weighted_layers(f: h5py.File) -> list[str]:
     return [n for n in _names(f.attrs, "layer_names") if len(np.atleast_1d(f[n].attrs["weight_names"]))]
 
 
-def _layer_names_op(f: h5py.File, rng: random.Random) -> str:
+LAYER_NAMES_HOWS = ("delete", "int", "float", "empty", "2d", "duplicate", "dangling", "slash", "dotdot",
+                    "not utf-8", "many dangling", "vlen str", "split", "split gap", "split and whole",
+                    "drop one", "reverse", "huge name")
+
+
+def _layer_names_op(f: h5py.File, rng: random.Random, how: str) -> str:
     names = _names(f.attrs, "layer_names")
-    how = rng.choice(("delete", "int", "float", "empty", "2d", "duplicate", "dangling", "slash", "dotdot",
-                      "not utf-8", "many dangling", "vlen str", "split", "split gap", "split and whole",
-                      "drop one", "reverse", "huge name"))
     attrs = f.attrs
     if how == "delete":
         del attrs["layer_names"]
@@ -131,12 +134,14 @@ def _layer_names_op(f: h5py.File, rng: random.Random) -> str:
     return f"layer_names {how}"
 
 
-def _weight_names_op(f: h5py.File, rng: random.Random) -> str:
+WEIGHT_NAMES_HOWS = ("delete", "int", "dangling", "group", "absolute", "dotdot", "swap", "duplicate", "drop",
+                     "other layer", "not utf-8", "empty string", "reverse", "none")
+
+
+def _weight_names_op(f: h5py.File, rng: random.Random, how: str) -> str:
     layer = rng.choice(_weighted_layers(f))
     attrs = f[layer].attrs
     names = _names(attrs, "weight_names")
-    how = rng.choice(("delete", "int", "dangling", "group", "absolute", "dotdot", "swap", "duplicate", "drop",
-                      "other layer", "not utf-8", "empty string", "reverse", "none"))
     if how == "delete":
         del attrs["weight_names"]
     elif how == "int":
@@ -149,9 +154,10 @@ def _weight_names_op(f: h5py.File, rng: random.Random) -> str:
         _set_names(attrs, "weight_names", ["/" + layer + "/" + names[0]] + names[1:])
     elif how == "dotdot":
         _set_names(attrs, "weight_names", [f"../{rng.choice(_weighted_layers(f))}/x:0"] + names[1:])
-    elif how == "swap" and len(names) > 1:
-        i, j = rng.sample(range(len(names)), 2)
-        names[i], names[j] = names[j], names[i]
+    elif how == "swap":  # a layer with one weight keeps it: the case is then unmutated
+        if len(names) > 1:
+            i, j = rng.sample(range(len(names)), 2)
+            names[i], names[j] = names[j], names[i]
         _set_names(attrs, "weight_names", names)
     elif how == "duplicate":
         _set_names(attrs, "weight_names", names + [rng.choice(names)])
@@ -171,15 +177,17 @@ def _weight_names_op(f: h5py.File, rng: random.Random) -> str:
     return f"weight_names of {layer} {how}"
 
 
-def _dataset_op(f: h5py.File, rng: random.Random) -> str:
+DATASET_HOWS = ("int32", "float64", "float16", "bool", "complex", "bytes", "vlen str", "compound",
+                "transposed", "extra dim", "scalar", "empty", "huge chunked", "huge contiguous",
+                "huge compact", "gzip", "chunked", "group", "soft link", "big-endian", "fill only")
+
+
+def _dataset_op(f: h5py.File, rng: random.Random, how: str) -> str:
     layer = rng.choice(_weighted_layers(f))
     group = f[layer]
     name = rng.choice(_names(group.attrs, "weight_names"))
     old = group[name]
     data, shape = old[()], old.shape
-    how = rng.choice(("int32", "float64", "float16", "bool", "complex", "bytes", "vlen str", "compound",
-                      "transposed", "extra dim", "scalar", "empty", "huge chunked", "huge contiguous",
-                      "huge compact", "gzip", "chunked", "group", "soft link", "big-endian", "fill only"))
     del group[name]
     if how in ("int32", "float64", "float16", "bool", "complex"):
         group[name] = data.astype({"complex": np.complex64}.get(how, how))
@@ -220,8 +228,10 @@ def _dataset_op(f: h5py.File, rng: random.Random) -> str:
     return f"{layer}/{name} {how}"
 
 
-def _file_op(f: h5py.File, rng: random.Random) -> str:
-    how = rng.choice(("delete layer", "layer is dataset", "backend int", "nested model", "top level weights"))
+FILE_HOWS = ("delete layer", "layer is dataset", "backend int", "nested model", "top level weights")
+
+
+def _file_op(f: h5py.File, rng: random.Random, how: str) -> str:
     names = _weighted_layers(f)
     if how == "delete layer":
         del f[rng.choice(names)]
@@ -241,7 +251,27 @@ def _file_op(f: h5py.File, rng: random.Random) -> str:
     return how
 
 
-OPS = (_layer_names_op, _weight_names_op, _weight_names_op, _dataset_op, _dataset_op, _dataset_op, _file_op)
+#: Every structure mutation as (operation, how), taken in turn: one round exercises each.
+STRUCTURE_KINDS = tuple((op, how) for op, hows in ((_layer_names_op, LAYER_NAMES_HOWS),
+                                                   (_weight_names_op, WEIGHT_NAMES_HOWS),
+                                                   (_dataset_op, DATASET_HOWS), (_file_op, FILE_HOWS))
+                        for how in hows)
+
+
+def _kind(op, how: str) -> str:
+    return f"{op.__name__.strip('_').removesuffix('_op')} {how}"
+
+
+def structure_mutations(original: bytes, target: Path, seed: str, count: int):
+    """`count` structure mutants, each written to `target` (`Mutant.data` is None: the mutant is
+    the file), their kinds taken in turn from STRUCTURE_KINDS."""
+    rng = random.Random(seed)
+    for number in range(count):
+        op, how = STRUCTURE_KINDS[number % len(STRUCTURE_KINDS)]
+        target.write_bytes(original)
+        with h5py.File(target, "r+") as f:
+            label = f"#{number} " + op(f, rng, how)
+        yield Mutant(_kind(op, how), label, None)
 
 
 @pytest.mark.parametrize("name,with_config,share", STRUCTURE_CASES)
@@ -251,18 +281,15 @@ def test_structure(tmp_path, name, with_config, share):
     if with_config:
         shutil.copy(B4K / name / "bert_config.json", tmp_path / "bert_config.json")
     target = tmp_path / FILE
-    cases = share_of_cases(share)
+    cases = share_of_cases(share, at_least=len(STRUCTURE_KINDS))
 
     def run(note) -> Counter:
-        rng = random.Random(f"h5-structure-{name}-{with_config}")
-        outcomes = Counter()
-        for number in range(cases):
-            target.write_bytes(original)
-            with h5py.File(target, "r+") as f:
-                label = f"#{number} " + rng.choice(OPS)(f, rng)
-            note(label)
-            outcomes[check_case(target, f"{name} {label}")] += 1
-        return outcomes
+        def case(mutant) -> str:
+            note(mutant.label)
+            return check_case(target, f"{name} {mutant.label}")
+
+        mutants = structure_mutations(original, target, f"h5-structure-{name}-{with_config}", cases)
+        return run_mutants(mutants, [_kind(op, how) for op, how in STRUCTURE_KINDS], case)
 
     outcomes = in_child(run, f"{name} structure mutations")
     print(f"{name}: {cases} cases: {dict(outcomes)}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import struct
 from collections import Counter
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES
-from fuzzing import CASES, check_case, mutations
+from fuzzing import BYTE_KINDS, CASES, check_case, mutations, run_mutants
 
 HF = FIXTURES / "hf"
 
@@ -19,13 +18,13 @@ pytestmark = pytest.mark.fuzz  # `make fuzz` selects these with -m fuzz (and BER
 
 
 def _fuzz(tmp_path: Path, source: Path, name: str, boundaries: list[int], seed: int) -> Counter:
-    data = source.read_bytes()
     target = tmp_path / name
-    outcomes = Counter()
-    for label, mutant in mutations(data, seed, CASES, boundaries):
-        target.write_bytes(mutant)
-        outcomes[check_case(target, f"{source.name} {label}")] += 1
-    return outcomes
+
+    def case(mutant) -> str:
+        target.write_bytes(mutant.data)
+        return check_case(target, f"{source.name} {mutant.label}")
+
+    return run_mutants(mutations(source.read_bytes(), seed, CASES, boundaries), BYTE_KINDS, case)
 
 
 def test_safetensors_reader_survives_mutations(tmp_path):

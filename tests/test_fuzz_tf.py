@@ -1,13 +1,12 @@
 """Fuzzing Google TF checkpoints (tensor bundles) through the whole reader: index, entries, data.
 
-tests/test_tf_bundle.py::test_fuzzed_index_is_read_or_refused already runs byte-level mutants of
-three .index files (300 each by default) through `BundleReader` alone. This file adds what that
-leaves out, and runs every case through `check_case` (the checkpoint read as `bertconv` reads it,
-then every tensor read and its crc32c checked, under tracemalloc and a deadline):
+Every case runs through `check_case` (the checkpoint read as `bertconv` reads it, then every
+tensor read and its crc32c checked, under tracemalloc and a deadline):
 
 - index bytes: truncation at every block boundary, bit flips, overwrites and splices, half of
   the same-length ones with block crcs recomputed so that the damage reaches the block, varint
-  and protobuf parsers (`fuzzing.index_mutations`);
+  and protobuf parsers (`fuzzing.index_mutations`); `BundleReader`'s entries are checked for
+  sanity before the rest of the reader sees them;
 - entries: BundleEntryProto / BundleHeaderProto fields rewritten and the table re-encoded, so
   every mutant is a well-formed SSTable whose entries lie: offsets and sizes past the data file,
   size and crc mismatches, absurd and negative shapes, unknown dtypes, bad shards, wrong wire
@@ -32,13 +31,15 @@ from bertconv import formats
 from bertconv.containers import tf_bundle as tb
 from bertconv.errors import BadInput
 from conftest import FIXTURES
-from fuzzing import check_case, encode_table, entry_mutations, index_mutations, mutations, share_of_cases
+from fuzzing import (BYTE_KINDS, BYTE_SCHEDULE, ENTRY_KINDS, ENTRY_SCHEDULE, INDEX_KINDS, INDEX_ROUND, check_case,
+                     encode_table, entry_mutations, index_mutations, mutations, read_everything, run_mutants,
+                     share_of_cases)
 
 TF = FIXTURES / "tf"
 PREFIX = "bert_model.ckpt"
-#: Cases per fixture, as shares of CASES (2000 by default, `make fuzz`: 20000); with tracemalloc
+#: Cases per fixture, as shares of CASES (300 by default, `make fuzz`: 20000); with tracemalloc
 #: a case costs about 10 ms on two_shards/snappy, 40-60 ms on full (139 entries, Adam slots).
-INDEX_SHARES = {"snappy": 0.3, "two_shards": 0.3}
+INDEX_SHARES = {"encoder_only": 0.5, "snappy": 0.5, "two_shards": 0.5}
 #: (fixture, with its bert_config.json or sizes read off the shapes, share of CASES)
 ENTRY_CASES = [pytest.param(name, with_config, share, id=f"{name}-{'config' if with_config else 'shapes'}")
                for name, with_config, share in (("two_shards", True, 0.2), ("two_shards", False, 0.1),
@@ -60,16 +61,27 @@ def report(outcomes: Counter, total: int) -> None:
     print(f"{total} cases: {dict(outcomes)}")
 
 
+def read_bundle_then_everything(directory: Path) -> None:
+    """`BundleReader` alone first: whatever index it accepts has entries that make sense (sizes
+    and dimensions not negative), before the format reader and every tensor read see them."""
+    reader = tb.BundleReader(directory / PREFIX)
+    for entry in reader.entries.values():
+        if entry.size < 0 or any(d < 0 for d in entry.shape):
+            raise AssertionError(f"BundleReader accepted {entry.name!r}: size {entry.size}, shape {entry.shape}")
+    read_everything(directory)
+
+
 @pytest.mark.parametrize("name", INDEX_SHARES)
 def test_index_bytes(tmp_path, name):
     directory = bundle_copy(name, tmp_path)
     index = directory / f"{PREFIX}.index"
-    original = index.read_bytes()
-    cases = share_of_cases(INDEX_SHARES[name])
-    outcomes = Counter()
-    for label, mutant in index_mutations(original, seed=11, count=cases):
-        index.write_bytes(mutant)
-        outcomes[check_case(directory, f"{name} index {label}")] += 1
+    cases = share_of_cases(INDEX_SHARES[name], at_least=INDEX_ROUND)
+
+    def case(mutant) -> str:
+        index.write_bytes(mutant.data)
+        return check_case(directory, f"{name} index {mutant.label}", read_bundle_then_everything)
+
+    outcomes = run_mutants(index_mutations(index.read_bytes(), seed=11, count=cases), INDEX_KINDS, case)
     report(outcomes, cases)
     assert outcomes["refused"] > cases // 4
 
@@ -82,11 +94,13 @@ def test_entries(tmp_path, name, with_config, share):
     index = directory / f"{PREFIX}.index"
     rows = tb.read_table(index.read_bytes(), index)
     data_sizes = [p.stat().st_size for p in sorted(directory.glob(f"{PREFIX}.data-*"))]
-    cases = share_of_cases(share)
-    outcomes = Counter()
-    for label, mutant in entry_mutations(rows, data_sizes, seed=12 + with_config, count=cases):
-        index.write_bytes(encode_table(mutant))
-        outcomes[check_case(directory, f"{name} entry {label}")] += 1
+    cases = share_of_cases(share, at_least=len(ENTRY_SCHEDULE))
+
+    def case(mutant) -> str:
+        index.write_bytes(encode_table(mutant.data))
+        return check_case(directory, f"{name} entry {mutant.label}")
+
+    outcomes = run_mutants(entry_mutations(rows, data_sizes, seed=12 + with_config, count=cases), ENTRY_KINDS, case)
     report(outcomes, cases)
     assert outcomes["refused"] > cases // 2 and outcomes["ok"] > 0
 
@@ -108,23 +122,25 @@ def test_data_shards(tmp_path, name):
     shards = sorted(directory.glob(f"{PREFIX}.data-*"))
     reader = tb.BundleReader(directory / PREFIX)
     parameters = {p.source for p in formats.read(directory)}  # what read_everything reads
-    cases = share_of_cases(DATA_SHARES[name])
+    cases = share_of_cases(DATA_SHARES[name], at_least=len(BYTE_SCHEDULE) * len(shards))
     outcomes = Counter()
     for number, shard in enumerate(shards):
         original = shard.read_bytes()
-        boundaries = sorted({e.offset for e in reader.entries.values() if reader.data_path(e.shard_id) == shard}
-                            | {e.offset + e.size for e in reader.entries.values()
-                               if reader.data_path(e.shard_id) == shard})
+        entries = [e for e in reader.entries.values() if reader.data_path(e.shard_id) == shard]
+        boundaries = sorted({e.offset for e in entries} | {e.offset + e.size for e in entries})
+
+        def case(mutant) -> str:
+            shard.write_bytes(mutant.data)
+            outcome = check_case(directory, f"{name} {shard.name} {mutant.label}")
+            if mutant.data != original and len(mutant.data) == len(original):
+                changed = next(i for i, (a, b) in enumerate(zip(mutant.data, original)) if a != b)
+                if any(e.offset <= changed < e.offset + e.size for e in entries if e.name in parameters):
+                    assert outcome == "refused", f"{mutant.label}: a changed tensor byte passed its crc32c"
+            return outcome
+
         share = cases // len(shards) + (number < cases % len(shards))
-        for label, mutant in mutations(original, seed=13 + number, count=share, boundaries=boundaries):
-            shard.write_bytes(mutant)
-            outcome = check_case(directory, f"{name} {shard.name} {label}")
-            if mutant != original and len(mutant) == len(original):
-                changed = next(i for i, (a, b) in enumerate(zip(mutant, original)) if a != b)
-                if any(e.offset <= changed < e.offset + e.size for e in reader.entries.values()
-                       if e.name in parameters and reader.data_path(e.shard_id) == shard):
-                    assert outcome == "refused", f"{label}: a changed tensor byte passed its crc32c"
-            outcomes[outcome] += 1
+        outcomes += run_mutants(mutations(original, seed=13 + number, count=share, boundaries=boundaries),
+                                BYTE_KINDS, case)
         shard.write_bytes(original)
     report(outcomes, cases)
     assert outcomes["refused"] > cases // 2

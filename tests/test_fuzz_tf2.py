@@ -24,25 +24,27 @@ import pytest
 
 from bertconv.containers import tf_bundle as tb
 from conftest import FIXTURES
-from fuzzing import check_case, encode_table, entry_mutations, in_child, index_mutations, mutations, share_of_cases
+from fuzzing import (BYTE_KINDS, BYTE_SCHEDULE, ENTRY_KINDS, ENTRY_SCHEDULE, INDEX_KINDS, INDEX_ROUND, check_case,
+                     encode_table, entry_mutations, fuzz_bytes_in_child, index_mutations, mutations, run_mutants,
+                     share_of_cases)
 
 TF2 = FIXTURES / "tf2"
 PREFIX = "bert_model.ckpt"
-#: fixture directory -> (bundle prefix inside it, share of CASES for its index bytes). A case
-#: costs 10-40 ms (tracemalloc on).
+#: fixture directory -> (bundle prefix inside it, share of CASES (300 by default, `make fuzz`:
+#: 20000) for its index bytes). A case costs 10-40 ms (tracemalloc on).
 INDEX_SHARES = {
-    TF2 / "garden-model-adam": (PREFIX, 0.1),
-    TF2 / "bert-for-tf2": (PREFIX, 0.05),
-    TF2 / "hub-savedmodel": ("variables/variables", 0.05),
-    TF2 / "garden-functional": (PREFIX, 0.05),
-    FIXTURES / "tf_hub" / "classifier": (PREFIX, 0.05),
+    TF2 / "garden-model-adam": (PREFIX, 0.3),
+    TF2 / "bert-for-tf2": (PREFIX, 0.15),
+    TF2 / "hub-savedmodel": ("variables/variables", 0.15),
+    TF2 / "garden-functional": (PREFIX, 0.15),
+    FIXTURES / "tf_hub" / "classifier": (PREFIX, 0.15),
 }
 #: A case costs about 90 ms: every TF reader's sniffer parses the index before the read.
-ENTRY_SHARE = 0.05
-GRAPH_DATA_SHARE = 0.1
+ENTRY_SHARE = 0.1
+GRAPH_DATA_SHARE = 0.3
 KERAS_BERT = FIXTURES / "keras_bert" / "pretraining"
 #: A case costs about 70 ms (h5py opens the file twice, tracemalloc on).
-KERAS_BERT_SHARE = 0.05
+KERAS_BERT_SHARE = 0.2
 
 pytestmark = pytest.mark.fuzz
 
@@ -64,11 +66,13 @@ def test_index_bytes(tmp_path, source):
     directory = copy_of(source, tmp_path)
     index = directory / f"{prefix}.index"
     original = index.read_bytes()
-    cases = share_of_cases(share)
-    outcomes = Counter()
-    for label, mutant in index_mutations(original, seed=31, count=cases):
-        index.write_bytes(mutant)
-        outcomes[check_case(directory, f"{source.name} index {label}")] += 1
+    cases = share_of_cases(share, at_least=INDEX_ROUND)
+
+    def case(mutant) -> str:
+        index.write_bytes(mutant.data)
+        return check_case(directory, f"{source.name} index {mutant.label}")
+
+    outcomes = run_mutants(index_mutations(original, seed=31, count=cases), INDEX_KINDS, case)
     report(outcomes, cases)
     assert outcomes["refused"] > cases // 4
 
@@ -79,11 +83,13 @@ def test_garden_entries(tmp_path):
     index = directory / f"{PREFIX}.index"
     rows = tb.read_table(index.read_bytes(), index)
     data_sizes = [p.stat().st_size for p in sorted(directory.glob(f"{PREFIX}.data-*"))]
-    cases = share_of_cases(ENTRY_SHARE)
-    outcomes = Counter()
-    for label, mutant in entry_mutations(rows, data_sizes, seed=32, count=cases):
-        index.write_bytes(encode_table(mutant))
-        outcomes[check_case(directory, f"garden entry {label}")] += 1
+    cases = share_of_cases(ENTRY_SHARE, at_least=len(ENTRY_SCHEDULE))
+
+    def case(mutant) -> str:
+        index.write_bytes(encode_table(mutant.data))
+        return check_case(directory, f"garden entry {mutant.label}")
+
+    outcomes = run_mutants(entry_mutations(rows, data_sizes, seed=32, count=cases), ENTRY_KINDS, case)
     report(outcomes, cases)
     assert outcomes["refused"] > cases // 2 and outcomes["ok"] > 0
 
@@ -97,11 +103,14 @@ def test_savedmodel_object_graph_in_the_data_file(tmp_path):
     data = reader.data_path(graph.shard_id)
     original = data.read_bytes()
     graph_bytes = original[graph.offset:graph.offset + graph.size]
-    cases = share_of_cases(GRAPH_DATA_SHARE)
-    outcomes = Counter()
-    for label, mutant in mutations(graph_bytes, seed=33, count=cases, boundaries=[1, 5, 9, len(graph_bytes) - 1]):
-        data.write_bytes(original[:graph.offset] + mutant + original[graph.offset + graph.size:])
-        outcomes[check_case(directory, f"savedmodel graph {label}")] += 1
+    cases = share_of_cases(GRAPH_DATA_SHARE, at_least=len(BYTE_SCHEDULE))
+
+    def case(mutant) -> str:
+        data.write_bytes(original[:graph.offset] + mutant.data + original[graph.offset + graph.size:])
+        return check_case(directory, f"savedmodel graph {mutant.label}")
+
+    mutants = mutations(graph_bytes, seed=33, count=cases, boundaries=[1, 5, 9, len(graph_bytes) - 1])
+    outcomes = run_mutants(mutants, BYTE_KINDS, case)
     report(outcomes, cases)
     assert outcomes["refused"] > cases // 2
 
@@ -111,16 +120,8 @@ def test_keras_bert_bytes(tmp_path):
     original = source.read_bytes()
     target = tmp_path / "weights.h5"
     shutil.copy(KERAS_BERT / "bert_config.json", tmp_path / "bert_config.json")
-    cases = share_of_cases(KERAS_BERT_SHARE)
-
-    def run(note) -> Counter:
-        outcomes = Counter()
-        for label, mutant in mutations(original, seed=34, count=cases, boundaries=[0, 8, 96, 512]):
-            note(label)
-            target.write_bytes(mutant)
-            outcomes[check_case(target, f"keras-bert {label}")] += 1
-        return outcomes
-
-    outcomes = in_child(run, "keras-bert byte mutations")
+    cases = share_of_cases(KERAS_BERT_SHARE, at_least=len(BYTE_SCHEDULE))
+    outcomes = fuzz_bytes_in_child(original, target, seed=34, count=cases, what="keras-bert",
+                                   boundaries=[0, 8, 96, 512])
     print(f"keras-bert: {cases} cases: {dict(outcomes)}")
     assert sum(outcomes.values()) == cases and outcomes["refused"] > 0

@@ -55,7 +55,7 @@ def test_the_module_provides_what_the_entry_declares(fmt):
 
 def test_targets_are_the_formats_that_write_and_convert_offers_them_all():
     assert set(formats.TARGETS) == {fmt.target for fmt in formats.FORMATS if fmt.output is not None}
-    choices = next(p for p in main.commands["convert"].params if p.name == "target").type.choices
+    choices = next(p for p in main.get_command(None, "convert").params if p.name == "target").type.choices
     assert sorted(choices) == sorted(formats.TARGETS)
     help_text = CliRunner().invoke(main, ["convert", "--help"], terminal_width=200).output
     for target, fmt in formats.TARGETS.items():

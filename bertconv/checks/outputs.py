@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import BadInput
 from ..tree import ParameterTree
 from .diff import json_number
-from .trained import build_model, probe_ids
+from .trained import build_model, probe_ids, usable_positions
 
 #: Default largest |logit A - logit B| allowed: float32 noise. The same float32 weights run by the
 #: NumPy and the torch runtime (other summation orders) differ by 1.2e-5 on MiniLM-L6 (H=384) and
@@ -57,7 +57,7 @@ def compare_outputs(tree_a: ParameterTree, tree_b: ParameterTree, *, runtime: st
                        f"{tree_b.path} has {tree_b.config.vocab_size}")
     model_a, model_b = build_model(tree_a, runtime), build_model(tree_b, runtime)
     what = LOGITS if model_a.heads.mlm and model_b.heads.mlm else HIDDEN
-    positions = min(tree_a.config.max_position_embeddings, tree_b.config.max_position_embeddings)
+    positions = min(usable_positions(tree_a.config), usable_positions(tree_b.config))
     ids = probe_ids(tree_a.config.vocab_size, positions)
     a, b = _outputs(model_a, ids, what), _outputs(model_b, ids, what)
     difference = np.abs(a - b)

@@ -202,6 +202,12 @@ def percent(fraction: float) -> str:
     return f"{fraction * 100:.2g}%"
 
 
+def usable_positions(config) -> int:
+    """How many tokens a sequence may hold: the position rows after the family's offset
+    (RoBERTa's first two rows belong to no position)."""
+    return config.max_position_embeddings - config.position_offset
+
+
 def probe_ids(vocab_size: int, max_positions: int) -> np.ndarray:
     """The probe batch: int64 token ids [B, S], S = min(PROBE_LENGTH, max_positions)."""
     length = min(PROBE_LENGTH, max_positions)
@@ -258,7 +264,7 @@ def probe(tree: ParameterTree, runtime: str = "numpy") -> ProbeResult:
     conditional LayerNorm, an unreadable tensor).
     """
     model = build_model(tree, runtime)
-    ids = probe_ids(tree.config.vocab_size, tree.config.max_position_embeddings)
+    ids = probe_ids(tree.config.vocab_size, usable_positions(tree.config))
     return score(probe_logits(model, ids), ids, runtime)
 
 

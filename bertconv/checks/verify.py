@@ -55,16 +55,17 @@ DECODER = "mlm.decoder"
 OUTPUT_BIAS = "mlm.output_bias"
 DECODER_BIAS = "mlm.decoder_bias"
 
-#: The tensors a complete MLM head needs besides its decoder, and what each one is.
+#: The tensors a complete MLM head needs besides its decoder, and what each one is (E = H except
+#: in factorized families: ALBERT, ELECTRA).
 MLM_REQUIRED = {
-    "mlm.transform.kernel": "transform dense kernel [H, H]",
-    "mlm.transform.bias": "transform dense bias [H]",
-    "mlm.norm.gamma": "transform LayerNorm gamma [H]",
-    "mlm.norm.beta": "transform LayerNorm beta [H]",
+    "mlm.transform.kernel": "transform dense kernel [H, E]",
+    "mlm.transform.bias": "transform dense bias [E]",
+    "mlm.norm.gamma": "transform LayerNorm gamma [E]",
+    "mlm.norm.beta": "transform LayerNorm beta [E]",
     OUTPUT_BIAS: "output bias [V]",
 }
 #: Heads whose tensors must not be all zero (`deep`): a zero head was never trained or saved.
-TRAINED_HEADS = ("pooler", "mlm", "nsp")
+TRAINED_HEADS = ("pooler", "mlm", "nsp", "sop", "rtd")
 
 MISSING_MLM = (
     "no MLM head: this checkpoint holds only the encoder{others} and none of the masked-LM weights "
@@ -153,7 +154,7 @@ def _head_findings(tree: ParameterTree, head: str, missing: list[str], allow_mis
             findings.problems.append(message)
     elif head == PARTIAL:
         stored = ", ".join(label(p) for p in tree if role_of(p.name).head == "mlm")
-        lacking = "; ".join(f"{name} ({MLM_REQUIRED.get(name, 'decoder [V, H]')})" for name in missing)
+        lacking = "; ".join(f"{name} ({MLM_REQUIRED.get(name, 'decoder [V, E]')})" for name in missing)
         findings.problems.append(
             f"partial MLM head: missing {lacking}. Stored: {stored}. A masked-LM loader fills the "
             f"missing tensors with fresh initial values, so the head's predictions are wrong")
@@ -344,7 +345,7 @@ def _zero_is_only_a_note(name: str) -> bool:
     without NSP, such as sentence encoders, keep their initial zeros): worth saying, not failing.
     The MLM head is what verify vouches for, so any zero there fails."""
     role = role_of(name)
-    return role.head in ("pooler", "nsp") and role.template.endswith("bias")
+    return role.head in ("pooler", "nsp", "sop") and role.template.endswith("bias")
 
 
 def _require_data_files(tree: ParameterTree) -> None:

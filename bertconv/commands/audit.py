@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.table import Table
 
 from ..checks.audit import audit, ignored_summary
 from . import batch
@@ -25,6 +24,8 @@ def print_report(report: dict) -> None:
     stdout.print("config: " + " ".join(f"{key}={config[key]}" for key in shown))
     heads = ", ".join(name for name, present in report["heads"].items() if present) or "none"
     stdout.print(f"heads: {heads}")
+    from rich.table import Table  # rich is imported where a table is drawn
+
     table = Table("component", "parameters", "closed form", "", box=None, pad_edge=False)
     for c in report["components"]:
         mark = "[green]ok[/]" if c["parameters"] == c["expected"] else "[red]MISMATCH[/]"

@@ -10,22 +10,20 @@ from __future__ import annotations
 
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import click
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from .. import formats
 from ..errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, BertconvError, bad_input
 from ..tree import ParameterTree
 from . import output
 from .common import human, load, stdout
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 
 #: Width of the summary table when stdout is not a terminal: wide enough for any row.
@@ -101,6 +99,9 @@ def results(job: Job, paths: list[Path], jobs: int) -> Iterator[tuple[int, dict]
     if jobs == 1 or len(paths) == 1:
         yield from map(job, paths)
         return
+    from concurrent.futures import ProcessPoolExecutor  # imported by the runs that start one
+    from concurrent.futures.process import BrokenProcessPool
+
     executor = ProcessPoolExecutor(max_workers=min(jobs, len(paths)))
     try:
         futures = [executor.submit(job, path) for path in paths]
@@ -127,6 +128,8 @@ def _parameters(report: dict) -> str:
 
 
 def _verdict(status: int, report: dict) -> str:
+    from rich.markup import escape
+
     if "error" in report:
         return f"[red]error:[/] {escape(report['error']['message'])}"
     if status == EXIT_OK:
@@ -138,6 +141,9 @@ def _verdict(status: int, report: dict) -> str:
 
 def summary_table(rows: list[tuple[int, dict]]) -> Table:
     """One row per checkpoint: path, format, family, parameters, heads, MLM head, verdict."""
+    from rich.markup import escape
+    from rich.table import Table  # rich is imported where a table is drawn
+
     table = Table(box=None, pad_edge=False)
     table.add_column("path", no_wrap=True)
     for name in ("format", "family"):
@@ -162,6 +168,8 @@ def print_table(table: Table) -> None:
     if stdout.is_terminal:
         stdout.print(table)
         return
+    from rich.console import Console
+
     console = Console(highlight=False, width=UNWRAPPED_WIDTH)
     with console.capture() as captured:
         console.print(table)

@@ -6,11 +6,9 @@ import math
 import sys
 from pathlib import Path
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
 from .. import formats
 from ..errors import EXIT_CHECK_FAILED
@@ -18,11 +16,36 @@ from ..paths import require_file_or_directory
 from ..tree import ParameterTree
 from . import output
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 #: Progress bars appear for work of at least this many bytes, on a terminal, without --quiet.
 PROGRESS_MIN_BYTES = 100 * 2**20
 
-stdout = Console(highlight=False, soft_wrap=True)
-stderr = Console(stderr=True, highlight=False)
+
+class _LazyConsole:
+    """A rich `Console`, made (and rich imported) when first printed to: `--json` and `--quiet`
+    runs never pay for it."""
+
+    def __init__(self, **options):
+        self._options = options
+        self._console: Console | None = None
+
+    def get(self) -> Console:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return self._console
+
+    def __getattr__(self, name: str):  # called for what is not set in __init__: the Console's own
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.get(), name)
+
+
+stdout = _LazyConsole(highlight=False, soft_wrap=True)
+stderr = _LazyConsole(stderr=True, highlight=False)
 
 
 def checkpoint_options(function):
@@ -86,7 +109,9 @@ def byte_progress(description: str, total_bytes: int, quiet: bool) -> Iterator[C
     if quiet or total_bytes < PROGRESS_MIN_BYTES or not sys.stderr.isatty():
         yield None
         return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+
     with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                  TransferSpeedColumn(), TimeRemainingColumn(), console=stderr, transient=True) as bar:
+                  TransferSpeedColumn(), TimeRemainingColumn(), console=stderr.get(), transient=True) as bar:
         task = bar.add_task(description, total=total_bytes)
         yield lambda nbytes: bar.advance(task, nbytes)

@@ -16,6 +16,7 @@ from ..runtime.numerics import DTYPE_MIN, Numerics, family_of
 from ..runtime.numpy_bert import NumpyBert
 from ..runtime.tokenizer import WordPieceTokenizer
 from ..checks.report import checkpoint
+from ..runtime.tokenizer_json import TOKENIZER_JSON, JsonTokenizer
 from .common import checkpoint_options, load, print_json, stdout
 
 RUNTIMES = ("numpy", "torch")
@@ -35,7 +36,9 @@ def parse_mask_adder(ctx, param, text: str | None) -> float | str | None:
 @click.argument("path", type=click.Path(path_type=Path))
 @click.argument("text")
 @click.option("--vocab", "vocab_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="The vocab.txt to tokenize with (default: the one beside the checkpoint).")
+              help="The vocab.txt (WordPiece) or tokenizer.json (any Hugging Face tokenizer, through the "
+                   "tokenizers library) to tokenize with (default: the vocab.txt beside the checkpoint, else "
+                   "its tokenizer.json).")
 @click.option("--top-k", type=click.IntRange(min=1), default=5, show_default=True,
               help="Predictions per [MASK].")
 @click.option("--runtime", type=click.Choice(RUNTIMES), default="numpy", show_default=True,
@@ -64,27 +67,39 @@ def command(path: Path, text: str, vocab_path: Path | None, top_k: int, runtime:
     numerics = Numerics.for_tree(tree, activation=activation, layer_norm_eps=layer_norm_eps,
                                  mask_adder=mask_adder)
     weights.require_head(weights.plan(tree), "mlm", tree.path, "fill-mask")
-    vocab_path = vocab_path or tree.vocab
+    # issue 16: a tokenizer.json (RoBERTa's byte-level BPE, ALBERT's SentencePiece) where no vocab.txt is.
+    beside = tree.path if tree.path.is_dir() else tree.path.parent
+    vocab_path = vocab_path or tree.vocab or ((beside / TOKENIZER_JSON) if (beside / TOKENIZER_JSON).is_file() else None)
     if vocab_path is None:
-        raise bad_input(tree.path, "no vocab.txt beside the checkpoint; pass --vocab vocab.txt")
-    tokenizer = WordPieceTokenizer.from_file(vocab_path, lower_case=None if cased is None else not cased)  # None: decide
+        raise bad_input(tree.path, "no vocab.txt or tokenizer.json beside the checkpoint; pass --vocab vocab.txt "
+                                   "(or a tokenizer.json)")
+    if vocab_path.suffix == ".json":
+        if cased is not None:
+            raise bad_input(vocab_path, "--cased/--uncased apply to a vocab.txt; a tokenizer.json's own normalizer "
+                                        "decides the casing")
+        tokenizer = JsonTokenizer(vocab_path)
+    else:
+        tokenizer = WordPieceTokenizer.from_file(vocab_path, lower_case=None if cased is None else not cased)  # None: decide
     model = _model(runtime, tree, numerics)
     results = fill_mask(model, tokenizer, text, top_k=top_k)
     if as_json:
         print_json({**checkpoint(tree), "ok": True, "text": text, "runtime": runtime,
                     "numerics": numerics.describe(),
-                    "tokenizer": {"vocab": str(vocab_path), "lower_case": tokenizer.lower_case},
+                    "tokenizer": {"file": str(vocab_path), "lower_case": getattr(tokenizer, "lower_case", None)},
                     "masks": [{"position": mask.position, "predictions": [p.as_dict() for p in mask.predictions]}
                               for mask in results],
                     "problems": [], "notes": []})
         return
     stdout.print(f"[bold]{escape(str(tree.path))}[/]  format [cyan]{tree.format}[/]  runtime {runtime}")
     stdout.print(f"numerics: {numerics.describe()} (defaults of {family_of(tree.format)})")
-    case = "uncased" if tokenizer.lower_case else "cased"
-    why = tokenizer.casing if cased is None else ("--cased" if cased else "--uncased")
-    stdout.print(f"tokenizer: {escape(str(vocab_path))}, {case} ({why})")
+    if isinstance(tokenizer, JsonTokenizer):
+        stdout.print(f"tokenizer: {escape(str(vocab_path))} (its own normalizer decides the casing)")
+    else:
+        case = "uncased" if tokenizer.lower_case else "cased"
+        why = tokenizer.casing if cased is None else ("--cased" if cased else "--uncased")
+        stdout.print(f"tokenizer: {escape(str(vocab_path))}, {case} ({why})")
     for number, mask in enumerate(results, start=1):
-        stdout.print(escape(f"[MASK] #{number} (token {mask.position}):"))
+        stdout.print(escape(f"{tokenizer.mask_token} #{number} (token {mask.position}):"))
         table = Table("prob", "token", "id", box=None, pad_edge=False)
         for p in mask.predictions:
             token = escape(p.token) if p.token is not None else "(not in vocab.txt)"

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.table import Table
 
 from ..checks.report import checkpoint
 from . import batch
@@ -15,8 +14,8 @@ from .common import checkpoint_options, human, load, print_json, stdout
 
 def describe(tree) -> dict:
     """The `inspect --json` object: the checkpoint's fields (see `checks.report.checkpoint`), the
-    parameters counted (a tied copy once), and every tensor. Each tensor's `shape` is its shape under its `name` in the
-    file; `canonical_shape` the shape of its `canonical` parameter (after the format's transposes).
+    parameters counted (a tied copy once), and every tensor. Each tensor's `shape` is its shape
+    under its `name` in the file; `canonical_shape` the shape of its `canonical` parameter (after the format's transposes).
     `files` lists the files that exist, `missing_files` those the checkpoint names but lacks
     (an index published without its data shards)."""
     files = [Path(f) for f in tree.files]
@@ -75,6 +74,8 @@ def command(paths: tuple[Path, ...], config_path, num_heads, recursive: bool, jo
     stdout.print(f"heads: {heads}")
     for missing in report["missing_files"]:
         stdout.print(f"[yellow]absent:[/] {missing} (named by the checkpoint; headers were read without it)")
+    from rich.table import Table  # rich is imported where a table is drawn
+
     table = Table("name in file", "shape", "dtype", "canonical", "canonical shape", box=None, pad_edge=False)
     for t in report["tensors"]:
         canonical_shape = _shape(t["canonical_shape"]) if t["canonical_shape"] != t["shape"] else "same"

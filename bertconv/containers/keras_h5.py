@@ -51,15 +51,20 @@ import struct
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
-
-import h5py
-import numpy as np
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from .. import dtypes
 from ..dtypes import DType
 from ..errors import BadInput, bad_input
+from ..lazy import lazy_module
 from ..tensor import ArrayTensor, LazyTensor, MappedTensor, check_span, file_size
+
+if TYPE_CHECKING:
+    import h5py
+    import numpy as np
+else:  # imported on first use: most commands read no HDF5 file, and headers need no NumPy
+    h5py = lazy_module("h5py")
+    np = lazy_module("numpy")
 
 #: The HDF5 file signature; the superblock sits at byte 0 or at 512 * 2**k (after a user block).
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"

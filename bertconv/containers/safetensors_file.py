@@ -12,17 +12,22 @@ import json
 import math
 import os
 import struct
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable
-
-import numpy as np
+from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable
 
 from .. import dtypes
 from ..dtypes import DType
 from ..errors import bad_input
+from ..lazy import lazy_module
 from ..tensor import LazyTensor, MappedTensor, check_span
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    import numpy as np
+else:  # imported on first use: reading headers needs no NumPy
+    np = lazy_module("numpy")
 
 HEADER_LENGTH_BYTES = 8
 #: The safetensors library refuses headers above 100 MB; so do we, before reading one.
@@ -194,6 +199,8 @@ def write_file(path: Path, tensors: Iterable[TensorSource], metadata: dict[str, 
     spans = [_copy_span(dtype, shape, source) for _, dtype, shape, source in ordered]
     pending = [i for i, span in enumerate(spans) if span is None]  # tensors to load, in order
     cursor = 0  # pending[cursor] is the next one to start loading
+    from concurrent.futures import ThreadPoolExecutor  # here: reading headers needs no thread pool
+
     with open(path, "wb") as out, ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertconv-load") as pool:
         loading: dict[int, Future] = {}
 

@@ -42,20 +42,24 @@ from __future__ import annotations
 import math
 import os
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable, Iterator, NamedTuple
+from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable, Iterator, NamedTuple
 
 import cramjam
-import numpy as np
 from google_crc32c import cext as crc32c  # the compiled implementation, or ImportError
 
 from .. import dtypes
 from ..dtypes import DType
 from ..errors import bad_input
+from ..lazy import lazy_module
 from ..tensor import MappedTensor, check_span
 from . import protowire as pw
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported on first use: reading headers needs no NumPy
+    np = lazy_module("numpy")
 
 # SSTable (LevelDB table format) --------------------------------------------------------------
 TABLE_MAGIC = 0xDB4775248B80FB57
@@ -840,7 +844,7 @@ def encode_entry(tf_dtype: int, shape: tuple[int, ...], *, shard_id: int, offset
     return out
 
 
-TensorSource = tuple[str, DType, tuple[int, ...], Callable[[], np.ndarray]]
+TensorSource = tuple[str, DType, tuple[int, ...], Callable[[], "np.ndarray"]]
 
 #: `write_bundle` loads the next tensor while writing the current one when the next is at most
 #: this large: the overlap uses a second core, and memory grows by at most this much.
@@ -908,6 +912,8 @@ def write_bundle(prefix: str | Path, tensors: Iterable[TensorSource], *, compres
 
     entries: list[tuple[bytes, bytes]] = []
     offset = 0
+    from concurrent.futures import ThreadPoolExecutor  # here: reading headers needs no thread pool
+
     with (open(f"{prefix}.data-00000-of-00001", "wb") as data_file,
           ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertconv-load") as pool):
         upcoming = pool.submit(sources[0][3]) if sources else None

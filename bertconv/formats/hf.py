@@ -1,7 +1,11 @@
-"""Hugging Face BERT state dicts: `model.safetensors`, `pytorch_model.bin`, and sharded sets.
+"""Hugging Face state dicts of the BERT family: `model.safetensors`, `pytorch_model.bin`, sharded sets.
 
+One table per family (BERT, ALBERT, ELECTRA, RoBERTa: `FAMILIES`), chosen on reading by the
+names a family's modules give its tensors or by config.json's `model_type`, and on writing by
+the tree's `config.model_type`.
 Layout: `nn.Linear` weights are `[out, in]`, the transpose of canonical kernels; embeddings are
-row tables as in the canonical tree. Encoder-only (`BertModel`) files drop the `bert.` prefix.
+row tables as in the canonical tree. Encoder-only files (`BertModel`, `AlbertModel`, ...) drop
+the base model's prefix (`bert.`, `albert.`, ...).
 A tied decoder is not stored by `save_pretrained`; where a file stores it anyway, it is read as a
 copy of the word embeddings (by storage identity in a `.bin`, by value in `verify`).
 """
@@ -10,9 +14,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import BertConfig, load_config_file
+from ..config import BertConfig, Heads, load_config_file
 from ..containers import safetensors_file, torch_pickle
 from ..errors import bad_input
 from ..tree import Ignored, ParameterTree
@@ -36,6 +42,8 @@ VOCAB_FILE = "vocab.txt"
 OWNED_FILES = ("model.safetensors", "model-*-of-*.safetensors", "model.safetensors.index.json",
                "pytorch_model.bin", "pytorch_model-*-of-*.bin", "pytorch_model.bin.index.json",
                CONFIG_FILE, "generation_config.json")
+#: What `nn.DataParallel` / DistributedDataParallel put before every name of the model they wrap.
+DATA_PARALLEL_PREFIX = "module."
 
 
 def _norm_rows(canonical: str, name: str) -> tuple[Row, ...]:
@@ -54,19 +62,40 @@ def _linear_rows(canonical: str, name: str) -> tuple[Row, ...]:
 
 _LAYER = "bert.encoder.layer.{i}"
 
+
+def _bert_layer_rows(layer: str) -> tuple[Row, ...]:
+    """One BERT encoder layer as transformers' `BertLayer` (and ELECTRA's, RoBERTa's) names it."""
+    return (
+        *_linear_rows("layers.{i}.attention.query", f"{layer}.attention.self.query"),
+        *_linear_rows("layers.{i}.attention.key", f"{layer}.attention.self.key"),
+        *_linear_rows("layers.{i}.attention.value", f"{layer}.attention.self.value"),
+        *_linear_rows("layers.{i}.attention.output", f"{layer}.attention.output.dense"),
+        *_norm_rows("layers.{i}.attention_norm", f"{layer}.attention.output.LayerNorm"),
+        *_linear_rows("layers.{i}.ffn.intermediate", f"{layer}.intermediate.dense"),
+        *_linear_rows("layers.{i}.ffn.output", f"{layer}.output.dense"),
+        *_norm_rows("layers.{i}.ffn_norm", f"{layer}.output.LayerNorm"),
+    )
+
+
+def _embedding_rows(base: str) -> tuple[Row, ...]:
+    return (
+        Row("embeddings.word", f"{base}.embeddings.word_embeddings.weight"),
+        Row("embeddings.token_type", f"{base}.embeddings.token_type_embeddings.weight"),
+        Row("embeddings.position", f"{base}.embeddings.position_embeddings.weight"),
+        *_norm_rows("embeddings.norm", f"{base}.embeddings.LayerNorm"),
+    )
+
+
+_SKIPS = (
+    Skip("*embeddings.position_ids", "buffer (position ids), not a parameter"),
+    Skip("*embeddings.token_type_ids", "buffer (token type ids), not a parameter"),
+    Skip("classifier.*", "a fine-tuning head that BERT pre-training does not define"),
+    Skip("qa_outputs.*", "a fine-tuning head that BERT pre-training does not define"),
+)
+
 TABLE = Table("hf", (
-    Row("embeddings.word", "bert.embeddings.word_embeddings.weight"),
-    Row("embeddings.token_type", "bert.embeddings.token_type_embeddings.weight"),
-    Row("embeddings.position", "bert.embeddings.position_embeddings.weight"),
-    *_norm_rows("embeddings.norm", "bert.embeddings.LayerNorm"),
-    *_linear_rows("layers.{i}.attention.query", f"{_LAYER}.attention.self.query"),
-    *_linear_rows("layers.{i}.attention.key", f"{_LAYER}.attention.self.key"),
-    *_linear_rows("layers.{i}.attention.value", f"{_LAYER}.attention.self.value"),
-    *_linear_rows("layers.{i}.attention.output", f"{_LAYER}.attention.output.dense"),
-    *_norm_rows("layers.{i}.attention_norm", f"{_LAYER}.attention.output.LayerNorm"),
-    *_linear_rows("layers.{i}.ffn.intermediate", f"{_LAYER}.intermediate.dense"),
-    *_linear_rows("layers.{i}.ffn.output", f"{_LAYER}.output.dense"),
-    *_norm_rows("layers.{i}.ffn_norm", f"{_LAYER}.output.LayerNorm"),
+    *_embedding_rows("bert"),
+    *_bert_layer_rows(_LAYER),
     *_linear_rows("pooler", "bert.pooler.dense"),
     *_linear_rows("mlm.transform", "cls.predictions.transform.dense"),
     *_norm_rows("mlm.norm", "cls.predictions.transform.LayerNorm"),
@@ -74,23 +103,173 @@ TABLE = Table("hf", (
     Row("mlm.decoder", "cls.predictions.decoder.weight"),
     Row("mlm.decoder_bias", "cls.predictions.decoder.bias"),
     *_linear_rows("nsp", "cls.seq_relationship"),
-), skips=(
-    Skip("*embeddings.position_ids", "buffer (position ids), not a parameter"),
-    Skip("*embeddings.token_type_ids", "buffer (token type ids), not a parameter"),
-    Skip("classifier.*", "a fine-tuning head that BERT pre-training does not define"),
-    Skip("qa_outputs.*", "a fine-tuning head that BERT pre-training does not define"),
-))
+), skips=_SKIPS)
+
+#: ALBERT's stored layer i, spelled flat in the table: the file's
+#: `albert.encoder.albert_layer_groups.{g}.albert_layers.{j}` with i = g * inner_group_num + j
+#: (`_flatten_albert` and `_unflatten_albert` translate).
+_ALBERT_LAYER = "albert.encoder.albert_layers.{i}"
+
+#: transformers `AlbertForPreTraining` / `AlbertForMaskedLM` / `AlbertModel`. The decoder is tied
+#: to the [V, E] word embeddings, and its bias is `predictions.bias`.
+ALBERT_TABLE = Table("hf", (
+    *_embedding_rows("albert"),
+    *_linear_rows("embeddings.projection", "albert.encoder.embedding_hidden_mapping_in"),
+    *_linear_rows("layers.{i}.attention.query", f"{_ALBERT_LAYER}.attention.query"),
+    *_linear_rows("layers.{i}.attention.key", f"{_ALBERT_LAYER}.attention.key"),
+    *_linear_rows("layers.{i}.attention.value", f"{_ALBERT_LAYER}.attention.value"),
+    *_linear_rows("layers.{i}.attention.output", f"{_ALBERT_LAYER}.attention.dense"),
+    *_norm_rows("layers.{i}.attention_norm", f"{_ALBERT_LAYER}.attention.LayerNorm"),
+    *_linear_rows("layers.{i}.ffn.intermediate", f"{_ALBERT_LAYER}.ffn"),
+    *_linear_rows("layers.{i}.ffn.output", f"{_ALBERT_LAYER}.ffn_output"),
+    *_norm_rows("layers.{i}.ffn_norm", f"{_ALBERT_LAYER}.full_layer_layer_norm"),
+    *_linear_rows("pooler", "albert.pooler"),
+    *_linear_rows("mlm.transform", "predictions.dense"),
+    *_norm_rows("mlm.norm", "predictions.LayerNorm"),
+    Row("mlm.output_bias", "predictions.bias"),
+    Row("mlm.decoder", "predictions.decoder.weight"),
+    Row("mlm.decoder_bias", "predictions.decoder.bias"),
+    *_linear_rows("sop", "sop_classifier.classifier"),
+), skips=_SKIPS)
+
+#: transformers `ElectraForMaskedLM` (the generator: `generator_predictions` and the tied
+#: `generator_lm_head`, whose bias is the output bias), `ElectraForPreTraining` (the
+#: discriminator: `discriminator_predictions`) and `ElectraModel`. No pooler.
+ELECTRA_TABLE = Table("hf", (
+    *_embedding_rows("electra"),
+    *_linear_rows("embeddings.projection", "electra.embeddings_project"),
+    *_bert_layer_rows("electra.encoder.layer.{i}"),
+    *_linear_rows("mlm.transform", "generator_predictions.dense"),
+    *_norm_rows("mlm.norm", "generator_predictions.LayerNorm"),
+    Row("mlm.output_bias", "generator_lm_head.bias"),
+    Row("mlm.decoder", "generator_lm_head.weight"),
+    *_linear_rows("rtd.dense", "discriminator_predictions.dense"),
+    *_linear_rows("rtd.output", "discriminator_predictions.dense_prediction"),
+), skips=_SKIPS)
+
+#: transformers `RobertaForMaskedLM` and `RobertaModel`: BERT's encoder under `roberta.`, the
+#: MLM head `lm_head` (decoder tied to the word embeddings, its bias `lm_head.bias`).
+ROBERTA_TABLE = Table("hf", (
+    *_embedding_rows("roberta"),
+    *_bert_layer_rows("roberta.encoder.layer.{i}"),
+    *_linear_rows("pooler", "roberta.pooler.dense"),
+    *_linear_rows("mlm.transform", "lm_head.dense"),
+    *_norm_rows("mlm.norm", "lm_head.layer_norm"),
+    Row("mlm.output_bias", "lm_head.bias"),
+    Row("mlm.decoder", "lm_head.decoder.weight"),
+    Row("mlm.decoder_bias", "lm_head.decoder.bias"),
+), skips=_SKIPS)
 
 
-#: What `nn.DataParallel` / DistributedDataParallel put before every name of the model they wrap.
-DATA_PARALLEL_PREFIX = "module."
+@dataclass(frozen=True)
+class Family:
+    """One model family's Hugging Face spelling.
+
+    Attributes:
+      model_type: config.json's `model_type`, and `BertConfig.model_type`.
+      table: its names.
+      base: the base model's prefix, which encoder-only files (`BertModel`, ...) drop.
+      head_prefixes: the top-level modules of its heads, which keep their names in every file.
+      marks: dotted name parts (".albert.") no other family's files hold, found in "." + name:
+        they tell the family without a config.
+      classes: (heads the class holds, transformers class), most specific first; the writer
+        names the first whose heads the tree has all of (the last, the base model, has none).
+    """
+
+    model_type: str
+    table: Table
+    base: str
+    head_prefixes: tuple[str, ...]
+    marks: tuple[str, ...]
+    classes: tuple[tuple[tuple[str, ...], str], ...]
+
+    def with_prefix(self, name: str) -> str:
+        """The table's spelling of a file name: encoder-only files drop the base model's prefix
+        (`embeddings.*`, not `bert.embeddings.*`); a model saved through `nn.DataParallel`
+        prefixes every name with `module.`."""
+        name = name.removeprefix(DATA_PARALLEL_PREFIX)
+        return name if name.startswith((self.base + ".", *self.head_prefixes)) else f"{self.base}.{name}"
+
+    def architecture(self, heads: Heads) -> str:
+        present = heads.as_dict()
+        return next(cls for needed, cls in self.classes if all(present[h] for h in needed))
 
 
-def _with_prefix(name: str) -> str:
-    """Encoder-only (`BertModel`) files name `embeddings.*`, not `bert.embeddings.*`; a model
-    saved through `nn.DataParallel` prefixes every name with `module.`."""
-    name = name.removeprefix(DATA_PARALLEL_PREFIX)
-    return name if name.startswith(("bert.", "cls.")) else "bert." + name
+FAMILIES: dict[str, Family] = {family.model_type: family for family in (
+    Family("bert", TABLE, "bert", ("cls.",), (".bert.", ".cls."),
+           ((("mlm", "nsp"), "BertForPreTraining"), (("mlm",), "BertForMaskedLM"),
+            (("nsp",), "BertForNextSentencePrediction"), ((), "BertModel"))),
+    Family("albert", ALBERT_TABLE, "albert", ("predictions.", "sop_classifier."),
+           (".albert.", ".albert_layer_groups.", ".embedding_hidden_mapping_in.", ".sop_classifier."),
+           ((("mlm", "sop"), "AlbertForPreTraining"), (("mlm",), "AlbertForMaskedLM"), ((), "AlbertModel"))),
+    Family("electra", ELECTRA_TABLE, "electra",
+           ("generator_predictions.", "generator_lm_head.", "discriminator_predictions."),
+           (".electra.", ".embeddings_project.", ".generator_predictions.", ".generator_lm_head.",
+            ".discriminator_predictions."),
+           ((("rtd",), "ElectraForPreTraining"), (("mlm",), "ElectraForMaskedLM"), ((), "ElectraModel"))),
+    Family("roberta", ROBERTA_TABLE, "roberta", ("lm_head.",), (".roberta.", ".lm_head."),
+           ((("mlm",), "RobertaForMaskedLM"), ((), "RobertaModel"))),
+)}
+
+#: The families this module writes (`convert` refuses a tree of any other).
+WRITES_FAMILIES = tuple(FAMILIES)
+
+
+def family_of_names(names: list[str]) -> Family | None:
+    """The family whose own module names (`marks`) the file's names hold, or None for an
+    encoder-only file whose names several families share (its config.json says which it is)."""
+    for family in FAMILIES.values():
+        if any(mark in "." + name.removeprefix(DATA_PARALLEL_PREFIX) for name in names for mark in family.marks):
+            return family
+    return None
+
+
+_ALBERT_GROUPED = re.compile(r"\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.")
+_ALBERT_FLAT = re.compile(r"\.albert_layers\.(\d+)\.")
+#: Put before a file name that must match no row (no row starts with it).
+_UNMATCHABLE = "\0"
+
+
+def _flatten_albert(path: Path, name: str, inner_group_num: int) -> str:
+    """`...albert_layer_groups.{g}.albert_layers.{j}.x` -> the table's `...albert_layers.{g*J+j}.x`.
+    Indices spelled with a leading zero are left as they are (no row matches them), and so is a
+    file name already in the table's flat spelling, which is no name transformers gives."""
+    match = _ALBERT_GROUPED.search(name)
+    if match is None:
+        return _UNMATCHABLE + name if _ALBERT_FLAT.search(name) else name
+    if any(str(int(index)) != index for index in match.groups()):
+        return name
+    group, inner = int(match.group(1)), int(match.group(2))
+    if inner >= inner_group_num:
+        raise bad_input(path, f"tensor {name!r} is inner layer {inner} of group {group}, but the config says "
+                              f"inner_group_num is {inner_group_num}: the config is not this checkpoint's")
+    return f"{name[:match.start()]}.albert_layers.{group * inner_group_num + inner}.{name[match.end():]}"
+
+
+def _unflatten_albert(name: str, inner_group_num: int) -> str:
+    """The inverse of `_flatten_albert`: stored layer k is inner layer k % J of group k // J."""
+    match = _ALBERT_FLAT.search(name)
+    if match is None:
+        return name
+    layer = int(match.group(1))
+    return (f"{name[:match.start()]}.albert_layer_groups.{layer // inner_group_num}"
+            f".albert_layers.{layer % inner_group_num}.{name[match.end():]}")
+
+
+def _inner_group_num(config: BertConfig | None, names: list[str]) -> int:
+    """J: the config's, or without a config the most inner layers any group stores."""
+    if config is not None and config.shares_layers:
+        return config.inner_group_num or 1
+    inner = [int(m.group(2)) for m in map(_ALBERT_GROUPED.search, names) if m is not None]
+    return max(inner, default=0) + 1
+
+
+def _renamer(path: Path, family: Family, config: BertConfig | None, names: list[str]):
+    """File name -> the family table's spelling."""
+    if family.model_type != "albert":
+        return family.with_prefix
+    inner = _inner_group_num(config, names)
+    return lambda name: _flatten_albert(path, family.with_prefix(name), inner)
 
 
 # --- finding the files ----------------------------------------------------------------------
@@ -133,7 +312,11 @@ def _first_shard(index_path: Path) -> str:
 
 
 def read(path: Path, *, config_path: Path | None = None, num_heads: int | None = None) -> ParameterTree:
-    """Read a Hugging Face BERT checkpoint file (or shard index) into a canonical tree."""
+    """Read a Hugging Face checkpoint file (or shard index) of the BERT family into a canonical tree.
+
+    The family's table is the one its names mark (`family_of_names`), else the one config.json's
+    `model_type` names, else BERT's; a config naming another family than the names is refused.
+    """
     path = Path(path)
     if path.name.endswith(INDEX_SUFFIX):
         shard_files = _shards(path)
@@ -141,39 +324,46 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
         shard_files = [path]
     format_name = sniff(path)
     entries: list[Entry] = []
-    ignored: list[Ignored] = []
+    checkpoints: list[tuple[Path, torch_pickle.TorchCheckpoint]] = []
     for shard in shard_files:
-        shard_entries, shard_ignored = _entries(shard)
+        shard_entries, checkpoint = _entries(shard)
         entries += shard_entries
-        ignored += shard_ignored
+        if checkpoint is not None:
+            checkpoints.append((shard, checkpoint))
     config = _config(path, config_path)
+    names = [entry.name for entry in entries] + [name for _, c in checkpoints for name in c.non_tensors]
+    family = family_of_names(names) or FAMILIES.get(config.model_type if config else "bert", FAMILIES["bert"])
+    rename = _renamer(path, family, config, names)
+    ignored = [item for file, checkpoint in checkpoints
+               for item in _non_tensors(file, checkpoint, family.table, rename)]
     vocab = path.parent / VOCAB_FILE
     return assemble(
-        format_name=format_name or SAFETENSORS, path=path, entries=entries, table=TABLE, config=config,
+        format_name=format_name or SAFETENSORS, path=path, entries=entries, table=family.table, config=config,
         default_activation=DEFAULT_ACTIVATION, num_heads=num_heads, files=shard_files,
-        vocab=vocab if vocab.is_file() else None, rename=_with_prefix, extra_ignored=ignored,
+        vocab=vocab if vocab.is_file() else None, rename=rename, extra_ignored=ignored,
+        family=family.model_type,
     )
 
 
-def _entries(file: Path) -> tuple[list[Entry], list[Ignored]]:
-    """The file's tensors, and its entries that are not tensors, each with why it is set aside."""
+def _entries(file: Path) -> tuple[list[Entry], torch_pickle.TorchCheckpoint | None]:
+    """The file's tensors, and the torch checkpoint they came from (None for safetensors)."""
     if safetensors_file.looks_like_safetensors(file):
         header = safetensors_file.read_header(file)
-        return [Entry(name, tensor, file) for name, tensor in header.tensors.items()], []
+        return [Entry(name, tensor, file) for name, tensor in header.tensors.items()], None
     if torch_pickle.looks_like_torch(file):
         checkpoint = torch_pickle.read_checkpoint(file)
         entries = [Entry(name, tensor, file, identity=checkpoint.identities[name])
                    for name, tensor in checkpoint.tensors.items()]
-        return entries, _non_tensors(file, checkpoint)
+        return entries, checkpoint
     raise bad_input(file, "neither a safetensors file nor a torch checkpoint")
 
 
-def _non_tensors(file: Path, checkpoint: torch_pickle.TorchCheckpoint) -> list[Ignored]:
+def _non_tensors(file: Path, checkpoint: torch_pickle.TorchCheckpoint, table: Table, rename) -> list[Ignored]:
     """A state dict's entries that are not tensors, and what a training script saved beside it.
     A non-tensor under a parameter's name is a damaged file, not something to set aside."""
     ignored = []
     for name, entry in checkpoint.non_tensors.items():
-        match = TABLE.match(_with_prefix(name))
+        match = table.match(rename(name))
         if match is not None:
             raise bad_input(file, f"entry {name!r} is a {entry.type_name} where a tensor is expected "
                                   f"({match.canonical})")
@@ -214,16 +404,17 @@ def _config(path: Path, config_path: Path | None) -> BertConfig | None:
 # --- writing --------------------------------------------------------------------------------
 
 
+def _family(tree: ParameterTree) -> Family:
+    family = FAMILIES.get(tree.config.model_type)
+    if family is None:
+        raise bad_input(tree.path, f"a {tree.config.model_type} model has no Hugging Face table here; "
+                                   f"this writer writes {', '.join(FAMILIES)}")
+    return family
+
+
 def architecture(tree: ParameterTree) -> str:
-    """The transformers class that holds exactly the heads the tree has."""
-    heads = tree.heads
-    if heads.mlm and heads.nsp:
-        return "BertForPreTraining"
-    if heads.mlm:
-        return "BertForMaskedLM"
-    if heads.nsp:
-        return "BertForNextSentencePrediction"
-    return "BertModel"
+    """The transformers class of the tree's family that holds the heads the tree has."""
+    return _family(tree).architecture(tree.heads)
 
 
 def tensors_to_write(tree: ParameterTree) -> list[safetensors_file.TensorSource]:
@@ -234,14 +425,21 @@ def tensors_to_write(tree: ParameterTree) -> list[safetensors_file.TensorSource]
     if tree.conditional:
         raise bad_input(tree.path, "conditional LayerNorm (bert4keras layer_norm_cond) has no "
                                    "Hugging Face equivalent; convert it --to bert4keras instead")
-    encoder_only = architecture(tree) == "BertModel"
+    family = _family(tree)
+    encoder_only = family.architecture(tree.heads) == family.classes[-1][1]
     sources = []
     for param in tree:
         if not tree.is_counted(param.name):
             continue
-        name, layout = TABLE.spelling(param.name)
+        spelled = family.table.spelling(param.name)
+        if spelled is None:
+            raise bad_input(tree.path, f"{param.name} ({param.source}) has no name in transformers' "
+                                       f"{family.model_type} models; nothing was written")
+        name, layout = spelled
+        if tree.config.shares_layers:
+            name = _unflatten_albert(name, tree.config.inner_group_num or 1)
         if encoder_only:
-            name = name.removeprefix("bert.")
+            name = name.removeprefix(family.base + ".")
         tensor = layout.to_format(param.tensor)
         sources.append((name, tensor.dtype, tuple(tensor.shape), tensor))  # lazy: copied or read when written
     return sources

@@ -19,18 +19,22 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
-
-import numpy as np
+from typing import TYPE_CHECKING, Callable
 
 from ..config import BertConfig, load_config_file
 from ..containers import tf_bundle, trackable
 from ..errors import bad_input
+from ..lazy import lazy_module
 from ..tensor import LazyTensor
 from ..tree import Ignored, ParameterTree
 from .assemble import Entry, assemble
 from .scope import find_scope, find_scopes
 from .table import Table
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported on first use: reading headers needs no NumPy
+    np = lazy_module("numpy")
 
 CONFIG_FILE = "bert_config.json"
 VOCAB_FILE = "vocab.txt"

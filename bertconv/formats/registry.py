@@ -107,6 +107,12 @@ class Format:
         return None if self.output is None else self.module.write
 
     @property
+    def families(self) -> tuple[str, ...]:
+        """The model families (`BertConfig.model_type`) its writer has names for: its module's
+        `WRITES_FAMILIES`, BERT alone where the module states none."""
+        return tuple(getattr(self.module, "WRITES_FAMILIES", ("bert",)))
+
+    @property
     def writes_directory(self) -> bool:
         return self.output is Output.DIRECTORY
 
@@ -120,9 +126,9 @@ FORMATS: tuple[Format, ...] = (
         target="hf", module=hf, names=hf.FORMATS, numerics="hf",
         specificity=Specificity.CONTAINER, output=Output.DIRECTORY,
         description="a Hugging Face model.safetensors, pytorch_model.bin or sharded *.index.json",
-        fixtures=("hf/*",),
+        fixtures=("hf/*", "family_hf/*/*"),
         fuzz=("hf/pretraining/model.safetensors", "hf/pretraining_bin/pytorch_model.bin",
-              "hf/legacy_bin/pytorch_model.bin"),
+              "hf/legacy_bin/pytorch_model.bin", "family_hf/albert/pretraining_bin/pytorch_model.bin"),
         owned_files=hf.OWNED_FILES,
     ),
     Format(

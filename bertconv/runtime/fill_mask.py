@@ -2,7 +2,8 @@
 
 Shape legend: V vocab size, M the number of [MASK] tokens in the text.
 
-The text is encoded as [CLS] text [SEP]; the head runs at the [MASK] positions only
+The text is encoded as [CLS] text [SEP] (or as a tokenizer.json's post-processor frames it:
+<s> text </s> for RoBERTa); the head runs at the mask positions only
 (`masked_lm_logits`), and each position's logits [V] go through a softmax over the whole vocab,
 as transformers' fill-mask pipeline does.
 """
@@ -15,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BadInput
-from .tokenizer import MASK, WordPieceTokenizer
+from .tokenizer import WordPieceTokenizer
 
 
 @dataclass(frozen=True)
@@ -40,24 +41,29 @@ class MaskPredictions:
 
 
 def fill_mask(model: Any, tokenizer: WordPieceTokenizer, text: str, *, top_k: int = 5) -> list[MaskPredictions]:
-    """The `top_k` predictions for every [MASK] in `text`, in text order.
+    """The `top_k` predictions for every mask token in `text`, in text order.
 
-    `model` is a NumpyBert or a TorchBert with an MLM head. Raises BadInput for a text without
-    [MASK], a text longer than the position table, or a vocabulary larger than the model's.
+    `model` is a NumpyBert or a TorchBert with an MLM head; `tokenizer` a WordPieceTokenizer or
+    a `tokenizer_json.JsonTokenizer` (anything with `vocab`, `tokens`, `mask_token`, `encode`,
+    `token`). Raises BadInput for a text without a mask, a text longer than the position table,
+    or a vocabulary larger than the model's.
     """
     config = model.config
+    mask = tokenizer.mask_token
     if len(tokenizer.tokens) > config.vocab_size:
         raise BadInput(f"the vocabulary has {len(tokenizer.tokens)} tokens but the model's embeddings have "
-                       f"{config.vocab_size} rows: the vocab.txt belongs to another model")
-    if MASK not in tokenizer.vocab:
-        raise BadInput(f"the vocabulary has no {MASK} token")
+                       f"{config.vocab_size} rows: the vocabulary belongs to another model")
+    if mask not in tokenizer.vocab:
+        raise BadInput(f"the vocabulary has no {mask} token")
     encoding = tokenizer.encode(text)
-    positions = [i for i, token in enumerate(encoding.tokens) if token == MASK]
+    # By id: a tokenizer.json's token text may carry the space its mask token absorbs (" <mask>").
+    positions = [i for i, token_id in enumerate(encoding.ids) if token_id == tokenizer.vocab[mask]]
     if not positions:
-        raise BadInput(f"the text has no {MASK} to fill: {text!r}")
-    if len(encoding.ids) > config.max_position_embeddings:
-        raise BadInput(f"the text is {len(encoding.ids)} tokens with [CLS] and [SEP], but the model takes at most "
-                       f"{config.max_position_embeddings}")
+        raise BadInput(f"the text has no {mask} to fill: {text!r}")
+    usable = config.max_position_embeddings - config.position_offset
+    if len(encoding.ids) > usable:
+        raise BadInput(f"the text is {len(encoding.ids)} tokens with its special tokens, but the model takes at most "
+                       f"{usable}")
     logits = model.masked_lm_logits([encoding.ids], [encoding.type_ids], None, [positions])  # [1, M, V]
     logits = _as_float64(logits)[0]  # [M, V]
     shifted = logits - logits.max(axis=-1, keepdims=True)

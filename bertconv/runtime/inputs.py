@@ -23,11 +23,13 @@ NSP_CLASSES = 2
 
 @dataclass(frozen=True)
 class ModelInputs:
-    """Ids and token types int64 [B, S]; attention mask bool [B, S] (True: a token, False: padding)."""
+    """Ids and token types int64 [B, S]; attention mask bool [B, S] (True: a token, False: padding);
+    the position-table row of each token int64 [B, S] (`position_ids`)."""
 
     input_ids: np.ndarray
     token_type_ids: np.ndarray
     attention_mask: np.ndarray
+    position_ids: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -46,9 +48,11 @@ def check_model_inputs(config: BertConfig, input_ids, token_type_ids=None, atten
     ids = _integers("input_ids", input_ids)
     if ids.ndim != 2 or ids.shape[0] == 0 or ids.shape[1] == 0:
         raise BadInput(f"input_ids has shape {list(ids.shape)}, expected [B, S] with B, S >= 1")
-    if ids.shape[1] > config.max_position_embeddings:
+    usable = config.max_position_embeddings - config.position_offset
+    if ids.shape[1] > usable:
+        offset = f" ({config.position_offset} of them before the first position)" if config.position_offset else ""
         raise BadInput(f"input_ids holds {ids.shape[1]} tokens per sequence, but the model's position table "
-                       f"has {config.max_position_embeddings} rows")
+                       f"has {config.max_position_embeddings} rows{offset}: at most {usable} tokens")
     _in_range("input_ids", ids, config.vocab_size, "vocab_size")
     if token_type_ids is None:
         types = np.zeros_like(ids)
@@ -64,7 +68,21 @@ def check_model_inputs(config: BertConfig, input_ids, token_type_ids=None, atten
         if not np.isin(raw, (0, 1)).all():
             raise BadInput("attention_mask must hold only 0 (padding) and 1 (token)")
         mask = raw.astype(bool)
-    return ModelInputs(ids, types, mask)
+    return ModelInputs(ids, types, mask, position_ids(config, ids))
+
+
+def position_ids(config: BertConfig, input_ids: np.ndarray) -> np.ndarray:
+    """The position-table row of every token [B, S] (int64).
+
+    0, 1, ..., S-1 without a position offset. With one (RoBERTa: offset = pad id + 1), as fairseq's
+    `make_positions` and transformers' `create_position_ids_from_input_ids` count: padding
+    tokens take row `pad`, the others `pad` + their rank among the sequence's non-padding tokens.
+    """
+    if not config.position_offset:
+        return np.tile(np.arange(input_ids.shape[1], dtype=np.int64), (input_ids.shape[0], 1))
+    pad = config.position_offset - 1
+    tokens = (input_ids != pad).astype(np.int64)
+    return np.cumsum(tokens, axis=1) * tokens + pad
 
 
 def check_positions(batch: int, seq_len: int, masked_lm_positions) -> np.ndarray:

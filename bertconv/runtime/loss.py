@@ -34,7 +34,8 @@ class PretrainingLoss:
 
     Attributes:
       mlm: the masked-LM loss (step 5 above).
-      nsp: the next-sentence loss, or None when no labels were given.
+      nsp: the next-sentence loss (ALBERT's sentence-order loss for a model with SOP instead of
+        NSP: the same loss on its own head), or None when no labels were given.
       total: mlm + nsp (mlm alone without NSP labels), as `total_loss` in run_pretraining.py.
       mlm_per_slot: [B, M] -log p(label) at every prediction slot, padding slots included
         (their weight, not this value, keeps them out of the loss).

@@ -1,14 +1,21 @@
 """BERT with its pre-training heads, in NumPy, run directly on the canonical tree.
 
 Shape legend: B batch, S sequence length, H hidden size, A attention heads, D = H / A head width,
-I intermediate size, V vocab size, M prediction slots per sequence.
+I intermediate size, V vocab size, M prediction slots per sequence, E embedding width (H unless
+the model factorizes its embeddings).
 
-The model is google-research/bert's `BertModel` plus the heads of run_pretraining.py:
-  embeddings: word[ids] + token_type[types] + position[:S], LayerNorm         [B, S, H]
-  L layers:   x = LN(x + SelfAttention(x, mask));  x = LN(x + FFN(x))         [B, S, H]
+The model is google-research/bert's `BertModel` plus the heads of run_pretraining.py, grown to
+the BERT family (ALBERT, ELECTRA, RoBERTa) by what the tree and its config hold:
+  embeddings: word[ids] + token_type[types] + position[rows], LayerNorm       [B, S, E]
+              (rows 0..S-1, or counted past the padding id with a position offset: RoBERTa)
+  projection: x @ kernel + bias, where the config has one (ALBERT, ELECTRA)   [B, S, H]
+  layers:     x = LN(x + SelfAttention(x, mask));  x = LN(x + FFN(x)), running the stored
+              layers in `config.layer_schedule()` order (ALBERT repeats them) [B, S, H]
   pooler:     tanh(x[:, 0] @ kernel + bias)                                   [B, H]
   MLM head:   LN(act(h @ transform + b)) @ decoder^T + output_bias            [..., V]
-  NSP head:   pooled @ kernel + bias                                          [B, 2]
+              (transform H -> E; the decoder is the [V, E] word table when tied)
+  NSP / SOP:  pooled @ kernel + bias                                          [B, 2]
+  RTD head:   act(x @ dense + b) @ output + b, one logit per token            [B, S]
 Weights are float32 (float16 and bfloat16 files are widened exactly); the conventions that vary
 between implementations (activation, LayerNorm epsilon, mask adder) come from a `Numerics`.
 `torch_bert.TorchBert` mirrors this API method for method.
@@ -39,12 +46,16 @@ class BertOutput:
       pooled_output: [B, H] tanh(dense([CLS])), or None without a pooler.
       mlm_logits: [B, S, V] masked-LM logits at every position, or None without an MLM head.
       nsp_logits: [B, 2] next-sentence logits, or None without an NSP head.
+      sop_logits: [B, 2] ALBERT's sentence-order logits (class 0: in order), or None without one.
+      rtd_logits: [B, S] ELECTRA's replaced-token logits (> 0: replaced), or None without one.
     """
 
     sequence_output: Any
     pooled_output: Any | None
     mlm_logits: Any | None
     nsp_logits: Any | None
+    sop_logits: Any | None = None
+    rtd_logits: Any | None = None
 
 
 # --- activations ---------------------------------------------------------------------------
@@ -170,6 +181,8 @@ class NumpyBert:
             pooled_output=pooled,
             mlm_logits=self.mlm_logits(sequence) if self.heads.mlm else None,
             nsp_logits=self.nsp_logits(pooled) if self.heads.nsp else None,
+            sop_logits=self.sop_logits(pooled) if self.heads.sop else None,
+            rtd_logits=self.rtd_logits(sequence) if self.heads.rtd else None,
         )
 
     # --- encoder ---------------------------------------------------------------------------
@@ -178,14 +191,15 @@ class NumpyBert:
         """The last layer's hidden states [B, S, H]."""
         inputs = check_model_inputs(self.config, input_ids, token_type_ids, attention_mask)
         p = self.params
-        seq_len = inputs.input_ids.shape[1]
-        x = p["embeddings.word"][inputs.input_ids]  # [B, S, H]
+        x = p["embeddings.word"][inputs.input_ids]  # [B, S, E]
         x = x + p["embeddings.token_type"][inputs.token_type_ids]
-        x = x + p["embeddings.position"][:seq_len]
+        x = x + p["embeddings.position"][inputs.position_ids]
         x = self._layer_norm(x, "embeddings.norm")
+        if self.config.embedding_projection:
+            x = self._dense(x, "embeddings.projection")  # [B, S, H]
         # Added to the scores of padding keys; [B, 1, 1, S] broadcasts over heads and queries.
         adder = np.where(inputs.attention_mask, np.float32(0), self._mask_value)[:, None, None, :]
-        for layer in range(self.config.num_hidden_layers):
+        for layer in self.config.layer_schedule():
             x = self._layer(x, adder, f"layers.{layer}")
         return x
 
@@ -225,13 +239,24 @@ class NumpyBert:
         """The MLM head on hidden states [..., H] -> logits [..., V]."""
         weights.require_head(self._plan, "mlm", self.path, "masked-LM prediction")
         h = self._layer_norm(self._activation(self._dense(hidden, "mlm.transform")), "mlm.norm")
-        decoder = self.params[self.decoder]  # [V, H]: the word-embedding table itself when tied
+        decoder = self.params[self.decoder]  # [V, E]: the word-embedding table itself when tied
         return _matmul(h, decoder.T) + self.params[self.decoder_bias]
 
     def nsp_logits(self, pooled_output: np.ndarray) -> np.ndarray:
         """The NSP head: [B, H] -> [B, 2] (class 0: B follows A)."""
         weights.require_head(self._plan, "nsp", self.path, "next-sentence prediction")
         return self._dense(pooled_output, "nsp")
+
+    def sop_logits(self, pooled_output: np.ndarray) -> np.ndarray:
+        """ALBERT's SOP head: [B, H] -> [B, 2] (class 0: the segments in their order)."""
+        weights.require_head(self._plan, "sop", self.path, "sentence-order prediction")
+        return self._dense(pooled_output, "sop")
+
+    def rtd_logits(self, sequence_output: np.ndarray) -> np.ndarray:
+        """ELECTRA's replaced-token detection: [B, S, H] -> [B, S], one logit per token."""
+        weights.require_head(self._plan, "rtd", self.path, "replaced-token detection")
+        hidden = self._activation(self._dense(sequence_output, "rtd.dense"))  # [B, S, H]
+        return self._dense(hidden, "rtd.output")[..., 0]
 
     def masked_lm_logits(self, input_ids, token_type_ids, attention_mask, masked_lm_positions) -> np.ndarray:
         """MLM logits [B, M, V] at positions [B, M] only: encoder, gather, then the head."""
@@ -248,11 +273,13 @@ class NumpyBert:
           input_ids, token_type_ids, attention_mask: [B, S] as for `encode`.
           masked_lm_positions, masked_lm_ids: [B, M] slot positions and their original token ids.
           masked_lm_weights: [B, M] 1.0 for real slots, 0.0 for padding; default all ones.
-          next_sentence_labels: [B] 0 (is next) or 1 (random), or None for no NSP loss.
+          next_sentence_labels: [B] 0 (is next) or 1 (random), or None for no NSP loss; for a model
+            with ALBERT's SOP head and no NSP head, 0 (in order) or 1 (swapped), for the SOP loss.
         """
         weights.require_head(self._plan, "mlm", self.path, "the masked-LM loss")
+        sentence = weights.sentence_head(self._plan)
         if next_sentence_labels is not None:
-            weights.require_head(self._plan, "nsp", self.path, "the next-sentence loss")
+            weights.require_head(self._plan, sentence, self.path, "the sentence-level loss")
         sequence = self.encode(input_ids, token_type_ids, attention_mask)  # [B, S, H]
         slots = check_slot_inputs(*sequence.shape[:2], self.config.vocab_size, masked_lm_positions,
                                   masked_lm_ids, masked_lm_weights, next_sentence_labels)
@@ -260,7 +287,7 @@ class NumpyBert:
         mlm, per_slot = losses.masked_lm_loss(logits, slots.label_ids, slots.label_weights)
         nsp = None
         if slots.nsp_labels is not None:
-            nsp = losses.next_sentence_loss(self.nsp_logits(self.pool(sequence)), slots.nsp_labels)
+            nsp = losses.next_sentence_loss(self._dense(self.pool(sequence), sentence), slots.nsp_labels)
         return losses.PretrainingLoss(mlm=mlm, nsp=nsp, total=mlm if nsp is None else mlm + nsp,
                                       mlm_per_slot=per_slot)
 

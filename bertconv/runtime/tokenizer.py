@@ -88,6 +88,9 @@ class WordPieceTokenizer:
       casing: why `lower_case` is what it is ("given", or what `decide_lower_case` found).
     """
 
+    #: The token fill-mask predicts at.
+    mask_token = MASK
+
     def __init__(self, tokens: list[str], *, lower_case: bool, casing: str = "given"):
         self.tokens = list(tokens)
         self.casing = casing

@@ -90,6 +90,8 @@ class TorchBert:
             pooled_output=pooled,
             mlm_logits=self.mlm_logits(sequence) if self.heads.mlm else None,
             nsp_logits=self.nsp_logits(pooled) if self.heads.nsp else None,
+            sop_logits=self.sop_logits(pooled) if self.heads.sop else None,
+            rtd_logits=self.rtd_logits(sequence) if self.heads.rtd else None,
         )
 
     # --- encoder ---------------------------------------------------------------------------
@@ -99,15 +101,17 @@ class TorchBert:
         inputs = check_model_inputs(self.config, _numpy(input_ids), _numpy(token_type_ids), _numpy(attention_mask))
         p = self.params
         ids, types = self._tensor(inputs.input_ids), self._tensor(inputs.token_type_ids)
-        x = p["embeddings.word"][ids]  # [B, S, H]
+        x = p["embeddings.word"][ids]  # [B, S, E]
         x = x + p["embeddings.token_type"][types]
-        x = x + p["embeddings.position"][: ids.shape[1]]
+        x = x + p["embeddings.position"][self._tensor(inputs.position_ids)]
         x = self._layer_norm(x, "embeddings.norm")
+        if self.config.embedding_projection:
+            x = self._dense(x, "embeddings.projection")  # [B, S, H]
         mask = self._tensor(inputs.attention_mask)
         # Added to the scores of padding keys; [B, 1, 1, S] broadcasts over heads and queries.
         adder = torch.zeros(mask.shape, dtype=self.dtype, device=self.device).masked_fill(~mask, self._mask_value)
         adder = adder[:, None, None, :]
-        for layer in range(self.config.num_hidden_layers):
+        for layer in self.config.layer_schedule():
             x = self._layer(x, adder, f"layers.{layer}")
         return x
 
@@ -149,13 +153,24 @@ class TorchBert:
         """The MLM head on hidden states [..., H] -> logits [..., V]."""
         weights.require_head(self._plan, "mlm", self.path, "masked-LM prediction")
         h = self._layer_norm(self._activation(self._dense(hidden, "mlm.transform")), "mlm.norm")
-        decoder = self.params[self.decoder]  # [V, H]: the word-embedding table itself when tied
+        decoder = self.params[self.decoder]  # [V, E]: the word-embedding table itself when tied
         return h @ decoder.T + self.params[self.decoder_bias]
 
     def nsp_logits(self, pooled_output: "torch.Tensor") -> "torch.Tensor":
         """The NSP head: [B, H] -> [B, 2] (class 0: B follows A)."""
         weights.require_head(self._plan, "nsp", self.path, "next-sentence prediction")
         return self._dense(pooled_output, "nsp")
+
+    def sop_logits(self, pooled_output: "torch.Tensor") -> "torch.Tensor":
+        """ALBERT's SOP head: [B, H] -> [B, 2] (class 0: the segments in their order)."""
+        weights.require_head(self._plan, "sop", self.path, "sentence-order prediction")
+        return self._dense(pooled_output, "sop")
+
+    def rtd_logits(self, sequence_output: "torch.Tensor") -> "torch.Tensor":
+        """ELECTRA's replaced-token detection: [B, S, H] -> [B, S], one logit per token."""
+        weights.require_head(self._plan, "rtd", self.path, "replaced-token detection")
+        hidden = self._activation(self._dense(sequence_output, "rtd.dense"))  # [B, S, H]
+        return self._dense(hidden, "rtd.output")[..., 0]
 
     def masked_lm_logits(self, input_ids, token_type_ids, attention_mask, masked_lm_positions) -> "torch.Tensor":
         """MLM logits [B, M, V] at positions [B, M] only: encoder, gather, then the head."""
@@ -168,8 +183,9 @@ class TorchBert:
                          masked_lm_weights=None, next_sentence_labels=None) -> PretrainingLoss:
         """As `NumpyBert.pretraining_loss`; the losses are 0-d float32 tensors."""
         weights.require_head(self._plan, "mlm", self.path, "the masked-LM loss")
+        sentence = weights.sentence_head(self._plan)
         if next_sentence_labels is not None:
-            weights.require_head(self._plan, "nsp", self.path, "the next-sentence loss")
+            weights.require_head(self._plan, sentence, self.path, "the sentence-level loss")
         sequence = self.encode(input_ids, token_type_ids, attention_mask)  # [B, S, H]
         slots = check_slot_inputs(*sequence.shape[:2], self.config.vocab_size, _numpy(masked_lm_positions),
                                   _numpy(masked_lm_ids), _numpy(masked_lm_weights), _numpy(next_sentence_labels))
@@ -178,7 +194,7 @@ class TorchBert:
         mlm, per_slot = _masked_lm_loss(logits, self._tensor(slots.label_ids), self._tensor(slots.label_weights))
         nsp = None
         if slots.nsp_labels is not None:
-            nsp_logits = self.nsp_logits(self.pool(sequence)).float()
+            nsp_logits = self._dense(self.pool(sequence), sentence).float()
             nsp = _next_sentence_loss(nsp_logits, self._tensor(slots.nsp_labels))
         return PretrainingLoss(mlm=mlm, nsp=nsp, total=mlm if nsp is None else mlm + nsp, mlm_per_slot=per_slot)
 

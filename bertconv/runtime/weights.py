@@ -1,11 +1,11 @@
 """The canonical tree's tensors as the arrays a runtime computes with.
 
-A runtime needs every encoder parameter, and each head (pooler, MLM, NSP) either whole or not at
-all. `plan` checks that against the tree and its config (names, shapes, dtypes) before any tensor
+A runtime needs every encoder parameter (with the embedding projection E -> H where the config
+has one), and each head (pooler, MLM, NSP, SOP, RTD) either whole or not at all. `plan` checks that against the tree and its config (names, shapes, dtypes) before any tensor
 data is read; `load` then reads exactly the tensors the plan names, one at a time, through a
 conversion the runtime chooses (`to_float32` for NumPy; torch_bert has its own).
 
-Tying is decided here, once: the MLM decoder matrix [V, H] is the word-embedding table unless the
+Tying is decided here, once: the MLM decoder matrix [V, E] is the word-embedding table unless the
 tree holds an untied `mlm.decoder` (`ParameterTree.has_untied_decoder`). `WeightPlan.decoder`
 names the tensor to use, so a tied table is read once and handed to the head by name, visibly.
 A decoder stored as a copy of a tied table is not read at all; `bertconv verify` is where a copy
@@ -35,12 +35,16 @@ OUTPUT_BIAS = "mlm.output_bias"
 UNTIED_DECODER_BIAS = "mlm.decoder_bias"
 
 #: The heads a runtime can run, in model order; each is present whole or absent.
-HEAD_NAMES = ("pooler", "mlm", "nsp")
+HEAD_NAMES = ("pooler", "mlm", "nsp", "sop", "rtd")
+#: Heads that read the pooled output.
+POOLED_HEADS = ("nsp", "sop")
 #: What each head is, for messages.
 HEAD_DESCRIPTIONS = {
     "pooler": "pooler (the tanh dense layer on [CLS])",
     "mlm": "MLM head (transform dense, its LayerNorm, output bias)",
     "nsp": "NSP head (the next-sentence classifier)",
+    "sop": "SOP head (ALBERT's sentence-order classifier)",
+    "rtd": "replaced-token-detection head (ELECTRA's discriminator: dense, then one logit per token)",
 }
 
 
@@ -51,7 +55,7 @@ class WeightPlan:
     Attributes:
       names: every canonical name to read, in model order.
       heads: the heads present (each complete); `heads.untied_decoder` as in the tree.
-      decoder: the canonical name of the MLM decoder matrix [V, H]: "embeddings.word" (tied) or
+      decoder: the canonical name of the MLM decoder matrix [V, E]: "embeddings.word" (tied) or
         "mlm.decoder" (untied); None without an MLM head.
       decoder_bias: the canonical name of the bias added to the MLM logits [V]: the output bias,
         or an untied decoder's own bias where the file stores one (transformers applies that one).
@@ -80,7 +84,7 @@ def plan(tree: ParameterTree) -> WeightPlan:
                        f"condition input; the runtimes run plain BERT only")
 
     untied, untied_bias = tree.has_untied_decoder, tree.has_untied_decoder_bias
-    full = canonical_names(config, Heads(pooler=True, mlm=True, nsp=True, untied_decoder=untied,
+    full = canonical_names(config, Heads(**{head: True for head in HEAD_NAMES}, untied_decoder=untied,
                                          untied_decoder_bias=untied_bias))
     by_head: dict[str | None, list[str]] = {None: [], **{head: [] for head in HEAD_NAMES}}
     for name in full:
@@ -96,14 +100,15 @@ def plan(tree: ParameterTree) -> WeightPlan:
             raise CheckFailed(f"{tree.path}: the {HEAD_DESCRIPTIONS[head]} is partial, missing "
                               f"{', '.join(missing)}; a runtime cannot run part of a head")
         present[head] = not missing
-    if present["nsp"] and not present["pooler"]:
-        raise BadInput(f"{tree.path}: has an NSP head but no pooler, whose output the NSP head reads")
+    for head in POOLED_HEADS:
+        if present[head] and not present["pooler"]:
+            raise BadInput(f"{tree.path}: has an {head.upper()} head but no pooler, whose output the "
+                           f"{head.upper()} head reads")
 
     names = [name for name in full if role_of(name).head is None or present[role_of(name).head]]
     for name in names:
         _check_tensor(tree, name)
-    heads = Heads(pooler=present["pooler"], mlm=present["mlm"], nsp=present["nsp"], untied_decoder=untied,
-                  untied_decoder_bias=untied_bias)
+    heads = Heads(**present, untied_decoder=untied, untied_decoder_bias=untied_bias)
     decoder = (UNTIED_DECODER if untied else WORD_EMBEDDINGS) if present["mlm"] else None
     decoder_bias = (UNTIED_DECODER_BIAS if untied_bias else OUTPUT_BIAS) if present["mlm"] else None
     return WeightPlan(tuple(names), heads, decoder, decoder_bias)
@@ -122,8 +127,14 @@ def _check_tensor(tree: ParameterTree, name: str) -> None:
                        f"expected a floating-point type")
 
 
+def sentence_head(weight_plan: WeightPlan) -> str:
+    """The head a sentence-level loss runs on the pooled output: NSP, or ALBERT's SOP (the same
+    shape and loss; its labels say whether the two segments were swapped) when there is no NSP."""
+    return "sop" if weight_plan.heads.sop and not weight_plan.heads.nsp else "nsp"
+
+
 def require_head(weight_plan: WeightPlan, head: str, tree_path, needed_for: str) -> None:
-    """Raise CheckFailed unless the plan has `head` ("pooler", "mlm", "nsp")."""
+    """Raise CheckFailed unless the plan has `head` (one of `HEAD_NAMES`)."""
     if not getattr(weight_plan.heads, head):
         raise CheckFailed(f"{tree_path}: has no {HEAD_DESCRIPTIONS[head]}, which {needed_for} needs; "
                           f"this checkpoint does not hold it (encoder-only, or the head was dropped "

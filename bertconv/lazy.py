@@ -1,0 +1,39 @@
+"""Modules imported when first used, so that a command pays only for what it touches.
+
+`audit` of a safetensors file reads JSON headers: it should not wait ~0.1 s for NumPy, and no
+command on a non-HDF5 file should wait for h5py. A module written
+
+    if TYPE_CHECKING:
+        import numpy as np
+    else:
+        np = lazy_module("numpy")
+
+reads as usual (`np.empty`, `isinstance(x, h5py.Group)`); the real import happens on the first
+attribute access, and every later access is a plain attribute read.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+
+class _LazyModule:
+    """Stands for module `name` until an attribute is asked for, then imports it and takes on
+    its namespace."""
+
+    def __init__(self, name: str):
+        self.__dict__["_lazy_name"] = name
+
+    def __getattr__(self, attribute: str):  # only called for what the instance does not hold yet
+        module: ModuleType = importlib.import_module(self.__dict__["_lazy_name"])
+        self.__dict__.update(vars(module))
+        return getattr(module, attribute)
+
+    def __repr__(self) -> str:
+        return f"<lazy module {self.__dict__['_lazy_name']!r}>"
+
+
+def lazy_module(name: str) -> ModuleType:
+    """Module `name`, imported on first attribute access."""
+    return _LazyModule(name)  # type: ignore[return-value]

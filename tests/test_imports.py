@@ -1,0 +1,57 @@
+"""Header-only commands import only what they use: no h5py unless the file is HDF5, no NumPy
+where no tensor data is read, no rich where nothing is drawn (each checked in a fresh process)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURES, ROOT
+
+HEAVY = ("numpy", "h5py", "rich", "torch")
+
+_RUN = """
+import contextlib, io, json, sys
+from bertconv.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    try:
+        main(sys.argv[1:])
+    except SystemExit as exit:
+        status = exit.code
+print(json.dumps({"status": status, "imported": sorted(m for m in %r if m in sys.modules)}))
+""" % (HEAVY,)
+
+
+def imported_by(*args: str) -> tuple[int, set[str]]:
+    """The exit status of `bertconv ARGS` run in a fresh interpreter, and which of HEAVY it imported."""
+    proc = subprocess.run([sys.executable, "-c", _RUN, *args], capture_output=True, text=True, cwd=ROOT, check=True)
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result["status"], set(result["imported"])
+
+
+def test_importing_the_cli_imports_none_of_the_heavy_libraries():
+    code = f"import bertconv.cli, sys; print(sorted(m for m in {HEAVY!r} if m in sys.modules))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert proc.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("checkpoint", ["hf/pretraining/model.safetensors", "hf/pretraining_bin/pytorch_model.bin",
+                                        "hf/legacy_bin/pytorch_model.bin", "tf/full"])
+def test_audit_reads_headers_without_numpy_or_h5py(checkpoint):
+    status, imported = imported_by("audit", str(FIXTURES / checkpoint))
+    assert status == 0
+    assert imported == {"rich"}  # the table it draws
+
+
+def test_audit_json_draws_nothing_and_imports_nothing_heavy():
+    status, imported = imported_by("audit", "--json", str(FIXTURES / "hf/pretraining/model.safetensors"))
+    assert (status, imported) == (0, set())
+
+
+def test_an_hdf5_file_brings_h5py_in():
+    """The other side of the lazy import: the checks above can see an import when there is one."""
+    status, imported = imported_by("audit", "--json", str(FIXTURES / "bert4keras/v50-pool-nsp-mlm/bert4keras_model.h5"))
+    assert status == 0 and {"h5py", "numpy"} <= imported
