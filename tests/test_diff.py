@@ -61,7 +61,7 @@ def test_conversion_through_every_target_and_back_is_equal(fixture, target, tmp_
     convert(formats.read(there), back, "hf")
     for other in (there, back):
         report = diff(source, formats.read(other))
-        assert report["ok"] and report["differences"] == [], report["differences"]
+        assert report["ok"] and report["problems"] == [], report["problems"]
         assert report["only_in_a"] == report["only_in_b"] == []
 
 
@@ -71,7 +71,7 @@ def test_cli_diff_of_a_conversion_is_empty_and_exits_zero(tmp_path):
     result = run_cli("diff", HF / "pretraining", out, "--json")
     assert result.exit_code == EXIT_OK, result.stderr
     report = json.loads(result.stdout)
-    assert report["identical"] and report["differences"] == []
+    assert report["identical"] and report["problems"] == []
     assert {t["name"] for t in report["tensors"]} >= {"embeddings.word", "mlm.output_bias", "nsp.kernel"}
 
 
@@ -123,7 +123,7 @@ def test_a_flipped_bit_is_found_and_named(flipped, cli):
     result = cli("diff", HF / "masked_lm", flipped, "--json")
     assert result.exit_code == EXIT_DIFFERENT
     report = json.loads(result.stdout)
-    assert not report["identical"] and len(report["differences"]) == 1
+    assert not report["identical"] and len(report["problems"]) == 1
     entry = next(t for t in report["tensors"] if not t["bit_equal"])
     assert entry["name"] == FLIPPED_CANONICAL and entry["a"] == FLIPPED_TENSOR
     assert entry["first_difference"]["index"] == list(reversed(FLIPPED_AT))

@@ -361,3 +361,13 @@ def test_electra_generator_with_its_own_embeddings_reads_them(tmp_path):
     discriminator = formats.read(tmp_path / "bert_model.ckpt", model="discriminator")
     assert discriminator["embeddings.word"].source == "electra/embeddings/word_embeddings"
     assert any(i.name == "generator/embeddings/word_embeddings" for i in discriminator.ignored)
+
+
+def test_model_choice_reaches_every_checkpoint_of_a_batch(tmp_path):
+    for name in ("one", "two"):
+        shutil.copytree(FIXTURES / "family_google" / "tf" / "electra", tmp_path / name)
+    result = run_cli("audit", tmp_path / "one", tmp_path / "two", "--model", "discriminator", "--jobs", "2", "--json")
+    assert result.exit_code == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(line["model"], line["heads"]["rtd"], line["heads"]["mlm"]) for line in lines] == \
+        [("discriminator", True, False)] * 2

@@ -65,7 +65,7 @@ def test_cli_json_matches_the_transformers_pipeline(cli, pipeline_predictions):
     text = TEXTS[2]
     result = cli("fill-mask", TIED, text, "--json", "--top-k", TOP_K)
     assert result.exit_code == 0, result.stderr
-    printed = json.loads(result.stdout)
+    printed = [mask["predictions"] for mask in json.loads(result.stdout)["masks"]]
     assert all(set(p) == {"token", "id", "prob"} for mask in printed for p in mask)
     tokens = WordPieceTokenizer.from_file(VOCAB).tokens
     assert all(p["token"] == tokens[p["id"]] for mask in printed for p in mask)
@@ -106,7 +106,7 @@ def test_casing_flags(cli):
     def predictions(*args):
         result = cli("fill-mask", TIED, *args, "--json")
         assert result.exit_code == 0, result.stderr
-        return json.loads(result.stdout)
+        return json.loads(result.stdout)["masks"]
 
     lower = predictions("the cat [MASK] on the mat.")
     assert predictions("THE Cat [MASK] ON the MAT.") == lower  # uncased vocab: lower-cased by default
@@ -120,7 +120,9 @@ def test_numerics_flags_reach_the_runtime(cli):
     assert result.exit_code == 0, result.stderr
     model = NumpyBert(load(TIED), Numerics(activation=GELU_TANH, layer_norm_eps=1e-6, mask_adder=-10000.0))
     expected = fill_mask(model, WordPieceTokenizer.from_file(VOCAB), "the cat [MASK] on the mat.")
-    assert json.loads(result.stdout) == [[p.as_dict() for p in m.predictions] for m in expected]
+    report = json.loads(result.stdout)
+    assert report["masks"] == [{"position": m.position, "predictions": [p.as_dict() for p in m.predictions]}
+                               for m in expected]
     bad = cli("fill-mask", TIED, "the [MASK]", "--mask-adder", "lots")
     assert bad.exit_code == 2 and "dtype-min" in bad.stderr
 

@@ -121,7 +121,7 @@ def assert_round_trips(tree, tmp_path: Path) -> None:
         config = tmp_path / "tf" / google_tf.CONFIG_FILE if target == "bert4keras" else None
         back = formats.read(out, config_path=config)
         report = diff(tree, back)
-        assert report["identical"], (target, report["differences"])
+        assert report["identical"], (target, report["problems"])
         assert back.config == tree.config, target
         again = tmp_path / f"{target}-again"
         convert(back, again, "tf")

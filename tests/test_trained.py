@@ -91,7 +91,7 @@ def test_fixture_verdicts(fixture, flags, status, verdict, signs):
 
 def test_probe_figures_sit_beside_chance():
     _, report = verify_json(TRAINED / "hf", "--probe")
-    probe, config = report["mlm_trained"]["probe"], report["audit"]["config"]
+    probe, config = report["mlm_trained"]["probe"], report["config"]
     vocab = config["vocab_size"]
     assert probe["chance_top1"] == pytest.approx(1 / vocab) and probe["chance_nll"] == pytest.approx(math.log(vocab))
     assert probe["positions"] == trained.PROBE_BATCH * min(trained.PROBE_LENGTH, config["max_position_embeddings"])

@@ -83,7 +83,7 @@ def test_every_pair_of_formats_round_trips_values_and_config(tmp_path, changes):
         there, back = formats.read(x), formats.read(z)
         assert computation(back) == computation(there) == computation(source), (a, b)
         report = diff(there, back)
-        assert report["identical"] and report["ok"], (a, b, report["differences"])
+        assert report["identical"] and report["ok"], (a, b, report["problems"])
         assert diff(source, back)["identical"], (a, b)
 
 
@@ -164,13 +164,14 @@ def test_convert_names_what_it_drops_and_counts_what_it_wrote(tmp_path):
     report = json.loads(result.stdout)
     header_length = int.from_bytes((tmp_path / "out" / "model.safetensors").read_bytes()[:8], "little")
     header = json.loads((tmp_path / "out" / "model.safetensors").read_bytes()[8:8 + header_length])
-    assert report["tensors"] == len([k for k in header if k != "__metadata__"]) == 46
+    assert sorted(report["output"]["tensors"]) == sorted(k for k in header if k != "__metadata__")
+    assert len(report["output"]["tensors"]) == 46 and report["output"]["format"] == "hf"
     ignored = {entry["name"]: entry for entry in report["ignored"]}
     assert set(ignored) == {"classifier.weight", "classifier.bias", "qa_outputs.weight",
                             "cls.predictions.decoder.weight"}
     assert ignored["classifier.weight"]["parameters"] == 96
     assert "tied copy" in ignored["cls.predictions.decoder.weight"]["reason"]
-    assert report["files"] == [str(tmp_path / "out" / n) for n in ("model.safetensors", "config.json")]
+    assert report["output"]["files"] == [str(tmp_path / "out" / n) for n in ("model.safetensors", "config.json")]
 
     result = run_cli("convert", source, tmp_path / "text", "--to", "hf")
     assert "46 tensors written" in result.stderr

@@ -23,8 +23,9 @@ from conftest import FIXTURES, run_cli, real_file
 VERIFY = FIXTURES / "verify"
 HF = FIXTURES / "hf"
 TF_FULL = FIXTURES / "tf" / "full"
-REPORT_KEYS = {"ok", "mlm_head", "tying", "problems", "notes", "audit", "missing"}
-AUDIT_KEYS = {"format", "config", "parameters", "expected_parameters", "components", "heads", "ignored", "ok"}
+REPORT_KEYS = {"ok", "mlm_head", "tying", "problems", "notes", "audit", "missing", "path", "format", "family", "config", "heads",
+               "ignored"}
+AUDIT_KEYS = {"parameters", "expected_parameters", "components", "tied_copies", "ok"}
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 

@@ -7,23 +7,29 @@ word embeddings); buffers, optimizer slots and other entries in `ignored` are no
 from __future__ import annotations
 
 from ..config import expected_components
+from .report import checkpoint
 from .shapes import shape_problems
 from ..tree import ParameterTree, component_of
 
 #: How many names of one kind of ignored entry a summary lists before "and N more".
 NAMES_SHOWN = 5
 
-CONFIG_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-               "intermediate_size", "max_position_embeddings", "type_vocab_size")
-
 
 def audit(tree: ParameterTree) -> dict:
     """The audit report of `tree` as a JSON-ready dict (the `audit --json` object).
 
-    Keys: format, model (which of the file's models: an ELECTRA generator or discriminator, else
-    None), path, config, parameters, expected_parameters, components
-    [{name, parameters, expected}], heads, ignored [{name, reason, parameters}], tied_copies,
-    problems, ok.
+    Keys: the checkpoint's (path, format, family, config, heads, ignored: see `report.checkpoint`),
+    then those of `counts`, and notes (one sentence per kind of ignored entry).
+    """
+    return {**checkpoint(tree), **counts(tree),
+            "notes": ignored_summary([i.as_dict() for i in tree.ignored])}
+
+
+def counts(tree: ParameterTree) -> dict:
+    """The counts of an audit (`verify` reports them under `audit`).
+
+    Keys: parameters, expected_parameters, components [{name, parameters, expected}],
+    ignored_parameters, tied_copies [{name, canonical, parameters, shared_storage}], problems, ok.
     """
     expected = expected_components(tree.config, tree.heads)
     present: dict[str, int] = {}
@@ -44,22 +50,10 @@ def audit(tree: ParameterTree) -> dict:
                  for c in components if c["parameters"] != c["expected"]]
     parameters = sum(present.values())
     expected_total = sum(expected.values())
-    config = {key: getattr(tree.config, key) for key in CONFIG_KEYS}
-    config.update(hidden_act=tree.config.hidden_act, layer_norm_eps=tree.config.layer_norm_eps,
-                  tie_word_embeddings=tree.config.tie_word_embeddings)
-    if tree.config.conditional_size:
-        config["conditional_size"] = tree.config.conditional_size
     return {
-        "format": tree.format,
-        "model": tree.model,
-        "path": str(tree.path),
-        "config": config,
-        "config_provenance": dict(tree.config.provenance),
         "parameters": parameters,
         "expected_parameters": expected_total,
         "components": components,
-        "heads": tree.heads.as_dict(),
-        "ignored": [i.as_dict() for i in tree.ignored],
         "ignored_parameters": sum(i.parameters for i in tree.ignored),
         "tied_copies": tied_copies,
         "problems": problems,

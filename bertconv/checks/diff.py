@@ -43,6 +43,7 @@ import numpy as np
 from ..config import COMPUTATION_FIELDS
 from ..dtypes import DType, as_float32
 from ..tree import Parameter, ParameterTree, model_order_key, role_of
+from .report import checkpoint
 
 #: The most values a chunk holds: 2**20 values are 8 MB once widened to float64.
 CHUNK_ELEMENTS = 1 << 20
@@ -272,12 +273,13 @@ def _config_differences(a: ParameterTree, b: ParameterTree) -> list[dict]:
 def diff(tree_a: ParameterTree, tree_b: ParameterTree, *, atol: float = BIT_EXACT) -> dict:
     """Compare two canonical trees, tensor by tensor, streaming; a JSON-ready report.
 
-    Keys: a, b ({path, format}), atol, identical (same names, shapes, dtypes and bits),
+    Keys: a, b (each the checkpoint's fields: see `report.checkpoint`), atol, identical (same names, shapes, dtypes and bits),
     ok (same names and shapes, no value differing beyond `atol`: what the exit status follows), only_in_a, only_in_b
     ([{name, source}]), shape_differences, dtype_differences ([{name, a, b}]), tensors (one entry
     per compared name: sources, dtypes, shapes, bit_equal, max_abs_diff, max_at,
-    first_difference {index, a, b}, within_tolerance), differences (a sentence naming each
-    tensor that differs beyond `atol`, and each config field), config_differences ([{field, a, b,
+    first_difference {index, a, b}, within_tolerance), problems (a sentence naming each
+    tensor that differs beyond `atol`, and each config field), notes (a sentence per tensor whose
+    dtype differs), config_differences ([{field, a, b,
     a_from, b_from}]: computation fields that differ, each a difference).
     """
     if atol < 0 or math.isnan(atol):
@@ -307,8 +309,8 @@ def diff(tree_a: ParameterTree, tree_b: ParameterTree, *, atol: float = BIT_EXAC
     ok = (not only_in_a and not only_in_b and not config_differences
           and all(t["within_tolerance"] for t in tensors))
     return {
-        "a": {"path": str(tree_a.path), "format": tree_a.format},
-        "b": {"path": str(tree_b.path), "format": tree_b.format},
+        "a": checkpoint(tree_a),
+        "b": checkpoint(tree_b),
         "atol": atol,
         "identical": identical,
         "ok": ok,
@@ -318,6 +320,8 @@ def diff(tree_a: ParameterTree, tree_b: ParameterTree, *, atol: float = BIT_EXAC
         "shape_differences": shape_differences,
         "dtype_differences": dtype_differences,
         "tensors": tensors,
-        "differences": differences,
+        "problems": differences,
+        "notes": [f"{d['name']}: {d['a']} in A, {d['b']} in B; values compared as float32"
+                  for d in dtype_differences],
         "config_differences": config_differences,
     }

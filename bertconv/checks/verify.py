@@ -45,8 +45,9 @@ from ..dtypes import DType, as_float32
 from ..errors import BadInput, bad_input
 from ..tree import Parameter, ParameterTree, role_of
 from . import trained
-from .audit import audit, ignored_summary
+from .audit import counts, ignored_summary
 from .files import data_file_problems
+from .report import checkpoint
 from .diff import chunk_indices, compare_arrays, format_value, global_position
 
 WORD = "embeddings.word"
@@ -470,13 +471,14 @@ def verify(tree: ParameterTree, *, deep: bool = False, allow_missing_mlm: bool =
            headers_only: bool = False, on_tensor=None) -> dict:
     """Verify `tree`'s MLM head, tying, consistency and (with `deep`) values; a JSON-ready report.
 
-    Keys: path, format, ok, mlm_head (`complete` | `partial` | `missing`), missing (canonical
+    Keys: the checkpoint's (path, format, family, config, heads, ignored: see
+    `report.checkpoint`), ok, mlm_head (`complete` | `partial` | `missing`), missing (canonical
     names a partial head lacks), tying (`tied` | `untied` | `n/a`), tying_detail, decoder_bias
-    (`n/a` | `shared` | `equal` | `differs` | `unreadable`), heads, consistency (the audit's
+    (`n/a` | `shared` | `equal` | `differs` | `unreadable`), consistency (the audit's
     problems), deep (None, or {tensors, values} read), mlm_trained ({verdict: `trained` |
     `untrained` | `n/a`, evidence, signs, probe}: see `_mlm_trained`), problems (sentences naming
     each tensor by its name in the file and its canonical name), notes (observations that do not
-    fail), audit.
+    fail), audit (the counts of `audit.counts`).
 
     `probe` runs the MLM head on the probe batch with `runtime` ("numpy" | "torch"); None runs it
     when `deep` does. `allow_untrained_mlm` turns an untrained head into a note.
@@ -499,7 +501,7 @@ def verify(tree: ParameterTree, *, deep: bool = False, allow_missing_mlm: bool =
         findings.notes.extend(f"{p} (allowed: --headers-only)" for p in data_files)
     else:
         findings.problems.extend(data_files)
-    report_audit = audit(tree)
+    report_audit = counts(tree)
     consistency = _consistency(report_audit)
     findings.problems.extend(consistency)
     vocab = vocab_problem(tree)
@@ -512,15 +514,13 @@ def verify(tree: ParameterTree, *, deep: bool = False, allow_missing_mlm: bool =
                                allow_untrained_mlm, findings)
     findings.notes.extend(ignored_summary([entry.as_dict() for entry in tree.ignored]))
     return {
-        "path": str(tree.path),
-        "format": tree.format,
+        **checkpoint(tree),
         "ok": not findings.problems,
         "mlm_head": head,
         "missing": missing,
         "tying": tying,
         "tying_detail": tying_detail,
         "decoder_bias": decoder_bias,
-        "heads": tree.heads.as_dict(),
         "consistency": consistency,
         "deep": deep_counts,
         "mlm_trained": mlm_trained,

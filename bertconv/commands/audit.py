@@ -7,14 +7,22 @@ from pathlib import Path
 import click
 
 from ..checks.audit import audit, ignored_summary
-from .common import checkpoint_options, finish, human, load, stdout
+from . import batch
+from .batch import batch_options, expand
+from .common import checkpoint_options, finish, human, load, selected_model, stdout
+
+
+#: The config fields the human report shows (`--json` has them all, with their provenance).
+SHOWN_CONFIG = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                "max_position_embeddings", "type_vocab_size", "hidden_act", "layer_norm_eps", "tie_word_embeddings")
 
 
 def print_report(report: dict) -> None:
     stdout.print(f"[bold]{report['path']}[/]  format [cyan]{report['format']}[/]"
                  + (f"  model [cyan]{report['model']}[/]" if report["model"] else ""))
     config = report["config"]
-    stdout.print("config: " + " ".join(f"{k}={v}" for k, v in config.items()))
+    shown = [key for key in SHOWN_CONFIG if key in config] + (["conditional_size"] if config.get("conditional_size") else [])
+    stdout.print("config: " + " ".join(f"{key}={config[key]}" for key in shown))
     heads = ", ".join(name for name, present in report["heads"].items() if present) or "none"
     stdout.print(f"heads: {heads}")
     from rich.table import Table  # rich is imported where a table is drawn
@@ -37,10 +45,18 @@ def print_report(report: dict) -> None:
 
 
 @click.command("audit")
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @checkpoint_options
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def command(path: Path, config_path, num_heads, as_json: bool) -> None:
-    """Count parameters per component against the closed form from the config (reads no tensor data)."""
-    report = audit(load(path, config_path, num_heads))
+@batch_options
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (several checkpoints: one per line).")
+def command(paths: tuple[Path, ...], config_path, num_heads, recursive: bool, jobs: int | None, as_json: bool) -> None:
+    """Count parameters per component against the closed form from the config (reads no tensor data).
+
+    Several PATHS (or --recursive) print one row per checkpoint; the exit status is the worst.
+    """
+    if len(paths) > 1 or recursive:
+        batch.run(expand(paths, recursive), audit, dict(config_path=config_path, num_heads=num_heads, model=selected_model()),
+                  jobs=jobs, as_json=as_json)
+        return
+    report = audit(load(paths[0], config_path, num_heads))
     finish(report, as_json, print_report)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from .. import formats
 from ..errors import EXIT_CHECK_FAILED
 from ..paths import require_file_or_directory
 from ..tree import ParameterTree
+from . import output
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -93,18 +93,25 @@ class Tolerance(click.ParamType):
         return number
 
 
-def load(path: Path, config_path: Path | None, num_heads: int | None) -> ParameterTree:
-    """Read the checkpoint at `path`, with the `--model` of the running command if it has one."""
+def selected_model() -> str | None:
+    """The `--model` of the running command, or None."""
+    context = click.get_current_context(silent=True)
+    return context.meta.get(MODEL_KEY) if context is not None else None
+
+
+def load(path: Path, config_path: Path | None, num_heads: int | None, model: str | None = None) -> ParameterTree:
+    """Read the checkpoint at `path`, with `model` or else the `--model` of the running command
+    (a worker process of a batch has no command running: it is given `model`)."""
     require_file_or_directory(Path(path), "checkpoint")
     if config_path is not None:
         require_file_or_directory(Path(config_path), "config")
-    context = click.get_current_context(silent=True)
-    model = context.meta.get(MODEL_KEY) if context is not None else None
-    return formats.read(Path(path), config_path=config_path, num_heads=num_heads, model=model)
+    return formats.read(Path(path), config_path=config_path, num_heads=num_heads,
+                        model=model or selected_model())
 
 
-def print_json(data) -> None:
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+def print_json(data: dict) -> None:
+    """Print a report as the running command's `--json` object (stamped: see `output`)."""
+    output.write(click.get_current_context().command.name, data)
 
 
 def finish(report: dict, as_json: bool, print_report: Callable[[dict], None]) -> None:

@@ -49,7 +49,7 @@ def print_report(report: dict) -> None:
         shown = ", ".join(names[:DTYPE_NAMES_SHOWN]) + (" ..." if len(names) > DTYPE_NAMES_SHOWN else "")
         stdout.print(f"dtype: {len(names)} tensor(s) are {a} in A, {b} in B ({shown}); values compared as float32")
     outputs = report.get("outputs")
-    differences = report["differences"]
+    differences = report["problems"]
     if outputs is not None:
         differences = _structural(report)
         _print_value_differences(report)
@@ -132,6 +132,9 @@ def command(a: Path, b: Path, atol: float, with_outputs: bool, outputs_atol: flo
     report = diff(tree_a, tree_b, atol=atol)
     if with_outputs:
         report["tensors_ok"] = report["ok"]
-        report["outputs"] = compare_outputs(tree_a, tree_b, runtime=runtime, atol=outputs_atol)
-        report["ok"] = not _structural(report) and report["outputs"]["ok"]
+        outputs = report["outputs"] = compare_outputs(tree_a, tree_b, runtime=runtime, atol=outputs_atol)
+        report["problems"] = _structural(report) + (
+            [] if outputs["ok"] else [f"outputs: largest difference {format_value(outputs['max_abs_diff'])} "
+                                      f"beyond --outputs-atol {outputs['atol']:g}"])
+        report["ok"] = not report["problems"]
     finish(report, as_json, print_report)

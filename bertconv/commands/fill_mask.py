@@ -15,6 +15,7 @@ from ..runtime.fill_mask import fill_mask
 from ..runtime.numerics import DTYPE_MIN, Numerics, family_of
 from ..runtime.numpy_bert import NumpyBert
 from ..runtime.tokenizer import WordPieceTokenizer
+from ..checks.report import checkpoint
 from ..runtime.tokenizer_json import TOKENIZER_JSON, JsonTokenizer
 from .common import checkpoint_options, load, print_json, stdout
 
@@ -42,7 +43,7 @@ def parse_mask_adder(ctx, param, text: str | None) -> float | str | None:
               help="Predictions per [MASK].")
 @click.option("--runtime", type=click.Choice(RUNTIMES), default="numpy", show_default=True,
               help="The NumPy runtime, or torch (an optional extra).")
-@click.option("--json", "as_json", is_flag=True, help='Print a list per [MASK] of {"token", "id", "prob"}.')
+@click.option("--json", "as_json", is_flag=True, help='Print one JSON object; its "masks" hold per [MASK] its position and {"token", "id", "prob"} each.')
 @click.option("--cased/--uncased", "cased", default=None,
               help="Keep case and accents, or lower-case and strip them (default: do_lower_case of a "
                    "tokenizer_config.json beside the vocab, else uncased unless the vocab has upper-case letters).")
@@ -82,7 +83,12 @@ def command(path: Path, text: str, vocab_path: Path | None, top_k: int, runtime:
     model = _model(runtime, tree, numerics)
     results = fill_mask(model, tokenizer, text, top_k=top_k)
     if as_json:
-        print_json([[p.as_dict() for p in mask.predictions] for mask in results])
+        print_json({**checkpoint(tree), "ok": True, "text": text, "runtime": runtime,
+                    "numerics": numerics.describe(),
+                    "tokenizer": {"file": str(vocab_path), "lower_case": getattr(tokenizer, "lower_case", None)},
+                    "masks": [{"position": mask.position, "predictions": [p.as_dict() for p in mask.predictions]}
+                              for mask in results],
+                    "problems": [], "notes": []})
         return
     stdout.print(f"[bold]{escape(str(tree.path))}[/]  format [cyan]{tree.format}[/]  runtime {runtime}")
     stdout.print(f"numerics: {numerics.describe()} (defaults of {family_of(tree.format)})")

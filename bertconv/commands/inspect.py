@@ -6,31 +6,35 @@ from pathlib import Path
 
 import click
 
-from .common import checkpoint_options, human, load, print_json, stdout
+from ..checks.report import checkpoint
+from . import batch
+from .batch import batch_options, expand
+from .common import checkpoint_options, human, load, print_json, selected_model, stdout
 
 
 def describe(tree) -> dict:
-    """The `inspect --json` object. Each tensor's `shape` is its shape under its `name` in the
-    file; `canonical_shape` the shape of its `canonical` parameter (after the format's transposes).
+    """The `inspect --json` object: the checkpoint's fields (see `checks.report.checkpoint`), the
+    parameters counted (a tied copy once), and every tensor. Each tensor's `shape` is its shape
+    under its `name` in the file; `canonical_shape` the shape of its `canonical` parameter (after the format's transposes).
     `files` lists the files that exist, `missing_files` those the checkpoint names but lacks
     (an index published without its data shards)."""
     files = [Path(f) for f in tree.files]
     return {
-        "format": tree.format,
+        **checkpoint(tree),
+        "ok": True,
         "scope": tree.scope,
-        "model": tree.model,
-        "path": str(tree.path),
+        "parameters": sum(p.numel for p in tree if tree.is_counted(p.name)),
         "files": [str(f) for f in files if f.is_file()],
         "missing_files": [str(f) for f in files if not f.is_file()],
-        "config": tree.config.summary(),
-        "heads": tree.heads.as_dict(),
         "tensors": [
             {"name": p.source, "shape": list(p.source_shape), "canonical": p.name,
              "canonical_shape": list(p.tensor.shape), "dtype": str(p.tensor.dtype),
              **({"shared_with": p.shared_with} if p.shared_with else {})}
             for p in tree
         ],
-        "ignored": [i.as_dict() for i in tree.ignored],
+        "problems": [],
+        "notes": [f"{f} is named by the checkpoint but absent; headers were read without it"
+                  for f in files if not f.is_file()],
     }
 
 
@@ -39,12 +43,20 @@ def _shape(shape: list[int]) -> str:
 
 
 @click.command("inspect")
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @checkpoint_options
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def command(path: Path, config_path, num_heads, as_json: bool) -> None:
-    """Show a checkpoint's format, config, tensors and ignored entries (reads headers only)."""
-    tree = load(path, config_path, num_heads)
+@batch_options
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (several checkpoints: one per line).")
+def command(paths: tuple[Path, ...], config_path, num_heads, recursive: bool, jobs: int | None, as_json: bool) -> None:
+    """Show a checkpoint's format, config, tensors and ignored entries (reads headers only).
+
+    Several PATHS (or --recursive) print one row per checkpoint.
+    """
+    if len(paths) > 1 or recursive:
+        batch.run(expand(paths, recursive), describe, dict(config_path=config_path, num_heads=num_heads, model=selected_model()),
+                  jobs=jobs, as_json=as_json)
+        return
+    tree = load(paths[0], config_path, num_heads)
     report = describe(tree)
     if as_json:
         print_json(report)

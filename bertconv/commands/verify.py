@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import click
 
 from ..checks import trained
 from ..checks.verify import verify
-from .common import byte_progress, checkpoint_options, finish, human, load, stdout
+from . import batch
+from .batch import batch_options, expand
+from .common import byte_progress, checkpoint_options, finish, human, load, selected_model, stdout
 
 #: Colours of the head, tying and training verdicts in the human report.
 VERDICT_STYLE = {"complete": "green", "tied": "green", "partial": "red", "missing": "red",
@@ -86,8 +89,9 @@ def print_report(report: dict) -> None:
 
 
 @click.command("verify")
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @checkpoint_options
+@batch_options
 @click.option("--deep", is_flag=True,
               help="Read every tensor once (streaming): finite values, checksums, LayerNorm gammas and "
                    "heads not all zero.")
@@ -104,18 +108,25 @@ def print_report(report: dict) -> None:
 @click.option("--headers-only", is_flag=True,
               help="Verify the headers alone: absent or short data files (an index published without its "
                    "data) are noted, not failed.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (several checkpoints: one per line).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar for --deep.")
-def command(path: Path, config_path, num_heads, deep: bool, allow_missing_mlm: bool, allow_untrained_mlm: bool,
-            probe: bool | None, runtime: str, headers_only: bool, as_json: bool, quiet: bool) -> None:
+def command(paths: tuple[Path, ...], config_path, num_heads, recursive: bool, jobs: int | None, deep: bool,
+            allow_missing_mlm: bool, allow_untrained_mlm: bool, probe: bool | None, runtime: str,
+            headers_only: bool, as_json: bool, quiet: bool) -> None:
     """Check that the MLM head is present, trained and its decoder tied, and that shapes agree with the config.
+
+    Several PATHS (or --recursive) print one row per checkpoint; the exit status is the worst.
 
     Exit status: 0 ok, 1 a check failed, 2 the input cannot be read.
     """
-    tree = load(path, config_path, num_heads)
+    checks = dict(deep=deep, allow_missing_mlm=allow_missing_mlm, allow_untrained_mlm=allow_untrained_mlm,
+                  probe=probe, runtime=runtime, headers_only=headers_only)
+    if len(paths) > 1 or recursive:
+        batch.run(expand(paths, recursive), partial(verify, **checks),
+                  dict(config_path=config_path, num_heads=num_heads, model=selected_model()), jobs=jobs, as_json=as_json)
+        return
+    tree = load(paths[0], config_path, num_heads)
     work = sum(p.tensor.nbytes for p in tree) if deep else 0
     with byte_progress(f"reading {tree.path.name}", work, quiet) as advance:
-        report = verify(tree, deep=deep, allow_missing_mlm=allow_missing_mlm,
-                        allow_untrained_mlm=allow_untrained_mlm, probe=probe, runtime=runtime,
-                        headers_only=headers_only, on_tensor=advance)
+        report = verify(tree, **checks, on_tensor=advance)
     finish(report, as_json, print_report)
