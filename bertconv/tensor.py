@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from .dtypes import DType
+from .dtypes import BFLOAT16, FLOAT32, DType, as_float32
 from .errors import bad_input
 from .lazy import lazy_module
 
@@ -230,3 +230,18 @@ def transpose(array: np.ndarray) -> np.ndarray:
 
 def file_size(path: Path) -> int:
     return os.stat(path).st_size
+
+
+class Bfloat16Widened(LazyTensor):
+    """A bfloat16 tensor widened to float32, exactly (every bfloat16 value is a float32 value):
+    for containers that have no bfloat16, such as Keras HDF5."""
+
+    def __init__(self, base: LazyTensor):
+        if base.dtype is not BFLOAT16:
+            raise ValueError(f"only bfloat16 tensors are widened, got {base.dtype}")
+        self.base = base
+        self.dtype = FLOAT32
+        self.shape = tuple(base.shape)
+
+    def read(self) -> np.ndarray:
+        return as_float32(self.base.read(), BFLOAT16)

@@ -56,9 +56,9 @@ from typing import Iterable
 from ..config import BertConfig, Heads, load_config_file
 from ..containers import keras_h5
 from ..containers.keras_h5 import KerasLayer, LayerToWrite, Node
-from ..dtypes import BFLOAT16, FLOAT32, as_float32
+from ..dtypes import BFLOAT16
 from ..errors import BadInput, bad_input
-from ..tensor import LazyTensor
+from ..tensor import Bfloat16Widened
 from ..tree import Ignored, ParameterTree, role_of
 from .assemble import Entry, assemble
 from .table import Row, Table
@@ -704,18 +704,6 @@ def model_layers(num_layers: int, heads: Heads, *, segments: bool = True, condit
 # --- writing --------------------------------------------------------------------------------
 
 
-class _Float32(LazyTensor):
-    """A bfloat16 tensor widened to float32 (exact): Keras HDF5 has no bfloat16."""
-
-    def __init__(self, base: LazyTensor):
-        self.base = base
-        self.dtype = FLOAT32
-        self.shape = tuple(base.shape)
-
-    def read(self):
-        return as_float32(self.base.read(), BFLOAT16)
-
-
 def layers_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) -> list[LayerToWrite]:
     """Every layer of the bert4keras model for `tree`'s heads, in `model.layers` order, each with
     its weights named as `save_weights` names them. Refuses a tree bert4keras cannot hold."""
@@ -747,7 +735,7 @@ def layers_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) -
                 missing.append(canonical)
                 continue
             tensor = tree[canonical].tensor
-            weights.append((f"{name}/{slot.keras_name}:0", _Float32(tensor) if tensor.dtype is BFLOAT16 else tensor))
+            weights.append((f"{name}/{slot.keras_name}:0", Bfloat16Widened(tensor) if tensor.dtype is BFLOAT16 else tensor))
             written.add(canonical)
         layers.append(LayerToWrite(name, tuple(weights)))
     if missing:

@@ -34,9 +34,9 @@ from pathlib import Path
 
 from ..containers import keras_h5
 from ..containers.keras_h5 import LayerToWrite
-from ..dtypes import BFLOAT16, FLOAT32, as_float32
+from ..dtypes import BFLOAT16
 from ..errors import bad_input
-from ..tensor import LazyTensor
+from ..tensor import Bfloat16Widened, LazyTensor
 from ..tree import ParameterTree
 from . import hf_files
 from .assemble import Entry, assemble
@@ -194,18 +194,6 @@ MODEL_NAMES = {
 }
 
 
-class _Float32(LazyTensor):
-    """A bfloat16 tensor widened to float32 (exact): Keras HDF5 has no bfloat16."""
-
-    def __init__(self, base: LazyTensor):
-        self.base = base
-        self.dtype = FLOAT32
-        self.shape = tuple(base.shape)
-
-    def read(self):
-        return as_float32(self.base.read(), BFLOAT16)
-
-
 def layers_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) -> list[LayerToWrite]:
     """The main layers of the transformers TF model for `tree`'s heads, in `model.layers` order,
     each with its weights named and ordered as `save_weights` writes them."""
@@ -231,7 +219,7 @@ def layers_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) -
                     missing.append(canonical)
                 continue
             tensor = tree[canonical].tensor
-            out.append((f"{model}/{row.name}", _Float32(tensor) if tensor.dtype is BFLOAT16 else tensor))
+            out.append((f"{model}/{row.name}", Bfloat16Widened(tensor) if tensor.dtype is BFLOAT16 else tensor))
             if not held:
                 written.add(canonical)
         return out
