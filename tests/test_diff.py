@@ -232,3 +232,31 @@ def test_chunked_comparison_matches_whole_array_arithmetic(rows, columns, chunk,
     if len(differing):
         assert result.first_difference == tuple(differing[0])
         assert result.max_abs_diff == float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+
+
+def test_hf_against_tf_compares_stored_layouts_without_whole_transposes(flipped, tmp_path, monkeypatch):
+    tf = tmp_path / "tf"
+    convert(formats.read(HF / "masked_lm"), tf, "tf")  # TF stores kernels [in, out], HF [out, in]
+
+    def whole_transpose(array):
+        raise AssertionError(f"diff made a whole transpose of a {list(array.shape)} tensor")
+
+    monkeypatch.setattr("bertconv.tensor.transpose", whole_transpose)
+    monkeypatch.setattr(diff_module, "CHUNK_ELEMENTS", 7)  # many chunks: rows of one side, columns of the other
+    hf_tree, tf_tree = formats.read(flipped), formats.read(tf)
+    canonical = tuple(reversed(FLIPPED_AT))
+    for a, b in ((hf_tree, tf_tree), (tf_tree, hf_tree), (hf_tree, formats.read(HF / "masked_lm"))):
+        report = diff(a, b)
+        differing = [t for t in report["tensors"] if not t["bit_equal"]]
+        assert [t["name"] for t in differing] == [FLIPPED_CANONICAL]
+        assert differing[0]["first_difference"]["index"] == list(canonical)
+        assert differing[0]["max_at"] == list(canonical) and 0 < differing[0]["max_abs_diff"] < 1e-6
+
+
+@pytest.mark.parametrize("other", ["pretraining", "bert_model"])
+def test_progress_callback_receives_every_tensors_bytes(other):
+    tree_a, tree_b = formats.read(HF / "pretraining"), formats.read(HF / other)
+    advances = []
+    diff(tree_a, tree_b, on_tensor=advances.append)
+    assert len(advances) == len(set(tree_a.params) | set(tree_b.params))
+    assert sum(advances) == sum(p.tensor.nbytes for p in tree_a) + sum(p.tensor.nbytes for p in tree_b)
