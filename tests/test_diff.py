@@ -260,3 +260,11 @@ def test_progress_callback_receives_every_tensors_bytes(other):
     diff(tree_a, tree_b, on_tensor=advances.append)
     assert len(advances) == len(set(tree_a.params) | set(tree_b.params))
     assert sum(advances) == sum(p.tensor.nbytes for p in tree_a) + sum(p.tensor.nbytes for p in tree_b)
+
+
+def test_abs_difference_of_every_pair_of_special_values():
+    values = np.array([0.0, -0.0, 1.0, 3.5, np.inf, -np.inf, np.nan], np.float32)
+    a, b = np.meshgrid(values, values)
+    expected = [0.0 if x == y or (np.isnan(x) and np.isnan(y)) else np.inf if np.isnan(x) or np.isnan(y)
+                else abs(float(x) - float(y)) for x, y in zip(a.ravel(), b.ravel())]
+    assert diff_module._abs_difference(a, b).ravel().tolist() == expected

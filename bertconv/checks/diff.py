@@ -145,12 +145,12 @@ class Comparison:
 def _abs_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """|a - b| in float64, with equal values (infinities too) 0, NaN against NaN 0, and NaN
     against a number infinite."""
-    wide_a, wide_b = a.astype(np.float64), b.astype(np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
-        difference = np.abs(wide_a - wide_b)
-    nan_a, nan_b = np.isnan(wide_a), np.isnan(wide_b)
-    difference[(wide_a == wide_b) | (nan_a & nan_b)] = 0.0
-    difference[nan_a ^ nan_b] = np.inf
+    difference = np.subtract(a, b, dtype=np.float64)  # exact: float32 operands, float64 result
+    np.abs(difference, out=difference)
+    undefined = np.isnan(difference)  # a NaN operand, or the same infinity on both sides
+    if undefined.any():
+        at_a, at_b = a[undefined], b[undefined]
+        difference[undefined] = np.where((at_a == at_b) | (np.isnan(at_a) & np.isnan(at_b)), 0.0, np.inf)
     return difference
 
 
