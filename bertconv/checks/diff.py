@@ -145,7 +145,8 @@ class Comparison:
 def _abs_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """|a - b| in float64, with equal values (infinities too) 0, NaN against NaN 0, and NaN
     against a number infinite."""
-    difference = np.subtract(a, b, dtype=np.float64)  # exact: float32 operands, float64 result
+    with np.errstate(invalid="ignore"):  # inf - inf: resolved below
+        difference = np.subtract(a, b, dtype=np.float64)  # exact: float32 operands, float64 result
     np.abs(difference, out=difference)
     undefined = np.isnan(difference)  # a NaN operand, or the same infinity on both sides
     if undefined.any():
