@@ -18,7 +18,7 @@ from bertconv.checks import diff as diff_module
 from bertconv.checks.diff import chunk_indices, compare_arrays, diff
 from bertconv.convert import convert
 from bertconv.dtypes import FLOAT16, FLOAT32
-from bertconv.tensor import ArrayTensor
+from bertconv.tensor import ArrayTensor, transpose
 from bertconv.tree import ParameterTree
 
 from conftest import FIXTURES, run_cli
@@ -232,3 +232,43 @@ def test_chunked_comparison_matches_whole_array_arithmetic(rows, columns, chunk,
     if len(differing):
         assert result.first_difference == tuple(differing[0])
         assert result.max_abs_diff == float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+
+
+def test_hf_against_tf_compares_stored_layouts_without_whole_transposes(flipped, tmp_path, monkeypatch):
+    tf = tmp_path / "tf"
+    convert(formats.read(HF / "masked_lm"), tf, "tf")  # TF stores kernels [in, out], HF [out, in]
+
+    chunk = 40  # many chunks of [32, 1] (a kernel is [32, 32]): rows of one side, columns of the other
+    chunk_transpose = transpose
+
+    def chunk_only_transpose(array):
+        assert array.size <= chunk, f"diff made a whole transpose of a {list(array.shape)} tensor"
+        return chunk_transpose(array)
+
+    monkeypatch.setattr("bertconv.tensor.transpose", chunk_only_transpose)
+    monkeypatch.setattr(diff_module, "CHUNK_ELEMENTS", chunk)
+    hf_tree, tf_tree = formats.read(flipped), formats.read(tf)
+    canonical = tuple(reversed(FLIPPED_AT))
+    for a, b in ((hf_tree, tf_tree), (tf_tree, hf_tree), (hf_tree, formats.read(HF / "masked_lm"))):
+        report = diff(a, b)
+        differing = [t for t in report["tensors"] if not t["bit_equal"]]
+        assert [t["name"] for t in differing] == [FLIPPED_CANONICAL]
+        assert differing[0]["first_difference"]["index"] == list(canonical)
+        assert differing[0]["max_at"] == list(canonical) and 0 < differing[0]["max_abs_diff"] < 1e-6
+
+
+@pytest.mark.parametrize("other", ["pretraining", "bert_model"])
+def test_progress_callback_receives_every_tensors_bytes(other):
+    tree_a, tree_b = formats.read(HF / "pretraining"), formats.read(HF / other)
+    advances = []
+    diff(tree_a, tree_b, on_tensor=advances.append)
+    assert len(advances) == len(set(tree_a.params) | set(tree_b.params))
+    assert sum(advances) == sum(p.tensor.nbytes for p in tree_a) + sum(p.tensor.nbytes for p in tree_b)
+
+
+def test_abs_difference_of_every_pair_of_special_values():
+    values = np.array([0.0, -0.0, 1.0, 3.5, np.inf, -np.inf, np.nan], np.float32)
+    a, b = np.meshgrid(values, values)
+    expected = [0.0 if x == y or (np.isnan(x) and np.isnan(y)) else np.inf if np.isnan(x) or np.isnan(y)
+                else abs(float(x) - float(y)) for x, y in zip(a.ravel(), b.ravel())]
+    assert diff_module._abs_difference(a, b).ravel().tolist() == expected

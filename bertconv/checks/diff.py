@@ -2,8 +2,9 @@
 
 A and B may be in different formats: both are read into canonical trees, so names, layouts
 (transposes) and spellings no longer matter, only the canonical parameters. Each tensor pair is
-read in chunks along one axis (at most `CHUNK_ELEMENTS` values at a time), so memory stays
-bounded by the chunk, not the tensor.
+read in chunks along one axis (at most `CHUNK_ELEMENTS` values at a time), in the layout each
+file stores it in (a transposed kernel is a strided view of its stored array, see `stored_view`),
+so memory stays bounded by the chunk, not the tensor: no whole transpose is ever made.
 
 What counts as a difference:
 - a parameter one side has and the other lacks (`only_in_a`, `only_in_b`);
@@ -36,12 +37,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
 from ..config import COMPUTATION_FIELDS
 from ..dtypes import DType, as_float32
+from .. import tensor as lazy_tensors
+from ..tensor import LazyTensor, TransposedTensor
 from ..tree import Parameter, ParameterTree, model_order_key, role_of
 from .report import checkpoint
 
@@ -85,6 +88,16 @@ def global_position(index: tuple[slice, ...], chunk_shape: tuple[int, ...], flat
     """The position in the whole array of element `flat` (row-major) of the chunk at `index`."""
     local = np.unravel_index(flat, chunk_shape) if chunk_shape else ()
     return tuple(int(o + l) for o, l in zip(chunk_origin(index), local))
+
+
+def row_major(chunk: np.ndarray) -> np.ndarray:
+    """`chunk` with its rows contiguous: a chunk of a transposed view (columns of the stored
+    array) is copied with the tiled `tensor.transpose`, many times faster than numpy's
+    element-by-element walk of it in every comparison below. Only the chunk is copied."""
+    chunk = np.asarray(chunk)
+    if chunk.ndim == 2 and abs(chunk.strides[1]) > abs(chunk.strides[0]):
+        return lazy_tensors.transpose(chunk.T)
+    return chunk
 
 
 def raw_bits(values: np.ndarray) -> np.ndarray:
@@ -143,12 +156,13 @@ class Comparison:
 def _abs_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """|a - b| in float64, with equal values (infinities too) 0, NaN against NaN 0, and NaN
     against a number infinite."""
-    wide_a, wide_b = a.astype(np.float64), b.astype(np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
-        difference = np.abs(wide_a - wide_b)
-    nan_a, nan_b = np.isnan(wide_a), np.isnan(wide_b)
-    difference[(wide_a == wide_b) | (nan_a & nan_b)] = 0.0
-    difference[nan_a ^ nan_b] = np.inf
+    with np.errstate(invalid="ignore"):  # inf - inf: resolved below
+        difference = np.subtract(a, b, dtype=np.float64)  # exact: float32 operands, float64 result
+    np.abs(difference, out=difference)
+    undefined = np.isnan(difference)  # a NaN operand, or the same infinity on both sides
+    if undefined.any():
+        at_a, at_b = a[undefined], b[undefined]
+        difference[undefined] = np.where((at_a == at_b) | (np.isnan(at_a) & np.isnan(at_b)), 0.0, np.inf)
     return difference
 
 
@@ -159,14 +173,15 @@ def compare_arrays(a: np.ndarray, a_dtype: DType, b: np.ndarray, b_dtype: DType)
     result = Comparison()
     same_dtype = a_dtype == b_dtype
     for index in chunk_indices(a):
-        chunk_a, chunk_b = np.asarray(a[index]), np.asarray(b[index])
+        chunk_a, chunk_b = row_major(a[index]), row_major(b[index])
         wide_a, wide_b = as_float32(chunk_a, a_dtype), as_float32(chunk_b, b_dtype)
         if same_dtype:
             differs = raw_bits(chunk_a) != raw_bits(chunk_b)
         else:
             differs = raw_bits(wide_a) != raw_bits(wide_b)
-        if differs.any():
-            _note_first_difference(result, index, differs, wide_a, wide_b, a.shape)
+        if not differs.any():
+            continue  # equal bits: every difference is 0, nothing to widen to float64
+        _note_first_difference(result, index, differs, wide_a, wide_b, a.shape)
         difference = _abs_difference(wide_a, wide_b)
         if difference.size:
             flat = int(np.argmax(difference))
@@ -195,9 +210,24 @@ def _note_first_difference(result: Comparison, index: tuple[slice, ...], differs
         result.b_value = float(wide_b.reshape(-1)[local])
 
 
+def stored_view(tensor: LazyTensor) -> np.ndarray:
+    """`tensor`'s values in its own (canonical) shape, as a view of the array it is stored as.
+
+    A `TransposedTensor` is not read (its `read()` copies the whole transpose): the tensor under
+    its transposes is, and the view is that array's `.T` when their count is odd. A chunk of such
+    a view is a strided slice of the stored array, so only the chunk is ever copied.
+    """
+    transposes = 0
+    while isinstance(tensor, TransposedTensor):
+        tensor, transposes = tensor.base, transposes + 1
+    stored = np.asarray(tensor.read())  # a plain view: slicing a np.memmap makes a memmap object per chunk
+    return stored.T if transposes % 2 else stored
+
+
 def compare_tensors(a: Parameter, b: Parameter) -> Comparison:
-    """Read two same-shaped parameters and compare them (see `compare_arrays`)."""
-    return compare_arrays(a.tensor.read(), a.tensor.dtype, b.tensor.read(), b.tensor.dtype)
+    """Compare two same-shaped parameters in the layouts they are stored in (see `stored_view`,
+    `compare_arrays`): positions are canonical, no whole transpose is made."""
+    return compare_arrays(stored_view(a.tensor), a.tensor.dtype, stored_view(b.tensor), b.tensor.dtype)
 
 
 # --- two trees ------------------------------------------------------------------------------
@@ -270,7 +300,8 @@ def _config_differences(a: ParameterTree, b: ParameterTree) -> list[dict]:
             for f in COMPUTATION_FIELDS if getattr(a.config, f) != getattr(b.config, f)]
 
 
-def diff(tree_a: ParameterTree, tree_b: ParameterTree, *, atol: float = BIT_EXACT) -> dict:
+def diff(tree_a: ParameterTree, tree_b: ParameterTree, *, atol: float = BIT_EXACT,
+         on_tensor: Callable[[int], None] | None = None) -> dict:
     """Compare two canonical trees, tensor by tensor, streaming; a JSON-ready report.
 
     Keys: a, b (each the checkpoint's fields: see `report.checkpoint`), atol, identical (same names, shapes, dtypes and bits),
@@ -281,6 +312,9 @@ def diff(tree_a: ParameterTree, tree_b: ParameterTree, *, atol: float = BIT_EXAC
     tensor that differs beyond `atol`, and each config field), notes (a sentence per tensor whose
     dtype differs), config_differences ([{field, a, b,
     a_from, b_from}]: computation fields that differ, each a difference).
+
+    `on_tensor(nbytes)`, when given, is called once per canonical name with the bytes both trees
+    store under it, so that over the whole diff it receives the total bytes of both trees.
     """
     if atol < 0 or math.isnan(atol):
         raise ValueError(f"atol must be a non-negative number, got {atol}")
@@ -294,6 +328,8 @@ def diff(tree_a: ParameterTree, tree_b: ParameterTree, *, atol: float = BIT_EXAC
             only_in_b.append({"name": name, "source": b.label})
         else:
             tensors.append(_compare_pair(name, a, b, atol))
+        if on_tensor is not None:
+            on_tensor(sum(tree.params[name].tensor.nbytes for tree in (tree_a, tree_b) if name in tree.params))
     shape_differences = [{"name": t["name"], "a": t["shape_a"], "b": t["shape_b"]}
                          for t in tensors if t["shape_a"] != t["shape_b"]]
     dtype_differences = [{"name": t["name"], "a": t["dtype_a"], "b": t["dtype_b"]}

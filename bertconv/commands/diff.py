@@ -9,7 +9,7 @@ import click
 from ..checks.diff import BIT_EXACT, diff, format_value
 from ..checks.outputs import OUTPUTS_ATOL, compare_outputs
 from ..checks.trained import RUNTIMES
-from .common import Tolerance, finish, load, stdout
+from .common import Tolerance, byte_progress, finish, load, stdout
 
 #: How many tensor names a line about differing dtypes shows.
 DTYPE_NAMES_SHOWN = 3
@@ -129,7 +129,9 @@ def command(a: Path, b: Path, atol: float, with_outputs: bool, outputs_atol: flo
     Exit status: 0 equal (within --atol, or by the outputs), 1 they differ, 2 an input cannot be read.
     """
     tree_a, tree_b = load(a, None, None), load(b, None, None)
-    report = diff(tree_a, tree_b, atol=atol)
+    work = sum(p.tensor.nbytes for p in tree_a) + sum(p.tensor.nbytes for p in tree_b)
+    with byte_progress(f"comparing {tree_a.path.name} and {tree_b.path.name}", work, as_json) as advance:
+        report = diff(tree_a, tree_b, atol=atol, on_tensor=advance)
     if with_outputs:
         report["tensors_ok"] = report["ok"]
         outputs = report["outputs"] = compare_outputs(tree_a, tree_b, runtime=runtime, atol=outputs_atol)
