@@ -13,6 +13,10 @@ Per size (`base`, and `large` unless --quick):
     tensor + 150 MiB;
   - `bertconv audit` from a cold page cache: how much of the checkpoint it pulled in.
 
+The pair and cold-audit rows include tf_model.h5 and flax_model.msgpack (issue 15), read from
+inputs bertconv wrote itself (see benchmarks/inputs.py); TF2 Model Garden checkpoints are not
+measured (building one needs the TF2 venv).
+
 Runtime rows come from `benchmarks/runtime.py` when it exists (another issue's benchmark): it is
 run as `python -m benchmarks.runtime [--quick] [--reps N]` and its stdout (Markdown) is appended.
 """
@@ -57,6 +61,14 @@ def available_targets() -> list[str]:
     from bertconv import formats
 
     return [t for t in TARGETS if t in formats.TARGETS]
+
+
+def written_by_bertconv() -> list[str]:
+    """The input kinds bertconv writes itself (issue 15's tf_model.h5 and flax_model.msgpack),
+    when it has the `--to` target: they join the pair and cold-audit rows."""
+    from bertconv import formats
+
+    return [kind for kind in ("hf-tf", "hf-flax") if kind in formats.TARGETS]
 
 
 def bert4keras_supported() -> bool:
@@ -152,7 +164,7 @@ def prepare_inputs(size: str, kinds: list[str], log: Callable[[str], None]) -> s
 
 def size_section(size: str, runner: Runner, *, with_b4k: bool, with_keras_object: bool) -> Section:
     """Every row of issue 9 for one model size."""
-    kinds = ["hf-safetensors", "hf-bin", "tf"] + (["bert4keras"] if with_b4k else [])
+    kinds = ["hf-safetensors", "hf-bin", "tf"] + (["bert4keras"] if with_b4k else []) + written_by_bertconv()
     section = Section(prepare_inputs(size, kinds, runner.log))
     bc = bertconv_command()
 
@@ -225,6 +237,11 @@ def size_section(size: str, runner: Runner, *, with_b4k: bool, with_keras_object
             if m is not None:
                 section.pairs.append(PairRow(kind, target, file_bytes(size, kind), largest_tensor_bytes(size), m, cp_kind,
                                              cp_sync=cp_sync_kind, identical=runner.checked(command)))
+
+    if written_by_bertconv():
+        section.notes.append(f"{', '.join(written_by_bertconv())} inputs were written by bertconv itself from the "
+                             "hf-safetensors input; TF2 Model Garden checkpoints are not measured (building one "
+                             "needs the TF2 venv).")
 
     # audit reads no tensor data
     for kind in kinds:

@@ -10,6 +10,13 @@ that owns the format, not by bertconv (the code under test):
   <size>/bert4keras/       model.h5 + bert_config.json        bert4keras model.save_weights
   <size>/keras-object/     bert_model.ckpt.* (object-based, Adam state after one training step;
                            bert4keras' pre-training layout)    tf-keras train_model.save_weights
+  <size>/hf-tf/            tf_model.h5 + config.json          bertconv convert --to hf-tf
+  <size>/hf-flax/          flax_model.msgpack + config.json   bertconv convert --to hf-flax
+
+The last two are the exception: they are written by bertconv itself from the hf-safetensors input
+(transformers' TF and Flax classes need an environment of their own), so their rows measure
+reading those formats, not that bertconv writes them as the libraries do. TF2 Model Garden
+inputs are not built: writing one needs the TF2 venv.
 
 Sizes: `base` (L=12, H=768, V=30522: ~440 MB in fp32) and `large` (L=24, H=1024, V=30522:
 ~1.34 GB). The cache lives in $BERTCONV_BENCH_DIR (default `.cache/bench` under the project root);
@@ -45,7 +52,7 @@ CONFIGS = {
                  max_position_embeddings=40, vocab_size=99),
 }
 SEEDS = {"base": 1, "large": 2, "tiny": 3}
-KINDS = ("hf-safetensors", "hf-bin", "tf", "bert4keras", "keras-object")
+KINDS = ("hf-safetensors", "hf-bin", "tf", "bert4keras", "keras-object", "hf-tf", "hf-flax")
 #: What a benchmark passes to bertconv / a reference tool for each kind.
 ENTRY = {
     "hf-safetensors": "model.safetensors",
@@ -53,6 +60,8 @@ ENTRY = {
     "tf": "bert_model.ckpt",
     "bert4keras": "model.h5",
     "keras-object": "bert_model.ckpt",
+    "hf-tf": "tf_model.h5",
+    "hf-flax": "flax_model.msgpack",
 }
 COMPLETE_MARK = ".complete"
 INIT_STD = 0.02
@@ -205,15 +214,31 @@ def write_keras_object(size: str, out: Path) -> None:
     train_model.save_weights(str(out / ENTRY["keras-object"]))
 
 
+def write_with_bertconv(target: str):
+    """A writer that converts the hf-safetensors input with `bertconv convert --to target`."""
+
+    def write(size: str, out: Path) -> None:
+        converted = out / "converted"  # convert refuses an existing destination
+        subprocess.run([sys.executable, "-m", "bertconv.cli", "convert", str(entry_path(size, "hf-safetensors")),
+                        str(converted), "--to", target, "--quiet"], check=True, cwd=ROOT)
+        for path in converted.iterdir():
+            path.rename(out / path.name)
+        converted.rmdir()
+
+    return write
+
+
 WRITERS = {
     "hf-safetensors": write_hf_safetensors,
     "hf-bin": write_hf_bin,
     "tf": write_tf,
     "bert4keras": write_bert4keras,
     "keras-object": write_keras_object,
+    "hf-tf": write_with_bertconv("hf-tf"),
+    "hf-flax": write_with_bertconv("hf-flax"),
 }
 #: Inputs built from another input (which must exist first).
-DEPENDS = {"bert4keras": "tf", "keras-object": "tf"}
+DEPENDS = {"bert4keras": "tf", "keras-object": "tf", "hf-tf": "hf-safetensors", "hf-flax": "hf-safetensors"}
 
 
 def _write_json(path: Path, data: dict) -> None:

@@ -145,3 +145,18 @@ def test_a_section_builds_its_inputs_in_an_empty_bench_dir(tmp_path, monkeypatch
     runner = conversions.Runner(1, tmp_path / "out", messages.append)
     audit = runner.run([*BERTCONV, "audit", built])
     assert audit is not None and audit.samples[0].exit_code == 0
+
+
+@pytest.mark.parametrize("kind", ["hf-tf", "hf-flax"])
+def test_inputs_bertconv_writes_are_built_from_the_safetensors_input(tmp_path, monkeypatch, kind):
+    """Issue 15's formats: built with `bertconv convert` from the hf-safetensors input (built
+    first), and read back by `bertconv audit`."""
+    from benchmarks import inputs
+
+    monkeypatch.setenv("BERTCONV_BENCH_DIR", str(tmp_path / "bench"))
+    inputs.ensure("tiny", kind, log=lambda message: None)
+    built = inputs.entry_path("tiny", kind)
+    assert built.is_file() and (built.parent / "config.json").is_file()
+    assert inputs.data_files("tiny", kind) == [built]
+    assert (inputs.input_dir("tiny", "hf-safetensors") / inputs.COMPLETE_MARK).is_file()
+    assert measure.run_once([*BERTCONV, "audit", built], cwd=ROOT).exit_code == 0
