@@ -198,6 +198,20 @@ def in_child(run: Callable[[Callable[[str], None]], Counter], what: str) -> Coun
     return Counter(result["outcomes"])
 
 
+def dataset_boundaries(path: Path) -> list[int]:
+    """Byte positions of an HDF5 file worth truncating at: the superblock, and each dataset's
+    start and end."""
+    import h5py  # only the HDF5 fuzz tests need it
+
+    spots = {0, 8, 96, 512}
+    with h5py.File(path, "r") as f:
+        def visit(_, obj):
+            if isinstance(obj, h5py.Dataset) and obj.id.get_offset() is not None:
+                spots.update({obj.id.get_offset(), obj.id.get_offset() + obj.id.get_storage_size()})
+        f.visititems(visit)
+    return sorted(spots)
+
+
 def fuzz_bytes_in_child(original: bytes, target: Path, *, seed: int, count: int, boundaries: list[int],
                         what: str) -> Counter:
     """`count` byte-level mutants of `original` (`mutations`, every kind at least once), each

@@ -29,7 +29,8 @@ import pytest
 
 from bertconv import formats
 from conftest import FIXTURES
-from fuzzing import BYTE_SCHEDULE, Mutant, check_case, fuzz_bytes_in_child, in_child, run_mutants, share_of_cases
+from fuzzing import (BYTE_SCHEDULE, Mutant, check_case, dataset_boundaries, fuzz_bytes_in_child, in_child, run_mutants,
+                     share_of_cases)
 
 B4K = FIXTURES / "bert4keras"
 FILE = "bert4keras_model.h5"
@@ -47,17 +48,6 @@ pytestmark = [
     pytest.mark.skipif(not any("bert4keras" in f.target for f in formats.FORMATS) or not B4K.is_dir(),
                        reason="the bert4keras format or its fixtures are not there yet"),
 ]
-
-
-def dataset_boundaries(path: Path) -> list[int]:
-    """Byte positions worth truncating at: the superblock, and each dataset's start and end."""
-    spots = {0, 8, 96, 512}
-    with h5py.File(path, "r") as f:
-        def visit(_, obj):
-            if isinstance(obj, h5py.Dataset) and obj.id.get_offset() is not None:
-                spots.update({obj.id.get_offset(), obj.id.get_offset() + obj.id.get_storage_size()})
-        f.visititems(visit)
-    return sorted(spots)
 
 
 @pytest.mark.parametrize("name", BYTE_SHARES)

@@ -25,7 +25,7 @@ import pytest
 from bertconv.containers import msgpack_file
 from bertconv.formats import hf_flax, hf_tf
 from conftest import FIXTURES
-from fuzzing import check_case, in_child, mutations, share_of_cases
+from fuzzing import check_case, dataset_boundaries, in_child, mutations, share_of_cases
 
 pytestmark = pytest.mark.fuzz
 
@@ -131,16 +131,6 @@ def test_flax_reader_refuses_structural_mutants(tmp_path):
         outcomes[check_case(target, label, read_with(hf_flax.read))] += 1
     print(f"flax structure: {dict(outcomes)}")
     assert outcomes["refused"] > 30
-
-
-def dataset_boundaries(path: Path) -> list[int]:
-    spots = {0, 8, 96, 512}
-    with h5py.File(path, "r") as f:
-        def visit(_, obj):
-            if isinstance(obj, h5py.Dataset) and obj.id.get_offset() is not None:
-                spots.update({obj.id.get_offset(), obj.id.get_offset() + obj.id.get_storage_size()})
-        f.visititems(visit)
-    return sorted(spots)
 
 
 @pytest.mark.parametrize("source", [TF / "pretraining" / hf_tf.TF_FILE,
