@@ -231,26 +231,26 @@ def fuzz_bytes_in_child(original: bytes, target: Path, *, seed: int, count: int,
 
 def sstable_blocks(data: bytes) -> list:
     """Every block of an SSTable (data blocks, metaindex, index) as BlockHandles."""
-    from bertconv.containers import tf_bundle as tb
+    from bertconv.containers import sstable
 
     where = Path("fuzz")
-    metaindex, index = tb._read_footer(data, where)
-    block = tb._read_block(data, index, path=where, what="index")
-    data_blocks = [tb._decode_handle(h, 0, path=where, what="handle")[0]
-                   for _, h in tb._iter_block(block, path=where, what="index")]
+    metaindex, index = sstable._read_footer(data, where)
+    block = sstable._read_block(data, index, path=where, what="index")
+    data_blocks = [sstable._decode_handle(h, 0, path=where, what="handle")[0]
+                   for _, h in sstable._iter_block(block, path=where, what="index")]
     return [*data_blocks, metaindex, index]
 
 
 def refresh_block_crcs(data: bytearray, handles: list) -> None:
     """Recompute each block's trailer crc32c so that damage inside it reaches the parsers."""
-    from bertconv.containers import tf_bundle as tb
+    from bertconv.containers import sstable
 
     for handle in handles:
         end = handle.offset + handle.size
-        if end + tb.BLOCK_TRAILER_SIZE > len(data):
+        if end + sstable.BLOCK_TRAILER_SIZE > len(data):
             continue
-        crc = tb.crc32c.extend(tb.crc32c.value(bytes(data[handle.offset:end])), bytes(data[end:end + 1]))
-        data[end + 1:end + tb.BLOCK_TRAILER_SIZE] = tb.mask_crc(crc).to_bytes(4, "little")
+        crc = sstable.crc32c.extend(sstable.crc32c.value(bytes(data[handle.offset:end])), bytes(data[end:end + 1]))
+        data[end + 1:end + sstable.BLOCK_TRAILER_SIZE] = sstable.mask_crc(crc).to_bytes(4, "little")
 
 
 #: Index mutants: the byte kinds, and every other round the same-length ones (flips, overwrites)
@@ -278,17 +278,17 @@ def encode_table(rows: list[tuple[bytes, bytes]], *, restart_interval: int = 16)
     """An SSTable of `rows` in the given order, duplicates and disorder included (TensorFlow's
     builder would refuse them; a hostile file need not): one data block, an index, a footer."""
     from bertconv.containers import protowire as pw
-    from bertconv.containers import tf_bundle as tb
+    from bertconv.containers import sstable
 
     def block_bytes(entries, interval):
-        builder = tb._BlockBuilder(interval)
+        builder = sstable._BlockBuilder(interval)
         for key, value in entries:
             builder.add(key, value)
         return builder.finish()
 
     def with_trailer(contents: bytes) -> bytes:
-        crc = tb.crc32c.extend(tb.crc32c.value(contents), b"\0")
-        return contents + b"\0" + tb.mask_crc(crc).to_bytes(4, "little")
+        crc = sstable.crc32c.extend(sstable.crc32c.value(contents), b"\0")
+        return contents + b"\0" + sstable.mask_crc(crc).to_bytes(4, "little")
 
     out = bytearray()
     data_block = block_bytes(rows, restart_interval)
@@ -297,12 +297,12 @@ def encode_table(rows: list[tuple[bytes, bytes]], *, restart_interval: int = 16)
     metaindex_handle = (len(out), len(block_bytes([], restart_interval)))
     out += with_trailer(block_bytes([], restart_interval))
     last = max((key for key, _ in rows), default=b"")
-    index_block = block_bytes([(tb.short_successor(last) + b"\xff", pw.encode_varint(data_handle[0])
+    index_block = block_bytes([(sstable.short_successor(last) + b"\xff", pw.encode_varint(data_handle[0])
                                 + pw.encode_varint(data_handle[1]))], 1)
     index_handle = (len(out), len(index_block))
     out += with_trailer(index_block)
     handles = b"".join(pw.encode_varint(v) for v in (*metaindex_handle, *index_handle))
-    out += handles.ljust(tb.FOOTER_HANDLES_SIZE, b"\0") + tb.TABLE_MAGIC.to_bytes(8, "little")
+    out += handles.ljust(sstable.FOOTER_HANDLES_SIZE, b"\0") + sstable.TABLE_MAGIC.to_bytes(8, "little")
     return bytes(out)
 
 

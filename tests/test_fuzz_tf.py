@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 
 from bertconv import formats
-from bertconv.containers import tf_bundle as tb
+from bertconv.containers import sstable, tf_bundle as tb
 from bertconv.errors import BadInput
 from conftest import FIXTURES
 from fuzzing import (BYTE_KINDS, BYTE_SCHEDULE, ENTRY_KINDS, ENTRY_SCHEDULE, INDEX_KINDS, INDEX_ROUND, check_case,
@@ -92,7 +92,7 @@ def test_entries(tmp_path, name, with_config, share):
     if not with_config:
         (directory / "bert_config.json").unlink()
     index = directory / f"{PREFIX}.index"
-    rows = tb.read_table(index.read_bytes(), index)
+    rows = sstable.read_table(index.read_bytes(), index)
     data_sizes = [p.stat().st_size for p in sorted(directory.glob(f"{PREFIX}.data-*"))]
     cases = share_of_cases(share, at_least=len(ENTRY_SCHEDULE))
 
@@ -109,7 +109,7 @@ def test_encode_table_is_a_faithful_sstable(tmp_path):
     """The entry fuzzer's encoder: an unmutated re-encoding reads back identically."""
     directory = bundle_copy("two_shards", tmp_path)
     index = directory / f"{PREFIX}.index"
-    rows = tb.read_table(index.read_bytes(), index)
+    rows = sstable.read_table(index.read_bytes(), index)
     before = {n: formats.read(directory)[n].tensor.read().tobytes() for n in formats.read(directory).params}
     index.write_bytes(encode_table(rows))
     tree = formats.read(directory)
@@ -150,7 +150,7 @@ def test_entry_past_end_of_data_file_names_file_and_tensor(tmp_path):
     """One structured case spelled out: an offset past the shard is BadInput naming both."""
     directory = bundle_copy("full", tmp_path)
     index = directory / f"{PREFIX}.index"
-    rows = tb.read_table(index.read_bytes(), index)
+    rows = sstable.read_table(index.read_bytes(), index)
     name = b"bert/embeddings/word_embeddings"
     data_size = (directory / f"{PREFIX}.data-00000-of-00001").stat().st_size
     from fuzzing import _encode_fields, _fields

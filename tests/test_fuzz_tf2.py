@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from bertconv.containers import tf_bundle as tb
+from bertconv.containers import sstable, tf_bundle as tb
 from conftest import FIXTURES
 from fuzzing import (BYTE_KINDS, BYTE_SCHEDULE, ENTRY_KINDS, ENTRY_SCHEDULE, INDEX_KINDS, INDEX_ROUND, check_case,
                      encode_table, entry_mutations, fuzz_bytes_in_child, index_mutations, mutations, run_mutants,
@@ -81,7 +81,7 @@ def test_garden_entries(tmp_path):
     directory = copy_of(TF2 / "garden-pretrainer", tmp_path)
     (directory / "bert_config.json").unlink()  # heads come from the per-head kernels, which may lie
     index = directory / f"{PREFIX}.index"
-    rows = tb.read_table(index.read_bytes(), index)
+    rows = sstable.read_table(index.read_bytes(), index)
     data_sizes = [p.stat().st_size for p in sorted(directory.glob(f"{PREFIX}.data-*"))]
     cases = share_of_cases(ENTRY_SHARE, at_least=len(ENTRY_SCHEDULE))
 

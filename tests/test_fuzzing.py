@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bertconv.containers import tf_bundle as tb
+from bertconv.containers import sstable
 from conftest import FIXTURES
 from fuzzing import (BYTE_KINDS, BYTE_SCHEDULE, ENTRY_KINDS, ENTRY_SCHEDULE, INDEX_KINDS, INDEX_ROUND,
                      entry_mutations, index_mutations, mutations, run_mutants)
@@ -28,7 +28,7 @@ def test_one_round_of_index_mutations_has_every_kind():
 
 
 def test_one_round_of_entry_mutations_has_every_kind():
-    rows = tb.read_table(INDEX.read_bytes(), INDEX)
+    rows = sstable.read_table(INDEX.read_bytes(), INDEX)
     mutants = list(entry_mutations(rows, [1000, 2000], seed=5, count=len(ENTRY_SCHEDULE)))
     assert {m.kind for m in mutants} == set(ENTRY_KINDS)
     assert all(m.data != rows for m in mutants if not m.kind.startswith(("rows", "repeat")))

@@ -18,7 +18,7 @@ from hypothesis import given, settings, strategies as st
 
 from bertconv import dtypes
 from bertconv.containers import protowire as pw
-from bertconv.containers import tf_bundle as tb
+from bertconv.containers import sstable, tf_bundle as tb, tf_prefix
 from bertconv.errors import BadInput
 from conftest import real_file
 from fuzzing import sstable_blocks
@@ -73,10 +73,10 @@ def tf_values(tf, prefix: Path) -> dict[str, np.ndarray]:
 # crc32c and protobuf wire format --------------------------------------------------------------
 
 def test_crc_mask_round_trips_and_matches_leveldb():
-    assert tb.mask_crc(0) == tb.CRC_MASK_DELTA
+    assert sstable.mask_crc(0) == sstable.CRC_MASK_DELTA
     rng = random.Random(0)
     for crc in [0, 1, 0xFFFFFFFF, *(rng.getrandbits(32) for _ in range(100))]:
-        assert tb.unmask_crc(tb.mask_crc(crc)) == crc
+        assert sstable.unmask_crc(sstable.mask_crc(crc)) == crc
 
 
 @pytest.mark.parametrize("value", [0, 1, 127, 128, 300, 2**32 - 1, 2**63, 2**64 - 1])
@@ -137,14 +137,14 @@ def test_iter_fields_never_fails_otherwise(data):
     (b"aqqqq", b"c", b"b"),
 ])
 def test_shortest_separator(start, limit, expected):
-    separator = tb.shortest_separator(start, limit)
+    separator = sstable.shortest_separator(start, limit)
     assert separator == expected and start <= separator < limit
 
 
 @pytest.mark.parametrize("key, expected", [(b"h", b"i"), (b"z/kernel", b"{"), (b"\xff\xffa", b"\xff\xffb"),
                                            (b"\xff\xff", b"\xff\xff"), (b"", b"")])
 def test_short_successor(key, expected):
-    assert tb.short_successor(key) == expected
+    assert sstable.short_successor(key) == expected
 
 
 # Reading fixtures and real indexes without TensorFlow ----------------------------------------
@@ -176,7 +176,7 @@ def test_fixture_contents():
 def test_snappy_fixture_has_compressed_blocks():
     data = (FIXTURES / "snappy" / f"{PREFIX_NAME}.index").read_bytes()
     block_types = {data[h.offset + h.size] for h in sstable_blocks(data)}
-    assert tb.BLOCK_TYPE_SNAPPY in block_types
+    assert sstable.BLOCK_TYPE_SNAPPY in block_types
 
 
 @pytest.mark.parametrize("file, entries, parameters", REAL_INDEXES)
@@ -198,33 +198,33 @@ def test_real_index_alone(tmp_path, file, entries, parameters):
 
 def test_resolve_prefix_forms(tmp_path):
     prefix = fixture_prefix("two_shards")
-    assert tb.resolve_prefix(prefix) == prefix
-    assert tb.resolve_prefix(f"{prefix}.index") == prefix
-    assert tb.resolve_prefix(f"{prefix}.data-00001-of-00002") == prefix
-    assert tb.resolve_prefix(prefix.parent) == prefix  # via the `checkpoint` state file
+    assert tf_prefix.resolve_prefix(prefix) == prefix
+    assert tf_prefix.resolve_prefix(f"{prefix}.index") == prefix
+    assert tf_prefix.resolve_prefix(f"{prefix}.data-00001-of-00002") == prefix
+    assert tf_prefix.resolve_prefix(prefix.parent) == prefix  # via the `checkpoint` state file
     copied = copy_bundle("encoder_only", tmp_path)  # no state file: the only *.index
-    assert tb.resolve_prefix(tmp_path) == copied
+    assert tf_prefix.resolve_prefix(tmp_path) == copied
 
 
 def test_resolve_prefix_state_file_from_another_machine(tmp_path):
     copied = copy_bundle("fp16", tmp_path)
     shutil.copy(fixture_prefix("bf16").with_name(f"{PREFIX_NAME}.index"), tmp_path / "other.ckpt.index")
     (tmp_path / "checkpoint").write_text('model_checkpoint_path: "/home/someone/run7/bert_model.ckpt"\n')
-    assert tb.resolve_prefix(tmp_path) == copied
+    assert tf_prefix.resolve_prefix(tmp_path) == copied
 
 
 def test_resolve_prefix_errors(tmp_path):
     with pytest.raises(BadInput, match="does not exist"):
-        tb.resolve_prefix(tmp_path / "nothing.ckpt")
+        tf_prefix.resolve_prefix(tmp_path / "nothing.ckpt")
     with pytest.raises(BadInput, match="no TensorFlow checkpoint here"):
-        tb.resolve_prefix(tmp_path)
+        tf_prefix.resolve_prefix(tmp_path)
     for stem in ("a.ckpt", "b.ckpt"):
         shutil.copy(fixture_prefix("fp16").with_name(f"{PREFIX_NAME}.index"), tmp_path / f"{stem}.index")
     with pytest.raises(BadInput, match=r"holds 2 checkpoints \(a\.ckpt\.index, b\.ckpt\.index\)"):
-        tb.resolve_prefix(tmp_path)
+        tf_prefix.resolve_prefix(tmp_path)
     (tmp_path / "vocab.txt").write_text("x\n")
     with pytest.raises(BadInput, match="not a TensorFlow checkpoint"):
-        tb.resolve_prefix(tmp_path / "vocab.txt")
+        tf_prefix.resolve_prefix(tmp_path / "vocab.txt")
 
 
 # Errors --------------------------------------------------------------------------------------
@@ -299,13 +299,13 @@ def test_string_entries_are_not_numeric_tensors(tmp_path):
     prefix = tmp_path / "s.ckpt"
     string = b"graph bytes \x00\xff"
     length = pw.encode_varint(len(string))
-    length_crc = tb.crc32c.value(len(string).to_bytes(4, "little"))
-    checksum = tb.mask_crc(length_crc).to_bytes(4, "little")
+    length_crc = sstable.crc32c.value(len(string).to_bytes(4, "little"))
+    checksum = sstable.mask_crc(length_crc).to_bytes(4, "little")
     payload = length + checksum + string
-    crc = tb.crc32c.extend(tb.crc32c.extend(length_crc, checksum), string)
+    crc = sstable.crc32c.extend(sstable.crc32c.extend(length_crc, checksum), string)
     Path(f"{prefix}.data-00000-of-00001").write_bytes(payload)
     with open(f"{prefix}.index", "wb") as file:
-        table = tb._TableBuilder(file, block_size=tb.TF_BLOCK_SIZE, compress=False)
+        table = sstable.TableBuilder(file, block_size=sstable.TF_BLOCK_SIZE, compress=False)
         table.add(b"", tb.encode_header())
         table.add(b"graph", tb.encode_entry(tb.DT_STRING, (), shard_id=0, offset=0, size=len(payload),
                                             crc32c_value=crc))
@@ -320,7 +320,7 @@ def test_string_entries_are_not_numeric_tensors(tmp_path):
 
 def _index_with_header(prefix: Path, header: bytes) -> None:
     with open(f"{prefix}.index", "wb") as file:
-        table = tb._TableBuilder(file, block_size=tb.TF_BLOCK_SIZE, compress=False)
+        table = sstable.TableBuilder(file, block_size=sstable.TF_BLOCK_SIZE, compress=False)
         table.add(b"", header)
         table.finish()
 
@@ -414,10 +414,10 @@ def test_hostile_prefix_compression_is_refused_quickly(tmp_path):
     key_entry = pw.encode_varint(0) + pw.encode_varint(1000) + pw.encode_varint(0) + b"k" * 1000
     repeat = pw.encode_varint(1000) + pw.encode_varint(0) + pw.encode_varint(0)
     block = key_entry + repeat * 100_000 + (0).to_bytes(4, "little") + (1).to_bytes(4, "little")
-    crc = tb.crc32c.extend(tb.crc32c.value(block), b"\0")
-    trailer = b"\0" + tb.mask_crc(crc).to_bytes(4, "little")
+    crc = sstable.crc32c.extend(sstable.crc32c.value(block), b"\0")
+    trailer = b"\0" + sstable.mask_crc(crc).to_bytes(4, "little")
     handle = pw.encode_varint(0) + pw.encode_varint(len(block))
-    footer = (handle + handle).ljust(tb.FOOTER_HANDLES_SIZE, b"\0") + tb.TABLE_MAGIC.to_bytes(8, "little")
+    footer = (handle + handle).ljust(sstable.FOOTER_HANDLES_SIZE, b"\0") + sstable.TABLE_MAGIC.to_bytes(8, "little")
     Path(f"{tmp_path / 'h'}.index").write_bytes(block + trailer + footer)
     started = time.monotonic()
     with pytest.raises(BadInput, match="keys expand to more than 64 times"):
@@ -502,7 +502,7 @@ def test_tensorflow_reads_our_snappy_blocks(tf, tmp_path):
     tb.write_bundle(tmp_path / "m", [source(n, d, a) for n, d, a, _ in items], compress=True, block_size=512)
     data = Path(f"{tmp_path / 'm'}.index").read_bytes()
     types = {data[h.offset + h.size] for h in sstable_blocks(data)}
-    assert tb.BLOCK_TYPE_SNAPPY in types
+    assert sstable.BLOCK_TYPE_SNAPPY in types
     values = tf_values(tf, tmp_path / "m")
     for name, _, array, _ in items:
         assert values[name].tobytes() == array.tobytes()

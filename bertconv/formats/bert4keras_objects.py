@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import BertConfig, load_config_file
-from ..containers import tf_bundle, trackable
+from ..containers import tf_bundle, tf_prefix, trackable
 from ..errors import bad_input
 from ..tree import Ignored, ParameterTree
 from . import bert4keras, object_bundle
@@ -67,7 +67,7 @@ def is_object_checkpoint(prefix: Path) -> bool:
 
 
 def sniff(path: Path) -> str | None:
-    prefix = tf_bundle.bundle_prefix_of(path)
+    prefix = tf_prefix.bundle_prefix_of(path)
     return FORMAT if prefix is not None and is_object_checkpoint(prefix) else None
 
 
@@ -77,7 +77,7 @@ def candidates(directory: Path) -> list[Path]:
 
 def read(path: Path, *, config_path: Path | None = None, num_heads: int | None = None) -> ParameterTree:
     """Read a bert4keras model's object-based checkpoint (flat, pre-training or nested model)."""
-    prefix = tf_bundle.resolve_prefix(path)
+    prefix = tf_prefix.resolve_prefix(path)
     reader = tf_bundle.BundleReader(prefix)
     variables, ignored = _classify(reader)
     layers = list(dict.fromkeys(v.layer for v in variables))

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import BertConfig, load_config_file
-from ..containers import tf_bundle
+from ..containers import sstable, tf_bundle, tf_prefix
 from ..errors import bad_input
 from ..tree import Ignored, ParameterTree
 from .assemble import Entry, assemble
@@ -234,7 +234,7 @@ def _is_google_bundle(prefix: Path) -> bool:
 def candidates(directory: Path) -> list[Path]:
     """The Google-named bundles a directory holds (by `checkpoint` file, or each `*.index`)."""
     try:
-        prefix = tf_bundle.resolve_prefix(directory)
+        prefix = tf_prefix.resolve_prefix(directory)
     except Exception:
         prefixes = [p.with_name(p.name[:-len(tf_bundle.INDEX_SUFFIX)])
                     for p in sorted(directory.glob("*" + tf_bundle.INDEX_SUFFIX))]
@@ -243,7 +243,7 @@ def candidates(directory: Path) -> list[Path]:
 
 
 def sniff(path: Path) -> str | None:
-    prefix = tf_bundle.bundle_prefix_of(path)
+    prefix = tf_prefix.bundle_prefix_of(path)
     if prefix is None or not _looks_like_index(Path(f"{prefix}{tf_bundle.INDEX_SUFFIX}")):
         return None
     return FORMAT if _is_google_bundle(prefix) else None
@@ -254,10 +254,10 @@ def _looks_like_index(index: Path) -> bool:
     try:
         with open(index, "rb") as f:
             f.seek(0, 2)
-            if f.tell() < tf_bundle.FOOTER_SIZE:
+            if f.tell() < sstable.FOOTER_SIZE:
                 return True  # too short to be anything else: let the reader say what is wrong
             f.seek(-8, 2)
-            return int.from_bytes(f.read(8), "little") == tf_bundle.TABLE_MAGIC
+            return int.from_bytes(f.read(8), "little") == sstable.TABLE_MAGIC
     except OSError:
         return False
 
@@ -361,7 +361,7 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     `run_classifier_with_tfhub` fine-tunes, beside the task head); its names are read without it, and every
     entry outside it is reported as ignored.
     """
-    prefix = tf_bundle.resolve_prefix(path)
+    prefix = tf_prefix.resolve_prefix(path)
     reader = tf_bundle.BundleReader(prefix)
     directory = prefix.parent
     numeric = [name for name, entry in reader.entries.items() if entry.dtype is not None]

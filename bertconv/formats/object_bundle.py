@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from ..config import BertConfig, load_config_file
-from ..containers import tf_bundle, trackable
+from ..containers import tf_bundle, tf_prefix, trackable
 from ..errors import bad_input
 from ..lazy import lazy_module
 from ..tensor import LazyTensor
@@ -146,7 +146,7 @@ def holds(prefix: Path, table: Table) -> bool:
 def sniffer(format_name: str, table: Table):
     """`sniff(path)` for a `Format` entry: the format name if `path` names such a bundle."""
     def sniff(path: Path) -> str | None:
-        prefix = tf_bundle.bundle_prefix_of(path)
+        prefix = tf_prefix.bundle_prefix_of(path)
         return format_name if prefix is not None and holds(prefix, table) else None
     return sniff
 
@@ -154,7 +154,7 @@ def sniffer(format_name: str, table: Table):
 def bundle_prefixes(directory: Path) -> list[Path]:
     """The bundles in `directory`: the one its `checkpoint` file names, else each `*.index`."""
     try:
-        return [tf_bundle.resolve_prefix(directory)]
+        return [tf_prefix.resolve_prefix(directory)]
     except Exception:  # no usable checkpoint file: list the indexes, each judged by its reader
         return [p.with_name(p.name[:-len(tf_bundle.INDEX_SUFFIX)])
                 for p in sorted(directory.glob("*" + tf_bundle.INDEX_SUFFIX))]
@@ -171,7 +171,7 @@ def read(path: Path, layout: ObjectLayout, *, config_path: Path | None = None,
          num_heads: int | None = None) -> ParameterTree:
     """Read an object-based checkpoint through `layout` (headers only; the data file is opened
     only when a tensor is read)."""
-    prefix = tf_bundle.resolve_prefix(path)
+    prefix = tf_prefix.resolve_prefix(path)
     reader = tf_bundle.BundleReader(prefix)
     paths, ignored = variable_paths(reader)
     if layout.names_in_graph:

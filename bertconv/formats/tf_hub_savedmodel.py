@@ -36,7 +36,7 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from ..containers import tf_bundle
+from ..containers import tf_bundle, tf_prefix
 from ..tree import ParameterTree
 from . import object_bundle
 from .table import Row, Table, dense_rows, norm_rows
@@ -105,7 +105,7 @@ def kind_of(prefix: Path) -> str | None:
 
 def sniff(path: Path) -> str | None:
     path = Path(path)
-    prefix = tf_bundle.bundle_prefix_of(path / VARIABLES_PREFIX if path.is_dir() else path)
+    prefix = tf_prefix.bundle_prefix_of(path / VARIABLES_PREFIX if path.is_dir() else path)
     return kind_of(prefix) if prefix is not None else None
 
 
@@ -124,6 +124,6 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     path = Path(path)
     if path.is_dir() and Path(f"{path / VARIABLES_PREFIX}{tf_bundle.INDEX_SUFFIX}").is_file():
         path = path / VARIABLES_PREFIX
-    prefix = tf_bundle.bundle_prefix_of(path)
+    prefix = tf_prefix.bundle_prefix_of(path)
     layout = LAYOUT if prefix is None or kind_of(prefix) != FORMAT_FUNCTIONAL else FUNCTIONAL_LAYOUT
     return object_bundle.read(path, layout, config_path=config_path, num_heads=num_heads)
