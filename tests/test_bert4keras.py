@@ -21,7 +21,7 @@ import pytest
 
 from bertconv import formats
 from bertconv.config import BertConfig, Heads, expected_components, expected_parameters
-from bertconv.containers import keras_h5
+from bertconv.containers import hdf5_workarounds, keras_h5
 from bertconv.checks.audit import audit
 from bertconv.convert import WriteOptions
 from bertconv.convert import convert as convert_tree
@@ -383,7 +383,7 @@ def test_a_truncated_file_raises_bad_input(tmp_path):
 
 def test_a_global_heap_hdf5_would_loop_on_is_refused_not_hung(tmp_path):
     data = bytearray(weights("v50-mlm").read_bytes())
-    start = data.index(keras_h5.GLOBAL_HEAP_SIGNATURE)
+    start = data.index(hdf5_workarounds.GLOBAL_HEAP_SIGNATURE)
     position = start + 16
     while int.from_bytes(data[position:position + 2], "little") != 0:  # to the free-space object
         size = int.from_bytes(data[position + 8:position + 16], "little")
@@ -418,7 +418,7 @@ def test_mutated_files_are_read_or_refused_never_anything_else(name, seed, tmp_p
     """Every mutant is read (and each tensor) or refused with BadInput. HDF5 is C: a case that
     hangs or crashes in it is caught by running the cases in a child process with a deadline."""
     data = weights(name).read_bytes()
-    heap = data.index(keras_h5.GLOBAL_HEAP_SIGNATURE)
+    heap = data.index(hdf5_workarounds.GLOBAL_HEAP_SIGNATURE)
     count = share_of_cases(0.1)
     code = _FUZZ_CHILD.format(tests=str(Path(__file__).parent), source=str(weights(name)), seed=seed,
                               target=str(tmp_path / WEIGHTS), count=count, boundaries=[0, 8, 96, heap, heap + 16])

@@ -27,37 +27,34 @@ tf_keras/src/saving/saving_lib.py), with no layer names at all:
     /vars, /optimizer/vars/<n>, ...   the model's own variables; a compiled model's optimizer
 
 where <group> is the layer's class in snake_case, with `_k` appended for the k-th (k >= 1) layer
-of that class in `model.layers` order (`dense`, `dense_1`, ...; `keras3_group_names`).
-`read_keras3_file` lists the groups and their datasets; which group is which layer is the
-format's business (it needs the model's layer order).
+of that class in `model.layers` order (`dense`, `dense_1`, ...). `read_keras3_file` lists the
+groups and their datasets; which group is which layer is the format's business (it needs the
+model's layer order: `formats/keras_model.py`).
 
 Reading touches no tensor data: a contiguous, unfiltered dataset becomes a `MappedTensor` at
 its file offset; any other dataset (chunked, compressed, compact, big-endian) a `H5Tensor` read
 through h5py when asked, once its stored size is known to back its shape. Data kept outside the
 file (external links, external storage, virtual datasets) is refused. HDF5 is C code that can
-loop or crash on a damaged file, so what it would trip on is checked first (`check_global_heaps`
-before any name is read; the writer's two passes, see `write_weights_file`). Every malformation
-is a `BadInput` naming the file, layer and weight.
+loop or crash on a damaged file or a full disk, so what it would trip on is kept from it
+(`containers/hdf5_workarounds.py`: `check_global_heaps` before any name is read; the writer's two
+passes). Every malformation is a `BadInput` naming the file, layer and weight.
 """
 
 from __future__ import annotations
 
-import errno
 import math
-import mmap
 import os
-import re
-import struct
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from .. import dtypes
 from ..dtypes import DType
 from ..errors import BadInput, bad_input
 from ..lazy import lazy_module
 from ..tensor import ArrayTensor, LazyTensor, MappedTensor, check_span, file_size
+from .hdf5_workarounds import allocated_unfilled, check_free_space, check_global_heaps, write_at_offsets
 
 if TYPE_CHECKING:
     import h5py
@@ -83,18 +80,6 @@ KERAS3_LAYERS = "layers"
 KERAS3_VARS = "vars"
 #: The most a filter (compression) may expand stored bytes: deflate's own bound is 1032.
 MAX_FILTER_EXPANSION = 1100
-#: Copy granularity when writing: bounds the scratch a transposed source needs.
-CHUNK_BYTES = 16 << 20
-#: HDF5 global heap collections hold variable-length strings (Keras' layer and weight names).
-#: Layout: "GCOL", version 1, 3 reserved bytes, collection size (8 bytes), then objects of
-#: index (2), reference count (2), reserved (4), size (8), data padded to 8 bytes; index 0 is
-#: the free space. HDF5 1.14 loops forever on a collection whose free space claims 0 bytes
-#: (H5HG__cache_heap_deserialize never advances), so collections are walked here first.
-GLOBAL_HEAP_SIGNATURE = b"GCOL"
-GLOBAL_HEAP_VERSION = 1
-GLOBAL_HEAP_MIN_SIZE = 4096
-_HEAP_HEADER_BYTES = 16
-_HEAP_OBJECT_HEADER_BYTES = 16
 #: What h5py raises for a damaged or unexpected file.
 _H5_ERRORS = (OSError, KeyError, ValueError, RuntimeError, TypeError, IndexError)
 
@@ -251,74 +236,6 @@ def layer_names(path: Path) -> list[str]:
             return list(dict.fromkeys(names + inner))
     except Exception:  # noqa: BLE001 - a listing for sniffing; `read_weights_file` reports errors
         return []
-
-
-def check_global_heaps(path: Path) -> None:
-    """Refuse a file holding a global heap collection HDF5 would loop forever on.
-
-    Every "GCOL" signature followed by a plausible header (version 1, zero reserved bytes, a
-    size of at least 4096 bytes inside the file) is walked object by object as HDF5 walks it;
-    an object that does not advance the walk is corruption. Only the metadata is searched, not
-    the tensors' bytes, so checking a multi-GB file reads kilobytes.
-    """
-    try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size == 0:
-                return
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                for begin, end in _metadata_ranges(path, size):
-                    start = data.find(GLOBAL_HEAP_SIGNATURE, begin, end)
-                    while start >= 0:
-                        _walk_global_heap(path, data, start, size)
-                        start = data.find(GLOBAL_HEAP_SIGNATURE, start + 1, end)
-    except OSError as exc:
-        raise bad_input(path, f"cannot read: {exc.strerror or exc}") from None
-
-
-def _metadata_ranges(path: Path, size: int) -> list[tuple[int, int]]:
-    """The byte ranges of the file outside its datasets' contiguous storage: where HDF5 keeps
-    metadata, global heaps included. Listing datasets reads no attribute (no global heap); if the
-    file is too damaged to list them, the whole file is searched."""
-    spans: list[tuple[int, int]] = []
-
-    def collect(_name: str, node) -> None:
-        if isinstance(node, h5py.Dataset):
-            offset = node.id.get_offset()
-            if offset is not None:
-                spans.append((offset, node.id.get_storage_size()))
-
-    try:
-        with h5py.File(path, "r") as f:
-            f.visititems(collect)
-    except Exception:  # noqa: BLE001 - damaged structure: fall back to searching everything
-        return [(0, size)]
-    ranges, position = [], 0
-    for offset, length in sorted(spans):
-        if offset > position:
-            ranges.append((position, offset))
-        position = max(position, offset + length)
-    ranges.append((position, size))
-    return ranges
-
-
-def _walk_global_heap(path: Path, data: mmap.mmap, start: int, size: int) -> None:
-    if start + _HEAP_HEADER_BYTES > size:
-        return
-    version, reserved, length = struct.unpack_from("<B3sQ", data, start + 4)
-    if version != GLOBAL_HEAP_VERSION or reserved != bytes(3) or not GLOBAL_HEAP_MIN_SIZE <= length <= size - start:
-        return  # not a collection HDF5 would accept; it reports its own error if one is used
-    position, end = start + _HEAP_HEADER_BYTES, start + length
-    while position + _HEAP_OBJECT_HEADER_BYTES <= end:
-        index, _, _, object_size = struct.unpack_from("<HH4sQ", data, position)
-        # HDF5's step, in its size_t arithmetic: the free space (index 0) spans `size` bytes,
-        # any other object its header plus its size rounded up to 8.
-        step = object_size if index == 0 else (_HEAP_OBJECT_HEADER_BYTES + ((object_size + 7) & ~7)) % 2**64
-        if step == 0 or step >= 2**63:
-            raise bad_input(path, f"HDF5 global heap collection at byte {start} is corrupt: object {index} at "
-                                  f"byte {position} claims {object_size} bytes, which HDF5 cannot step over "
-                                  f"(the names this file stores are damaged)")
-        position += step
 
 
 def _is_keras3(f: h5py.File) -> bool:
@@ -508,28 +425,6 @@ def _keras3_weight(path: Path, f: h5py.File, name: str, size: int) -> LazyTensor
     return _tensor(path, dataset, size, f"dataset {name!r}")
 
 
-def snake_case(class_name: str) -> str:
-    """A Keras class name as Keras names its group in the Keras 3 layout
-    (tf_keras/src/utils/generic_utils.py `to_snake_case`): `MultiHeadAttention` ->
-    `multi_head_attention`; a private class (`_Foo`) gets the prefix `private`."""
-    intermediate = re.sub(r"(.)([A-Z][a-z0-9]+)", r"\1_\2", class_name)
-    name = re.sub(r"([a-z])([A-Z])", r"\1_\2", intermediate).lower()
-    return name if not name.startswith("_") else "private" + name
-
-
-def keras3_group_names(classes: Sequence[str]) -> list[str]:
-    """The Keras 3 group of each layer, for the Keras class names of `model.layers` in order:
-    the snake_case class, then `_1`, `_2`, ... for later layers of the same class
-    (saving_lib `_save_container_state`)."""
-    seen: Counter[str] = Counter()
-    names = []
-    for class_name in classes:
-        base = snake_case(class_name)
-        names.append(base if not seen[base] else f"{base}_{seen[base]}")
-        seen[base] += 1
-    return names
-
-
 def _check_layer_names(path: Path, names: list[str]) -> None:
     duplicates = sorted(n for n, count in Counter(names).items() if count > 1)
     if duplicates:
@@ -700,13 +595,10 @@ def write_weights_file(path: Path, layers: Sequence[LayerToWrite], *, backend: s
     `<layer>/<weight name>`, and an empty `top_level_model_weights` group closes the file, as
     tf-keras 2.x writes.
 
-    Two passes, because HDF5 cannot survive a failed write: after ENOSPC, h5py's close crashes
-    the process (SIGSEGV, HDF5 1.14). First h5py writes the structure alone (groups, names,
-    contiguous datasets allocated at once but never filled: a sparse file of metadata), after a
-    check that the disk has room for the whole file; then the tensors are written at their
-    datasets' offsets with plain file writes, in row chunks (memory stays near one chunk even for
-    a transposed source), where a full disk is an ordinary OSError. `on_tensor(nbytes)` is
-    called after each tensor.
+    Two passes, because HDF5 cannot survive a failed write (`containers/hdf5_workarounds.py`):
+    h5py writes the structure alone, after a check that the disk has room for the whole file;
+    then the tensors are written at their datasets' offsets with plain file writes.
+    `on_tensor(nbytes)` is called after each tensor.
     """
     path = Path(path)
     _check_layer_names(path, [layer.name for layer in layers])
@@ -715,31 +607,12 @@ def write_weights_file(path: Path, layers: Sequence[LayerToWrite], *, backend: s
             if tensor.dtype is dtypes.BFLOAT16:
                 raise bad_input(path, f"layer {layer.name!r} weight {name!r} is bfloat16, which Keras HDF5 "
                                       f"files cannot hold; widen it to float32 first")
-    _check_free_space(path, layers)
+    check_free_space(path, data_bytes=sum(tensor.nbytes for layer in layers for _, tensor in layer.weights),
+                     objects=sum(2 + 2 * len(layer.weights) for layer in layers),  # groups, datasets, parents
+                     name_bytes=sum(len(name) for layer in layers for name, _ in layer.weights)
+                     + sum(len(layer.name) for layer in layers))
     placed = _write_structure(path, layers, backend=backend, keras_version=keras_version)
-    with open(path, "r+b") as out:
-        for offset, name, tensor in placed:
-            _write_tensor(out, offset, name, tensor)
-            if on_tensor:
-                on_tensor(tensor.nbytes)
-
-
-#: A generous bound on the HDF5 metadata of one group or dataset (measured: about 850 bytes).
-METADATA_BYTES_PER_OBJECT = 2048
-METADATA_BYTES_BASE = 64 << 10
-
-
-def _check_free_space(path: Path, layers: Sequence[LayerToWrite]) -> None:
-    """OSError(ENOSPC) before HDF5 writes anything, if the file cannot fit (see write_weights_file)."""
-    data = sum(tensor.nbytes for layer in layers for _, tensor in layer.weights)
-    objects = sum(2 + 2 * len(layer.weights) for layer in layers)  # groups, datasets and their parents
-    names = sum(len(name) for layer in layers for name, _ in layer.weights) + sum(len(l.name) for l in layers)
-    need = data + METADATA_BYTES_BASE + METADATA_BYTES_PER_OBJECT * objects + 2 * names
-    stat = os.statvfs(path.parent)
-    free = stat.f_bavail * stat.f_frsize
-    if need > free:
-        raise OSError(errno.ENOSPC, f"No space left on device (the file needs about {need:,} bytes, "
-                                    f"{free:,} are free)", str(path))
+    write_at_offsets(path, placed, on_tensor)
 
 
 def _write_structure(path: Path, layers: Sequence[LayerToWrite], *, backend: str,
@@ -755,39 +628,11 @@ def _write_structure(path: Path, layers: Sequence[LayerToWrite], *, backend: str
             _save_list_attr(group, WEIGHT_NAMES, [name for name, _ in layer.weights])
             for name, tensor in layer.weights:
                 dataset = group.create_dataset(name, tuple(tensor.shape), dtype=tensor.dtype.numpy,
-                                               dcpl=_allocated_unfilled())
+                                               dcpl=allocated_unfilled())
                 placed.append((dataset.id.get_offset(), f"layer {layer.name!r} weight {name!r}", tensor))
         top = f.create_group(TOP_LEVEL_WEIGHTS)
         _save_list_attr(top, WEIGHT_NAMES, [])
     return placed
-
-
-def _allocated_unfilled() -> h5py.h5p.PropDCID:
-    """Contiguous storage allocated when the dataset is created, never filled by HDF5."""
-    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
-    dcpl.set_layout(h5py.h5d.CONTIGUOUS)
-    dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
-    dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
-    return dcpl
-
-
-def _write_tensor(out, offset: int | None, where: str, tensor: LazyTensor) -> None:
-    """The tensor's values, little-endian and row-major, at `offset`, in chunks of rows."""
-    if tensor.numel == 0:
-        return
-    if offset is None:
-        raise ValueError(f"{where}: HDF5 allocated no storage for a dataset of {tensor.numel} values")
-    array = tensor.read()
-    if tuple(array.shape) != tuple(tensor.shape):
-        raise ValueError(f"{where}: source gave shape {list(array.shape)}, expected {list(tensor.shape)}")
-    out.seek(offset)
-    if array.ndim == 0:
-        out.write(np.asarray(array, dtype=tensor.dtype.numpy).tobytes())
-        return
-    rows = max(1, CHUNK_BYTES // max(1, array[0].nbytes))
-    for start in range(0, array.shape[0], rows):
-        out.write(np.ascontiguousarray(array[start:start + rows], dtype=tensor.dtype.numpy).data)
-    del array
 
 
 def _save_list_attr(group: h5py.Group, name: str, values: list[str]) -> None:
@@ -806,57 +651,3 @@ def _save_list_attr(group: h5py.Group, name: str, values: list[str]) -> None:
         return
     for index, part in enumerate(np.array_split(array, chunks)):
         group.attrs[f"{name}{index}"] = part
-
-
-# --- the order of a functional model's layers -------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Node:
-    """One call of a layer in a functional graph: `parents` index the nodes of its inputs, in
-    argument order (an Input layer's node has none)."""
-
-    layer: str
-    parents: tuple[int, ...] = ()
-
-
-def functional_layer_order(nodes: Sequence[Node], outputs: Iterable[int], inputs: Iterable[int] = ()) -> list[str]:
-    """The layer order of `Model(inputs, outputs).layers` (hence of `layer_names`) for a graph.
-
-    As tf_keras' `functional._map_graph_network`: a depth-first walk from the outputs gives
-    each layer its first-seen index; a node's depth is one more than the deepest node that
-    consumes it (a shared layer takes its deepest node's depth); layers are listed by decreasing
-    depth, ties by first-seen index. An input the outputs do not reach gets depth 0 and leads
-    the depth-0 layers.
-    """
-    finished: set[int] = set()
-    walk: list[int] = []
-    first_seen: dict[str, int] = {}
-    for output in outputs:
-        if output in finished:
-            continue
-        first_seen.setdefault(nodes[output].layer, len(first_seen))
-        stack = [(output, iter(nodes[output].parents))]
-        while stack:
-            node, parents = stack[-1]
-            parent = next(parents, None)
-            if parent is None:
-                stack.pop()
-                finished.add(node)
-                walk.append(node)
-            elif parent not in finished:
-                first_seen.setdefault(nodes[parent].layer, len(first_seen))
-                stack.append((parent, iter(nodes[parent].parents)))
-    node_depth: dict[int, int] = {}
-    layer_depth: dict[str, int] = {}
-    for node in reversed(walk):
-        layer = nodes[node].layer
-        depth = max(node_depth.setdefault(node, 0), layer_depth.get(layer, 0))
-        layer_depth[layer] = node_depth[node] = depth
-        for parent in nodes[node].parents:
-            node_depth[parent] = max(depth + 1, node_depth.get(parent, 0))
-    for node in inputs:
-        if nodes[node].layer not in layer_depth:
-            layer_depth[nodes[node].layer] = 0
-            first_seen[nodes[node].layer] = -1
-    return sorted(layer_depth, key=lambda layer: (-layer_depth[layer], first_seen[layer]))

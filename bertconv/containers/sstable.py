@@ -361,4 +361,3 @@ class TableBuilder:
 
 def _encode_handle(handle: BlockHandle) -> bytes:
     return pw.encode_varint(handle.offset) + pw.encode_varint(handle.size)
-

@@ -104,7 +104,6 @@ def crc32c_of_array(array: np.ndarray, crc: int = 0) -> int:
     return crc
 
 
-
 # Bundle protos --------------------------------------------------------------------------------
 
 @dataclass(frozen=True)

@@ -93,4 +93,3 @@ def resolve_prefix(path: str | Path) -> Path:
     if not path.exists():
         raise bad_input(path, f"does not exist (looked for the checkpoint index {prefix}{INDEX_SUFFIX})")
     raise bad_input(path, f"is not a TensorFlow checkpoint: {prefix}{INDEX_SUFFIX} does not exist")
-

@@ -55,12 +55,13 @@ from typing import Iterable
 
 from ..config import BertConfig, Heads, load_config_file
 from ..containers import keras_h5
-from ..containers.keras_h5 import KerasLayer, LayerToWrite, Node
+from ..containers.keras_h5 import KerasLayer, LayerToWrite
 from ..dtypes import BFLOAT16
 from ..errors import BadInput, bad_input
 from ..tensor import Bfloat16Widened
 from ..tree import Ignored, ParameterTree, role_of
 from .assemble import Entry, assemble
+from .keras_model import Node, functional_layer_order, keras3_group_names, snake_case
 from .table import Row, Table
 
 FORMAT = "bert4keras-h5"
@@ -484,7 +485,7 @@ KERAS3_NEEDS_CONFIG = (
 
 
 def _keras3_group(kind: LayerKind) -> str:
-    return keras_h5.snake_case(kind.keras_class)
+    return snake_case(kind.keras_class)
 
 
 def _count(groups: Iterable[str], kind: LayerKind) -> int:
@@ -522,7 +523,7 @@ def keras3_layout(config: BertConfig, heads: Heads, *, conditional: bool) -> dic
     names = model_layers(config.num_hidden_layers, heads, segments=config.type_vocab_size > 0,
                          conditional=conditional)
     weighted = [(name, kind) for name in names if (kind := kind_of(name)) is not None]
-    groups = keras_h5.keras3_group_names([kind.keras_class for _, kind in weighted])
+    groups = keras3_group_names([kind.keras_class for _, kind in weighted])
     return {group: name for group, (name, _) in zip(groups, weighted, strict=True)}
 
 
@@ -688,7 +689,7 @@ def model_layers(num_layers: int, heads: Heads, *, segments: bool = True, condit
     outputs = [x]
     if heads.rtd:  # ELECTRA's discriminator: its head alone (model='electra' builds no other)
         y = g.call("Discriminator-Prediction", g.call("Discriminator-Dense", x))
-        return keras_h5.functional_layer_order(g.nodes, [y], g.inputs)
+        return functional_layer_order(g.nodes, [y], g.inputs)
     sentence_head = heads.sop if shared else heads.nsp
     if heads.pooler:
         y = g.call("Pooler-Dense", g.call("Pooler", x))
@@ -698,7 +699,7 @@ def model_layers(num_layers: int, heads: Heads, *, segments: bool = True, condit
         y = g.call("Embedding-Token", y)  # the tied decoder: the token embedding in "dense" mode
         outputs.append(g.call("MLM-Activation", g.call("MLM-Bias", y)))
     # apply_final_layers returns the encoder output alone only when there is no head.
-    return keras_h5.functional_layer_order(g.nodes, outputs[1:] or outputs, g.inputs)
+    return functional_layer_order(g.nodes, outputs[1:] or outputs, g.inputs)
 
 
 # --- writing --------------------------------------------------------------------------------

@@ -1,0 +1,178 @@
+"""Where HDF5 cannot be trusted with a file, and what bertconv does instead.
+
+HDF5 is C code. On some damaged files it loops forever, and after a failed write it crashes the
+process; neither comes back as a Python exception that could become a clear message, so bertconv
+keeps HDF5 from meeting those cases at all:
+
+- Reading: `check_global_heaps` walks every global heap collection (where Keras keeps its layer
+  and weight names) as HDF5 would, before any name is read, and refuses one that HDF5 1.14 would
+  loop on forever.
+- Writing: after ENOSPC, h5py's close crashes the process (SIGSEGV, HDF5 1.14). So h5py writes
+  the structure alone (groups, names, contiguous datasets allocated at once but never filled
+  (`allocated_unfilled`): a sparse file of metadata), once `check_free_space` has found room for
+  the whole file; `write_at_offsets` then writes the tensors at their datasets' offsets with
+  plain file writes, where a full disk is an ordinary OSError.
+
+Layout-agnostic: `containers/keras_h5.py` applies both to Keras' files.
+"""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+import struct
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterable
+
+from ..errors import bad_input
+from ..lazy import lazy_module
+from ..tensor import LazyTensor
+
+if TYPE_CHECKING:
+    import h5py
+    import numpy as np
+else:  # imported on first use: most commands read no HDF5 file, and headers need no NumPy
+    h5py = lazy_module("h5py")
+    np = lazy_module("numpy")
+
+#: Copy granularity when writing: bounds the scratch a transposed source needs.
+CHUNK_BYTES = 16 << 20
+#: HDF5 global heap collections hold variable-length strings (Keras' layer and weight names).
+#: Layout: "GCOL", version 1, 3 reserved bytes, collection size (8 bytes), then objects of
+#: index (2), reference count (2), reserved (4), size (8), data padded to 8 bytes; index 0 is
+#: the free space. HDF5 1.14 loops forever on a collection whose free space claims 0 bytes
+#: (H5HG__cache_heap_deserialize never advances), so collections are walked here first.
+GLOBAL_HEAP_SIGNATURE = b"GCOL"
+GLOBAL_HEAP_VERSION = 1
+GLOBAL_HEAP_MIN_SIZE = 4096
+_HEAP_HEADER_BYTES = 16
+_HEAP_OBJECT_HEADER_BYTES = 16
+#: A generous bound on the HDF5 metadata of one group or dataset (measured: about 850 bytes).
+METADATA_BYTES_PER_OBJECT = 2048
+METADATA_BYTES_BASE = 64 << 10
+
+
+# --- reading: the global heaps HDF5 would loop on -------------------------------------------------
+
+
+def check_global_heaps(path: Path) -> None:
+    """Refuse a file holding a global heap collection HDF5 would loop forever on.
+
+    Every "GCOL" signature followed by a plausible header (version 1, zero reserved bytes, a
+    size of at least 4096 bytes inside the file) is walked object by object as HDF5 walks it;
+    an object that does not advance the walk is corruption. Only the metadata is searched, not
+    the tensors' bytes, so checking a multi-GB file reads kilobytes.
+    """
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                return
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                for begin, end in _metadata_ranges(path, size):
+                    start = data.find(GLOBAL_HEAP_SIGNATURE, begin, end)
+                    while start >= 0:
+                        _walk_global_heap(path, data, start, size)
+                        start = data.find(GLOBAL_HEAP_SIGNATURE, start + 1, end)
+    except OSError as exc:
+        raise bad_input(path, f"cannot read: {exc.strerror or exc}") from None
+
+
+def _metadata_ranges(path: Path, size: int) -> list[tuple[int, int]]:
+    """The byte ranges of the file outside its datasets' contiguous storage: where HDF5 keeps
+    metadata, global heaps included. Listing datasets reads no attribute (no global heap); if the
+    file is too damaged to list them, the whole file is searched."""
+    spans: list[tuple[int, int]] = []
+
+    def collect(_name: str, node) -> None:
+        if isinstance(node, h5py.Dataset):
+            offset = node.id.get_offset()
+            if offset is not None:
+                spans.append((offset, node.id.get_storage_size()))
+
+    try:
+        with h5py.File(path, "r") as f:
+            f.visititems(collect)
+    except Exception:  # noqa: BLE001 - damaged structure: fall back to searching everything
+        return [(0, size)]
+    ranges, position = [], 0
+    for offset, length in sorted(spans):
+        if offset > position:
+            ranges.append((position, offset))
+        position = max(position, offset + length)
+    ranges.append((position, size))
+    return ranges
+
+
+def _walk_global_heap(path: Path, data: mmap.mmap, start: int, size: int) -> None:
+    if start + _HEAP_HEADER_BYTES > size:
+        return
+    version, reserved, length = struct.unpack_from("<B3sQ", data, start + 4)
+    if version != GLOBAL_HEAP_VERSION or reserved != bytes(3) or not GLOBAL_HEAP_MIN_SIZE <= length <= size - start:
+        return  # not a collection HDF5 would accept; it reports its own error if one is used
+    position, end = start + _HEAP_HEADER_BYTES, start + length
+    while position + _HEAP_OBJECT_HEADER_BYTES <= end:
+        index, _, _, object_size = struct.unpack_from("<HH4sQ", data, position)
+        # HDF5's step, in its size_t arithmetic: the free space (index 0) spans `size` bytes,
+        # any other object its header plus its size rounded up to 8.
+        step = object_size if index == 0 else (_HEAP_OBJECT_HEADER_BYTES + ((object_size + 7) & ~7)) % 2**64
+        if step == 0 or step >= 2**63:
+            raise bad_input(path, f"HDF5 global heap collection at byte {start} is corrupt: object {index} at "
+                                  f"byte {position} claims {object_size} bytes, which HDF5 cannot step over "
+                                  f"(the names this file stores are damaged)")
+        position += step
+
+
+# --- writing: structure through HDF5, tensors with plain writes -----------------------------------
+
+
+def check_free_space(path: Path, *, data_bytes: int, objects: int, name_bytes: int) -> None:
+    """OSError(ENOSPC) before HDF5 writes anything, if a file of `data_bytes` of tensors in
+    `objects` groups and datasets with `name_bytes` of names cannot fit."""
+    need = data_bytes + METADATA_BYTES_BASE + METADATA_BYTES_PER_OBJECT * objects + 2 * name_bytes
+    stat = os.statvfs(path.parent)
+    free = stat.f_bavail * stat.f_frsize
+    if need > free:
+        raise OSError(errno.ENOSPC, f"No space left on device (the file needs about {need:,} bytes, "
+                                    f"{free:,} are free)", str(path))
+
+
+def allocated_unfilled() -> h5py.h5p.PropDCID:
+    """Contiguous storage allocated when the dataset is created, never filled by HDF5."""
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_layout(h5py.h5d.CONTIGUOUS)
+    dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+    dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+    return dcpl
+
+
+def write_at_offsets(path: Path, placed: Iterable[tuple[int | None, str, LazyTensor]],
+                     on_tensor: Callable[[int], None] | None = None) -> None:
+    """Write each (offset, where, tensor) of `placed` at the offset HDF5 allocated for its
+    dataset, in row chunks (memory stays near one chunk even for a transposed source);
+    `on_tensor(nbytes)` is called after each tensor."""
+    with open(path, "r+b") as out:
+        for offset, where, tensor in placed:
+            _write_tensor(out, offset, where, tensor)
+            if on_tensor:
+                on_tensor(tensor.nbytes)
+
+
+def _write_tensor(out, offset: int | None, where: str, tensor: LazyTensor) -> None:
+    """The tensor's values, little-endian and row-major, at `offset`, in chunks of rows."""
+    if tensor.numel == 0:
+        return
+    if offset is None:
+        raise ValueError(f"{where}: HDF5 allocated no storage for a dataset of {tensor.numel} values")
+    array = tensor.read()
+    if tuple(array.shape) != tuple(tensor.shape):
+        raise ValueError(f"{where}: source gave shape {list(array.shape)}, expected {list(tensor.shape)}")
+    out.seek(offset)
+    if array.ndim == 0:
+        out.write(np.asarray(array, dtype=tensor.dtype.numpy).tobytes())
+        return
+    rows = max(1, CHUNK_BYTES // max(1, array[0].nbytes))
+    for start in range(0, array.shape[0], rows):
+        out.write(np.ascontiguousarray(array[start:start + rows], dtype=tensor.dtype.numpy).data)
+    del array
