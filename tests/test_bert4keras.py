@@ -26,7 +26,7 @@ from bertconv.checks.audit import audit
 from bertconv.convert import WriteOptions
 from bertconv.convert import convert as convert_tree
 from bertconv.errors import BadInput
-from bertconv.formats import bert4keras as b4k
+from bertconv.formats import bert4keras_graph, bert4keras_table, bert4keras_write
 from bertconv.tree import component_of
 
 from conftest import FIXTURES, real_file, run_cli
@@ -86,7 +86,7 @@ def convert(src: Path, dst: Path, target: str, *, config: Path | None = None) ->
 
 def output_file(dst: Path, target: str) -> Path:
     """The checkpoint file of a conversion's output: bert4keras writes a directory holding it."""
-    return dst / b4k.WEIGHTS_FILE if target == "bert4keras" else dst
+    return dst / bert4keras_write.WEIGHTS_FILE if target == "bert4keras" else dst
 
 
 def convert_cli(src: Path, dst: Path, target: str, *extra: str) -> Path:
@@ -99,10 +99,10 @@ def convert_cli(src: Path, dst: Path, target: str, *extra: str) -> Path:
 
 
 def test_table_rows_are_exactly_the_layer_slots():
-    slots = [f"{template}/{slot.role}" for template, kind in b4k.LAYERS
+    slots = [f"{template}/{slot.role}" for template, kind in bert4keras_table.LAYERS
              for slot in kind.slots + kind.conditional]
     assert len(slots) == len(set(slots))
-    assert sorted(slots) == sorted(row.name for row in b4k.TABLE.rows)
+    assert sorted(slots) == sorted(row.name for row in bert4keras_table.TABLE.rows)
 
 
 def test_closed_form_gives_the_bert_base_figures_of_formats_md():
@@ -129,7 +129,7 @@ def test_closed_form_gives_the_bert_base_figures_of_formats_md():
 def test_the_writer_lists_layers_in_keras_order_for_every_head_combination():
     # pooler + MLM puts Pooler-Dense after MLM-Bias; all three heads put it before.
     def tail(heads):
-        return [n for n in b4k.model_layers(1, heads) if not n.startswith(("Transformer", "Embedding", "Input"))]
+        return [n for n in bert4keras_graph.model_layers(1, heads) if not n.startswith(("Transformer", "Embedding", "Input"))]
     assert tail(Heads(pooler=True, mlm=True, nsp=False)) == [
         "MLM-Dense", "MLM-Norm", "Pooler", "MLM-Bias", "Pooler-Dense", "MLM-Activation"]
     assert tail(Heads(pooler=True, mlm=True, nsp=True)) == [
@@ -239,7 +239,7 @@ def test_a_directory_resolves_to_its_weights_file():
 def test_layer_names_split_over_several_attributes_are_read_and_written(tmp_path, monkeypatch):
     tree = formats.read(weights("v50-pool-nsp-mlm"))
     monkeypatch.setattr(keras_h5, "HDF5_OBJECT_HEADER_LIMIT", 300)
-    out = b4k.write(tree, tmp_path, options=WriteOptions())[0]
+    out = bert4keras_write.write(tree, tmp_path, options=WriteOptions())[0]
     with h5py.File(out, "r") as f:
         assert "layer_names" not in f.attrs and "layer_names2" in f.attrs
         assert "weight_names1" in f["Transformer-0-MultiHeadSelfAttention"].attrs
@@ -523,7 +523,7 @@ def test_audit_equals_count_params_per_layer_and_in_total(name, built):
     model = built(name)
     tree = formats.read(weights(name))
     report = audit(tree)
-    layer_of = {component_of(p.name): b4k.TABLE.spelling(p.name)[0].split("/")[0] for p in tree}
+    layer_of = {component_of(p.name): bert4keras_table.TABLE.spelling(p.name)[0].split("/")[0] for p in tree}
     assert len(set(layer_of.values())) == len(layer_of)  # one bert4keras layer per component
     for component in report["components"]:
         layer = model.get_layer(layer_of[component["name"]])
@@ -537,7 +537,7 @@ def test_audit_equals_count_params_per_layer_and_in_total(name, built):
 def test_every_value_read_is_the_bert4keras_layer_attribute_it_names(name, loaded):
     model = loaded(name)
     for param in formats.read(weights(name)):
-        spelled, _ = b4k.TABLE.spelling(param.name)
+        spelled, _ = bert4keras_table.TABLE.spelling(param.name)
         layer, role = spelled.split("/", 1)
         variable = model.get_layer(layer)
         for attribute in role.split("/"):  # "q_dense/kernel" -> layer.q_dense.kernel
@@ -595,7 +595,7 @@ def test_written_file_loads_into_bert4keras_with_the_source_heads(name, built, l
 
 def test_split_layer_names_load_in_bert4keras(loaded, oracle, tmp_path, monkeypatch):
     monkeypatch.setattr(keras_h5, "HDF5_OBJECT_HEADER_LIMIT", 300)
-    out = b4k.write(formats.read(weights("v99-pool-mlm")), tmp_path, options=WriteOptions())[0]
+    out = bert4keras_write.write(formats.read(weights("v99-pool-mlm")), tmp_path, options=WriteOptions())[0]
     fresh = oracle.build(B4K / "v99-pool-mlm" / "bert_config.json", manifest("v99-pool-mlm"), None)
     fresh.load_weights(str(out))
     for got, expected in zip(fresh.weights, loaded("v99-pool-mlm").weights, strict=True):

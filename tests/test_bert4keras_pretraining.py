@@ -23,7 +23,7 @@ import pytest
 from bertconv import formats
 from bertconv.config import Heads
 from bertconv.errors import BadInput
-from bertconv.formats import bert4keras as b4k
+from bertconv.formats import bert4keras_keras3, bert4keras_table
 from bertconv.runtime.numerics import family_of
 
 from conftest import FIXTURES, run_cli
@@ -106,7 +106,7 @@ def test_a_directory_with_a_checkpoint_and_its_reference_asks_which_one():
 
 def test_keras3_groups_map_to_the_layers_bert4keras_builds():
     config = formats.read(source("weights-h5", "bert_model.weights.h5")).config
-    layout = b4k.keras3_layout(config, Heads(pooler=True, nsp=True, mlm=True), conditional=False)
+    layout = bert4keras_keras3.keras3_layout(config, Heads(pooler=True, nsp=True, mlm=True), conditional=False)
     # model.layers puts MLM-Dense (deeper) before Pooler-Dense, and NSP-Proba last of the three.
     assert {g: layout[g] for g in ("dense", "dense_1", "dense_2")} == {
         "dense": "MLM-Dense", "dense_1": "Pooler-Dense", "dense_2": "NSP-Proba"}
@@ -125,7 +125,7 @@ def test_keras3_groups_map_to_the_layers_bert4keras_builds():
     (set(), Heads(pooler=False, nsp=False, mlm=False)),
 ])
 def test_keras3_heads_follow_from_the_dense_and_scale_offset_groups(groups, heads):
-    assert b4k.keras3_heads(Path("x.weights.h5"), groups | {"embedding", "feed_forward"}) == heads
+    assert bert4keras_keras3.keras3_heads(Path("x.weights.h5"), groups | {"embedding", "feed_forward"}) == heads
 
 
 def test_keras3_without_a_config_is_refused_saying_what_to_pass(tmp_path):
@@ -367,7 +367,7 @@ def test_keras3_conditional_and_nested_models_read_as_bert4keras_holds_them(vari
     assert tree.conditional == (variant == "conditional")
     assert len(tree.params) == len(model.weights)
     for param in tree:
-        layer, role = b4k.TABLE.spelling(param.name)[0].split("/", 1)
+        layer, role = bert4keras_table.TABLE.spelling(param.name)[0].split("/", 1)
         variable = model.get_layer(layer)
         for attribute in role.split("/"):  # "q_dense/kernel" -> layer.q_dense.kernel
             variable = getattr(variable, attribute)

@@ -23,7 +23,7 @@ from bertconv.checks.audit import audit
 from bertconv.containers import tf_bundle
 from bertconv.convert import convert
 from bertconv.errors import BadInput
-from bertconv.formats import bert4keras, fairseq, google_tf
+from bertconv.formats import bert4keras_table, fairseq, google_tf
 
 FAMILY = FIXTURES / "family_google"
 TF = FAMILY / "tf"
@@ -189,7 +189,7 @@ def test_bert4keras_values_and_counts_are_bert4keras_own(name):
     model.load_weights(str(B4K / name / "bert4keras_model.h5"))
     tree = formats.read(B4K / name)
     assert tree.config.model_type == name
-    family = bert4keras.FAMILY_BY_TYPE[name]
+    family = bert4keras_table.FAMILY_BY_TYPE[name]
     for layer in model.layers:
         kind = family.kind_of(layer.name)
         if kind is None:

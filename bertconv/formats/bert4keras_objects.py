@@ -20,11 +20,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import BertConfig, load_config_file
 from ..containers import tf_bundle, tf_prefix, trackable
 from ..errors import bad_input
 from ..tree import Ignored, ParameterTree
-from . import bert4keras, object_bundle
+from . import bert4keras_table, object_bundle
 from .assemble import Entry, assemble
 
 FORMAT = "bert4keras-tf"
@@ -81,14 +80,14 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     reader = tf_bundle.BundleReader(prefix)
     variables, ignored = _classify(reader)
     layers = list(dict.fromkeys(v.layer for v in variables))
-    bert4keras.refuse_non_bert(reader.index_path, layers, what="a Keras object-based checkpoint",
+    bert4keras_table.refuse_non_bert(reader.index_path, layers, what="a Keras object-based checkpoint",
                                saved_by="build_transformer_model(...) saved with save_weights('bert_model.ckpt')")
     entries, spelling = [], {}
     for layer in layers:
         mine = [v for v in variables if v.layer == layer]
-        kind = bert4keras.kind_of(layer)
+        kind = bert4keras_table.kind_of(layer)
         if kind is None:
-            ignored.extend(_ignored(reader, v.key, bert4keras.foreign_layer_reason(layer)) for v in mine)
+            ignored.extend(_ignored(reader, v.key, bert4keras_table.foreign_layer_reason(layer)) for v in mine)
             continue
         _check_roles(reader.index_path, layer, kind, [v.role for v in mine])
         for v in mine:
@@ -98,9 +97,10 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     vocab = directory / "vocab.txt"
     # The data files its entries name (a header may claim any number of shards; only these are read).
     shards = sorted({entry.shard_id for entry in reader.entries.values()})
+    config = bert4keras_table.read_config(prefix, config_path)
     return assemble(
-        format_name=FORMAT, path=prefix, entries=entries, table=bert4keras.TABLE,
-        config=_config(directory, config_path), default_activation=bert4keras.DEFAULT_ACTIVATION,
+        format_name=FORMAT, path=prefix, entries=entries, table=bert4keras_table.TABLE,
+        config=config, default_activation=bert4keras_table.DEFAULT_ACTIVATION,
         num_heads=num_heads, files=[reader.index_path] + [reader.data_path(i) for i in shards],
         vocab=vocab if vocab.is_file() else None, extra_ignored=ignored,
         rename=lambda key: spelling.get(key, key),
@@ -132,7 +132,7 @@ def _ignored(reader: tf_bundle.BundleReader, key: str, reason: str) -> Ignored:
                    tf_bundle.tf_dtype_name(entry.tf_dtype), entry.shape)
 
 
-def _check_roles(path: Path, layer: str, kind: bert4keras.LayerKind, roles: list[str]) -> None:
+def _check_roles(path: Path, layer: str, kind: bert4keras_table.LayerKind, roles: list[str]) -> None:
     """A bert4keras layer holds exactly the roles of its kind: no weight is dropped unseen."""
     if any(sorted(roles) == sorted(slot.role for slot in option) for option in kind.options()):
         return
@@ -140,8 +140,3 @@ def _check_roles(path: Path, layer: str, kind: bert4keras.LayerKind, roles: list
                           f"({', '.join(sorted(roles))}), expected {kind.expected()}; not a layout bertconv knows")
 
 
-def _config(directory: Path, config_path: Path | None) -> BertConfig | None:
-    config_file = config_path or directory / bert4keras.CONFIG_FILE
-    if config_path is None and not config_file.is_file():
-        return None
-    return load_config_file(config_file, gelu_means_for_google=bert4keras.DEFAULT_ACTIVATION)

@@ -40,11 +40,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import BertConfig, load_config_file
 from ..containers import sstable, tf_bundle, tf_prefix
 from ..errors import bad_input
 from ..tree import Ignored, ParameterTree
 from .assemble import Entry, assemble
+from .configs import config_beside, find_config
 from .scope import find_scope, unscoped
 from .table import TRANSPOSE, Row, Skip, Table, dense_rows, norm_rows
 
@@ -339,7 +339,7 @@ def _refuse_brightmart(path: Path, names: list[str]) -> None:
 
 def _albert_inner_groups(prefix: Path, config_path: Path | None) -> int | None:
     """inner_group_num from the ALBERT config that applies, if one does (else the names say)."""
-    config = _find_config(prefix, config_path, ALBERT, alone=True)
+    config = find_config(prefix.parent, config_path, _config_names(prefix, ALBERT, alone=True))
     if config is None:
         return None
     try:
@@ -381,9 +381,8 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
                                                  f"under", entry.numel, str(entry.dtype), entry.shape))
             continue
         entries.append(Entry(name, reader.tensor(name), reader.data_path(entry.shard_id)))
-    config_file = _find_config(prefix, config_path, chosen.model, alone=alone)
-    config = None if config_file is None else load_config_file(
-        config_file, gelu_means_for_google=DEFAULT_ACTIVATION, family=chosen.model.family)
+    config = config_beside(directory, config_path, _config_names(prefix, chosen.model, alone=alone),
+                           activation=DEFAULT_ACTIVATION, family=chosen.model.family)
     vocab = directory / VOCAB_FILE
     # The data files its entries name (a header may claim any number of shards; only these are read).
     shards = sorted({entry.shard_id for entry in reader.entries.values()})
@@ -400,19 +399,13 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     return tree
 
 
-def _find_config(prefix: Path, config_path: Path | None, model: Model, *, alone: bool) -> Path | None:
-    """The config that applies (see the module docstring): `--config`, else the first of the
-    model's `config_names` beside the checkpoint; the generic `bert_config.json` names apply to
-    one of ELECTRA's models only when the checkpoint holds it `alone`."""
-    if config_path is not None:
-        return Path(config_path)
+def _config_names(prefix: Path, model: Model, *, alone: bool) -> list[str]:
+    """The config files that apply, in order (see the module docstring): the model's
+    `config_names`; the generic `bert_config.json` names apply to one of ELECTRA's models only
+    when the checkpoint holds it `alone`."""
     names = model.config_names + (_BERT_CONFIGS if model.name is not None and alone else ())
     stem = prefix.name.split(".ckpt")[0]
-    for name in names:
-        candidate = prefix.parent / name.format(stem=stem)
-        if candidate.is_file():
-            return candidate
-    return None
+    return [name.format(stem=stem) for name in names]
 
 
 # --- writing --------------------------------------------------------------------------------

@@ -18,11 +18,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import BertConfig, Heads, load_config_file
+from ..config import BertConfig, Heads
 from ..containers import safetensors_file, torch_pickle
 from ..errors import bad_input
 from ..tree import Ignored, ParameterTree
 from .assemble import Entry, assemble
+from .configs import config_beside
 from .table import IDENTITY, TRANSPOSE, Row, Skip, Table
 
 SAFETENSORS = "hf-safetensors"
@@ -330,7 +331,7 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
         entries += shard_entries
         if checkpoint is not None:
             checkpoints.append((shard, checkpoint))
-    config = _config(path, config_path)
+    config = config_beside(path.parent, config_path, [CONFIG_FILE], activation=DEFAULT_ACTIVATION)
     names = [entry.name for entry in entries] + [name for _, c in checkpoints for name in c.non_tensors]
     family = family_of_names(names) or FAMILIES.get(config.model_type if config else "bert", FAMILIES["bert"])
     rename = _renamer(path, family, config, names)
@@ -392,13 +393,6 @@ def _shards(index_path: Path) -> list[Path]:
             raise bad_input(index_path, f"shard {shard!r} listed in the weight_map does not exist")
         shards.append(shard_path)
     return shards
-
-
-def _config(path: Path, config_path: Path | None) -> BertConfig | None:
-    candidate = config_path or path.parent / CONFIG_FILE
-    if config_path is None and not candidate.is_file():
-        return None
-    return load_config_file(candidate, gelu_means_for_google="gelu")
 
 
 # --- writing --------------------------------------------------------------------------------

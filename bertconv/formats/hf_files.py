@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..config import BertConfig, load_config_file
+from ..config import BertConfig
 from ..errors import bad_input
 from ..tree import ParameterTree
+from .configs import config_beside as _config_beside
 
 CONFIG_FILE = "config.json"
 VOCAB_FILE = "vocab.txt"
@@ -21,10 +22,7 @@ DEFAULT_ACTIVATION = "gelu"
 
 def config_beside(path: Path, config_path: Path | None) -> BertConfig | None:
     """The config given, else `config.json` beside the checkpoint, else None (sizes from shapes)."""
-    candidate = config_path or Path(path).parent / CONFIG_FILE
-    if config_path is None and not candidate.is_file():
-        return None
-    return load_config_file(candidate, gelu_means_for_google=DEFAULT_ACTIVATION)
+    return _config_beside(Path(path).parent, config_path, [CONFIG_FILE], activation=DEFAULT_ACTIVATION)
 
 
 def vocab_beside(path: Path) -> Path | None:

@@ -32,11 +32,11 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from ..config import BertConfig, load_config_file
 from ..containers import keras_h5
 from ..errors import bad_input
 from ..tree import Ignored, ParameterTree
 from .assemble import Entry, assemble
+from .configs import config_beside
 from .table import Row, Table, dense_rows, norm_rows
 
 FORMAT = "keras-bert-h5"
@@ -119,8 +119,9 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
         for weight in layer.weights:
             spelling[weight.name] = _table_name(path, layer.name, weight.name)
             entries.append(Entry(weight.name, weight.tensor, path))
+    config = config_beside(path.parent, config_path, [CONFIG_FILE], activation=DEFAULT_ACTIVATION)
     tree = assemble(
-        format_name=FORMAT, path=path, entries=entries, table=TABLE, config=_config(path, config_path),
+        format_name=FORMAT, path=path, entries=entries, table=TABLE, config=config,
         default_activation=DEFAULT_ACTIVATION, num_heads=num_heads, files=[path],
         vocab=path.parent / "vocab.txt" if (path.parent / "vocab.txt").is_file() else None,
         extra_ignored=ignored, rename=lambda name: spelling.get(name, name),
@@ -131,8 +132,3 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     return tree
 
 
-def _config(path: Path, config_path: Path | None) -> BertConfig | None:
-    candidate = config_path or path.parent / CONFIG_FILE
-    if config_path is None and not candidate.is_file():
-        return None
-    return load_config_file(candidate, gelu_means_for_google=DEFAULT_ACTIVATION)

@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from ..config import BertConfig, load_config_file
 from ..containers import tf_bundle, tf_prefix, trackable
 from ..errors import bad_input
 from ..lazy import lazy_module
 from ..tensor import LazyTensor
 from ..tree import Ignored, ParameterTree
 from .assemble import Entry, assemble
+from .configs import config_beside
 from .scope import find_scope, find_scopes
 from .table import Table
 
@@ -206,7 +206,7 @@ def read(path: Path, layout: ObjectLayout, *, config_path: Path | None = None,
         names[key] = path_[len(scope):]
         entries.append(Entry(key, tensor, reader.data_path(entry.shard_id)))
     directory = prefix.parent
-    config = _config(directory, config_path, layout.default_activation)
+    config = config_beside(directory, config_path, [CONFIG_FILE], activation=layout.default_activation)
     if len(heads_seen) > 1:
         raise bad_input(reader.index_path, f"attention kernels disagree on the number of heads "
                                            f"({', '.join(map(str, sorted(heads_seen)))})")
@@ -229,8 +229,3 @@ def _ignored(entry: tf_bundle.BundleEntry, key: str, reason: str) -> Ignored:
                    tf_bundle.tf_dtype_name(entry.tf_dtype), entry.shape)
 
 
-def _config(directory: Path, config_path: Path | None, activation: str) -> BertConfig | None:
-    candidate = config_path or directory / CONFIG_FILE
-    if config_path is None and not candidate.is_file():
-        return None
-    return load_config_file(candidate, gelu_means_for_google=activation)
