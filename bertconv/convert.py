@@ -20,7 +20,7 @@ from . import companions, formats, paths
 from .atomic import Replaceable, atomic_output
 from .checks.report import checkpoint
 from .checks.shapes import shape_problems
-from .checks.verify import vocab_problem
+from .checks.vocab import vocab_problem
 from .config import COMPUTATION_FIELDS, FAMILY_NAMES
 from .errors import bad_input
 from .tree import Ignored, ParameterTree

@@ -14,8 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bertconv import formats
-from bertconv.checks import diff as diff_module
-from bertconv.checks.diff import chunk_indices, compare_arrays, diff
+from bertconv.checks import arrays
+from bertconv.checks.arrays import chunk_indices, compare_arrays
+from bertconv.checks.diff import diff
 from bertconv.convert import convert
 from bertconv.dtypes import FLOAT16, FLOAT32
 from bertconv.tensor import ArrayTensor, transpose
@@ -221,12 +222,12 @@ def test_chunked_comparison_matches_whole_array_arithmetic(rows, columns, chunk,
         covered[index] += 1
         assert covered[index].size <= max(chunk, max(a.shape))
     assert (covered == 1).all()
-    original = diff_module.CHUNK_ELEMENTS
-    diff_module.CHUNK_ELEMENTS = chunk
+    original = arrays.CHUNK_ELEMENTS
+    arrays.CHUNK_ELEMENTS = chunk
     try:
         result = compare_arrays(a, FLOAT32, b, FLOAT32)
     finally:
-        diff_module.CHUNK_ELEMENTS = original
+        arrays.CHUNK_ELEMENTS = original
     differing = np.argwhere(a.view(np.uint32) != b.view(np.uint32))
     assert result.bit_equal is (len(differing) == 0)
     if len(differing):
@@ -246,7 +247,7 @@ def test_hf_against_tf_compares_stored_layouts_without_whole_transposes(flipped,
         return chunk_transpose(array)
 
     monkeypatch.setattr("bertconv.tensor.transpose", chunk_only_transpose)
-    monkeypatch.setattr(diff_module, "CHUNK_ELEMENTS", chunk)
+    monkeypatch.setattr(arrays, "CHUNK_ELEMENTS", chunk)
     hf_tree, tf_tree = formats.read(flipped), formats.read(tf)
     canonical = tuple(reversed(FLIPPED_AT))
     for a, b in ((hf_tree, tf_tree), (tf_tree, hf_tree), (hf_tree, formats.read(HF / "masked_lm"))):
@@ -271,4 +272,4 @@ def test_abs_difference_of_every_pair_of_special_values():
     a, b = np.meshgrid(values, values)
     expected = [0.0 if x == y or (np.isnan(x) and np.isnan(y)) else np.inf if np.isnan(x) or np.isnan(y)
                 else abs(float(x) - float(y)) for x, y in zip(a.ravel(), b.ravel())]
-    assert diff_module._abs_difference(a, b).ravel().tolist() == expected
+    assert arrays._abs_difference(a, b).ravel().tolist() == expected

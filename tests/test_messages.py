@@ -152,7 +152,7 @@ def test_matching_vocab_and_a_vocab_without_final_newline_pass(tmp_path):
 @pytest.mark.parametrize("content,tokens", [(b"", 0), (b"a", 1), (b"a\n", 1), (b"a\nb", 2), (b"a\r\nb\r\n", 2),
                                             (b"\n", 1), (b"a\n\nb\n", 3)])
 def test_vocab_tokens_are_counted_as_the_tokenizer_reads_them(tmp_path, content, tokens):
-    from bertconv.checks.verify import VOCAB_READ_BYTES, count_vocab_tokens
+    from bertconv.checks.vocab import VOCAB_READ_BYTES, count_vocab_tokens
 
     path = tmp_path / "vocab.txt"
     path.write_bytes(content)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from bertconv import formats
-from bertconv.checks import diff as diff_module
+from bertconv.checks import arrays
 from bertconv.checks.verify import verify
 from bertconv.dtypes import FLOAT32
 from bertconv.errors import BadInput, bad_input
@@ -228,7 +228,7 @@ def test_decoder_bias_must_equal_the_output_bias_when_tied():
 
 def test_tying_comparison_streams_in_chunks(monkeypatch):
     """With chunks of a few values, the first difference is still found at its row-major index."""
-    monkeypatch.setattr(diff_module, "CHUNK_ELEMENTS", 40)
+    monkeypatch.setattr(arrays, "CHUNK_ELEMENTS", 40)
     report = verify(formats.read(VERIFY / "decoder_differs"))
     assert report["tying"] == "untied" and "[17, 5]" in report["problems"][0]
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import BadInput
 from ..tree import ParameterTree
-from .diff import json_number
+from .arrays import json_number
 from .trained import build_model, probe_ids, usable_positions
 
 #: Default largest |logit A - logit B| allowed: float32 noise. The same float32 weights run by the

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from ..checks.diff import BIT_EXACT, diff, format_value
+from ..checks.arrays import BIT_EXACT, format_value
+from ..checks.diff import diff
 from ..checks.outputs import OUTPUTS_ATOL, compare_outputs
 from ..checks.trained import RUNTIMES
 from .common import Tolerance, byte_progress, finish, load, stdout
