@@ -18,12 +18,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import BertConfig, Heads
+from ..config import BertConfig
 from ..containers import safetensors_file, torch_pickle
 from ..errors import bad_input
 from ..tree import Ignored, ParameterTree
+from . import hf_files
 from .assemble import Entry, assemble
 from .configs import config_beside
+from .hf_classes import is_base_model
 from .table import IDENTITY, TRANSPOSE, Row, Skip, Table
 
 SAFETENSORS = "hf-safetensors"
@@ -173,8 +175,6 @@ class Family:
       head_prefixes: the top-level modules of its heads, which keep their names in every file.
       marks: dotted name parts (".albert.") no other family's files hold, found in "." + name:
         they tell the family without a config.
-      classes: (heads the class holds, transformers class), most specific first; the writer
-        names the first whose heads the tree has all of (the last, the base model, has none).
     """
 
     model_type: str
@@ -182,7 +182,6 @@ class Family:
     base: str
     head_prefixes: tuple[str, ...]
     marks: tuple[str, ...]
-    classes: tuple[tuple[tuple[str, ...], str], ...]
 
     def with_prefix(self, name: str) -> str:
         """The table's spelling of a file name: encoder-only files drop the base model's prefix
@@ -191,25 +190,16 @@ class Family:
         name = name.removeprefix(DATA_PARALLEL_PREFIX)
         return name if name.startswith((self.base + ".", *self.head_prefixes)) else f"{self.base}.{name}"
 
-    def architecture(self, heads: Heads) -> str:
-        present = heads.as_dict()
-        return next(cls for needed, cls in self.classes if all(present[h] for h in needed))
-
 
 FAMILIES: dict[str, Family] = {family.model_type: family for family in (
-    Family("bert", TABLE, "bert", ("cls.",), (".bert.", ".cls."),
-           ((("mlm", "nsp"), "BertForPreTraining"), (("mlm",), "BertForMaskedLM"),
-            (("nsp",), "BertForNextSentencePrediction"), ((), "BertModel"))),
+    Family("bert", TABLE, "bert", ("cls.",), (".bert.", ".cls.")),
     Family("albert", ALBERT_TABLE, "albert", ("predictions.", "sop_classifier."),
-           (".albert.", ".albert_layer_groups.", ".embedding_hidden_mapping_in.", ".sop_classifier."),
-           ((("mlm", "sop"), "AlbertForPreTraining"), (("mlm",), "AlbertForMaskedLM"), ((), "AlbertModel"))),
+           (".albert.", ".albert_layer_groups.", ".embedding_hidden_mapping_in.", ".sop_classifier.")),
     Family("electra", ELECTRA_TABLE, "electra",
            ("generator_predictions.", "generator_lm_head.", "discriminator_predictions."),
            (".electra.", ".embeddings_project.", ".generator_predictions.", ".generator_lm_head.",
-            ".discriminator_predictions."),
-           ((("rtd",), "ElectraForPreTraining"), (("mlm",), "ElectraForMaskedLM"), ((), "ElectraModel"))),
-    Family("roberta", ROBERTA_TABLE, "roberta", ("lm_head.",), (".roberta.", ".lm_head."),
-           ((("mlm",), "RobertaForMaskedLM"), ((), "RobertaModel"))),
+            ".discriminator_predictions.")),
+    Family("roberta", ROBERTA_TABLE, "roberta", ("lm_head.",), (".roberta.", ".lm_head.")),
 )}
 
 #: The families this module writes (`convert` refuses a tree of any other).
@@ -406,11 +396,6 @@ def _family(tree: ParameterTree) -> Family:
     return family
 
 
-def architecture(tree: ParameterTree) -> str:
-    """The transformers class of the tree's family that holds the heads the tree has."""
-    return _family(tree).architecture(tree.heads)
-
-
 def tensors_to_write(tree: ParameterTree) -> list[safetensors_file.TensorSource]:
     """(name, dtype, shape, lazy tensor) for every tensor a Hugging Face file of `tree` holds.
 
@@ -420,7 +405,7 @@ def tensors_to_write(tree: ParameterTree) -> list[safetensors_file.TensorSource]
         raise bad_input(tree.path, "conditional LayerNorm (bert4keras layer_norm_cond) has no "
                                    "Hugging Face equivalent; convert it --to bert4keras instead")
     family = _family(tree)
-    encoder_only = family.architecture(tree.heads) == family.classes[-1][1]
+    encoder_only = is_base_model(tree)
     sources = []
     for param in tree:
         if not tree.is_counted(param.name):
@@ -471,11 +456,7 @@ def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
         target.write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
         written.append(target)
     dtype = tree["embeddings.word"].tensor.dtype.name if "embeddings.word" in tree else "float32"
-    config = tree.config.to_hf_dict(architectures=[architecture(tree)], dtype=dtype)
-    config["tie_word_embeddings"] = not tree.has_untied_decoder
-    (directory / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-    written.append(directory / CONFIG_FILE)
-    return written
+    return written + hf_files.write_config(tree, directory, dtype=dtype)
 
 
 def _nbytes(source: safetensors_file.TensorSource) -> int:

@@ -1,6 +1,6 @@
 """The files around a Hugging Face checkpoint that transformers' TF and Flax saves share with its
 PyTorch ones: `config.json`, `vocab.txt`, and a shard index `<file>.index.json` whose
-`weight_map` names each tensor's shard. Not a format: helpers for `hf_tf` and `hf_flax`.
+`weight_map` names each tensor's shard. Not a format: helpers for `hf`, `hf_tf` and `hf_flax`.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from ..config import BertConfig
 from ..errors import bad_input
 from ..tree import ParameterTree
 from .configs import config_beside as _config_beside
+from .hf_classes import architecture
 
 CONFIG_FILE = "config.json"
 VOCAB_FILE = "vocab.txt"
@@ -59,19 +60,6 @@ def weight_map(index_path: Path) -> dict[str, Path]:
                 raise bad_input(index_path, f"shard {shard!r} listed in the weight_map does not exist")
             shards[shard] = index_path.parent / shard
     return {str(name): shards[str(shard)] for name, shard in mapping.items()}
-
-
-def architecture(tree: ParameterTree) -> str:
-    """The transformers class (PyTorch name, as TF and Flax saves record it in `config.json`)
-    that holds the heads the tree has."""
-    heads = tree.heads
-    if heads.mlm and heads.nsp:
-        return "BertForPreTraining"
-    if heads.mlm:
-        return "BertForMaskedLM"
-    if heads.nsp:
-        return "BertForNextSentencePrediction"
-    return "BertModel"
 
 
 def write_config(tree: ParameterTree, directory: Path, *, dtype: str) -> list[Path]:
