@@ -51,7 +51,7 @@ fixtures: $(VENV)/.test $(TF2_VENV)/.done
 	$(MAKE) $(ORACLE)
 	$(ORACLE_VENV)/bin/python fixtures/make_hf_tf_flax_fixtures.py
 
-# The core: numpy, safetensors, h5py, google-crc32c, cramjam, click, rich, msgpack.
+# The core: numpy, h5py, google-crc32c, cramjam, click, rich, msgpack.
 $(VENV)/.core: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip

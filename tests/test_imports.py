@@ -3,9 +3,11 @@ where no tensor data is read, no rich where nothing is drawn (each checked in a 
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
+import tomllib
 
 import pytest
 
@@ -55,3 +57,23 @@ def test_an_hdf5_file_brings_h5py_in():
     """The other side of the lazy import: the checks above can see an import when there is one."""
     status, imported = imported_by("audit", "--json", str(FIXTURES / "bert4keras/v50-pool-nsp-mlm/bert4keras_model.h5"))
     assert status == 0 and {"h5py", "numpy"} <= imported
+
+
+def test_the_safetensors_library_is_a_test_oracle_not_a_dependency():
+    """bertconv's safetensors codec is its own (containers/safetensors_file.py: streaming writes,
+    byte offsets, bfloat16); the library is only what the tests check it against."""
+    importers = []
+    for path in sorted((ROOT / "bertconv").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            else:
+                continue
+            if any(name.split(".")[0] == "safetensors" for name in names):
+                importers.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert importers == []
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert not [d for d in project["dependencies"] if d.split(">")[0].split("=")[0].strip() == "safetensors"]
+    assert any(d.startswith("safetensors") for d in project["optional-dependencies"]["test"])
