@@ -89,6 +89,7 @@ def show_key(key: bytes) -> str:
 
 
 def read_uint32(data: bytes, pos: int) -> int:
+    """The little-endian uint32 at byte `pos` of `data`."""
     return int.from_bytes(data[pos:pos + UINT32_SIZE], "little")
 
 
