@@ -102,6 +102,8 @@ class TorchBert:
         p = self.params
         ids, types = self._tensor(inputs.input_ids), self._tensor(inputs.token_type_ids)
         x = p["embeddings.word"][ids]  # [B, S, E]
+        if self.config.word_projection:
+            x = x @ p["embeddings.word_projection.kernel"]  # [B, S, H] (brightmart albert_zh)
         x = x + p["embeddings.token_type"][types]
         x = x + p["embeddings.position"][self._tensor(inputs.position_ids)]
         x = self._layer_norm(x, "embeddings.norm")
@@ -153,6 +155,8 @@ class TorchBert:
         """The MLM head on hidden states [..., H] -> logits [..., V]."""
         weights.require_head(self._plan, "mlm", self.path, "masked-LM prediction")
         h = self._layer_norm(self._activation(self._dense(hidden, "mlm.transform")), "mlm.norm")
+        if self.config.word_projection:
+            h = h @ self.params["embeddings.word_projection.kernel"].T  # [..., E]: back through it
         decoder = self.params[self.decoder]  # [V, E]: the word-embedding table itself when tied
         return h @ decoder.T + self.params[self.decoder_bias]
 
