@@ -299,6 +299,19 @@ class NumpyBert:
         return losses.PretrainingLoss(mlm=mlm, nsp=nsp, total=mlm if nsp is None else mlm + nsp,
                                       mlm_per_slot=per_slot)
 
+    def replaced_token_loss(self, input_ids, token_type_ids, attention_mask, replaced_labels) -> losses.ReplacedTokenLoss:
+        """ELECTRA's discriminator loss (see `loss.replaced_token_loss`), the input mask as weights.
+
+        Args:
+          input_ids, token_type_ids, attention_mask: [B, S] as for `encode` (no mask: all tokens).
+          replaced_labels: [B, S] 1 where the token was replaced (by the generator's sample), else 0.
+        """
+        weights.require_head(self._plan, "rtd", self.path, "the replaced-token-detection loss")
+        inputs = check_model_inputs(self.config, input_ids, token_type_ids, attention_mask)
+        sequence = self.encode(input_ids, token_type_ids, attention_mask)  # [B, S, H]
+        labels = losses.check_replaced_labels(*sequence.shape[:2], replaced_labels)
+        return losses.replaced_token_loss(self.rtd_logits(sequence), labels, inputs.attention_mask)
+
     # --- building blocks -------------------------------------------------------------------
 
     def _dense(self, x: np.ndarray, prefix: str) -> np.ndarray:
