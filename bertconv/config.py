@@ -466,14 +466,14 @@ def expected_components(config: BertConfig, heads: Heads) -> dict[str, int]:
                               config.max_position_embeddings, config.type_vocab_size,
                               config.conditional_size or 0, config.embedding_width, config.summed_width)
     norm = 2 * H + 2 * C * H
-    out: dict[str, int] = {
-        "embeddings.word": V * E,
+    out: dict[str, int] = {"embeddings.word": V * E}
+    if config.word_projection:
+        out["embeddings.word_projection"] = E * H
+    out.update({
         "embeddings.token_type": T * W,
         "embeddings.position": P * W,
         "embeddings.norm": 2 * W + 2 * C * W,
-    }
-    if config.word_projection:
-        out["embeddings.word_projection"] = E * H
+    })
     if config.embedding_projection:
         out["embeddings.projection"] = E * H + H
     for i in range(config.stored_layers):
