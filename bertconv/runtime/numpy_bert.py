@@ -299,7 +299,8 @@ class NumpyBert:
         return losses.PretrainingLoss(mlm=mlm, nsp=nsp, total=mlm if nsp is None else mlm + nsp,
                                       mlm_per_slot=per_slot)
 
-    def replaced_token_loss(self, input_ids, token_type_ids, attention_mask, replaced_labels) -> losses.ReplacedTokenLoss:
+    def replaced_token_loss(self, input_ids, token_type_ids, attention_mask,
+                            replaced_labels) -> losses.ReplacedTokenLoss:
         """ELECTRA's discriminator loss (see `loss.replaced_token_loss`), the input mask as weights.
 
         Args:
