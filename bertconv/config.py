@@ -4,11 +4,14 @@ Dimension letters used across bertconv:
   V vocab size, H hidden size, L layers, A attention heads (H % A == 0), I intermediate size,
   P max positions, T token types (segments), C condition size (bert4keras conditional LayerNorm),
   E embedding size (ALBERT and ELECTRA factorize the embeddings: [V, E] tables projected E -> H;
-  E = H otherwise).
+  E = H otherwise), W the width at which the embeddings are summed and normalized, which is
+  also the MLM transform's output width: E, except in brightmart's albert_zh, whose word vectors
+  alone are projected E -> H before H-wide position and token-type vectors are added (W = H).
 
 One config serves the BERT family. What differs between BERT, ALBERT, ELECTRA and RoBERTa is
 stated in fields, never in parallel classes: `embedding_size` and `embedding_projection`
-(factorized embeddings), `num_hidden_groups` x `inner_group_num` (ALBERT's stored layers,
+(factorized embeddings), `word_projection` (brightmart albert_zh's other factorization: see
+`BertConfig.word_projection`), `num_hidden_groups` x `inner_group_num` (ALBERT's stored layers,
 shared across the L applied ones), `position_offset` (RoBERTa's first position row), and
 `model_type`, which names the family for writers and messages only.
 
@@ -89,6 +92,13 @@ class BertConfig:
     num_hidden_groups: int | None = None
     inner_group_num: int | None = None
     position_offset: int = 0
+    #: brightmart/albert_zh's factorization (modeling.py `embedding_lookup_factorized`): the
+    #: word vectors [*, E] alone are projected to H by a bias-free [E, H] matrix
+    #: (`word_embeddings_2`), position and token-type tables are [*, H] and the embedding
+    #: LayerNorm is over H; its MLM head (run_pretraining.py `get_masked_lm_output`) transforms
+    #: H -> H and maps back to E through the same matrix, transposed, before the tied [V, E]
+    #: decoder. Google's ALBERT (`embedding_projection`) sums and normalizes at E, then projects.
+    word_projection: bool = False
     provenance: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
     #: The config file the values were read from, if any (an input the command reads).
     source: Path | None = field(default=None, compare=False, repr=False)
@@ -101,6 +111,18 @@ class BertConfig:
     def embedding_width(self) -> int:
         """E: the width of the embedding tables (H unless the family factorizes them)."""
         return self.embedding_size or self.hidden_size
+
+    @property
+    def summed_width(self) -> int:
+        """W: the width at which word, position and token-type vectors are summed and normalized,
+        and the MLM transform's output width: E, or H when the word vectors alone are projected."""
+        return self.hidden_size if self.word_projection else self.embedding_width
+
+    @property
+    def family(self) -> str:
+        """The model type, or the variant that computes otherwise than its family's own code
+        ("albert_zh": brightmart's ALBERT), for writers, which write only what they name."""
+        return "albert_zh" if self.word_projection else self.model_type
 
     @property
     def shares_layers(self) -> bool:
@@ -138,6 +160,7 @@ class BertConfig:
             "T": self.type_vocab_size,
             "C": self.conditional_size or 0,
             "E": self.embedding_width,
+            "W": self.summed_width,
         }
 
     def summary(self) -> dict[str, Any]:
@@ -171,6 +194,9 @@ class BertConfig:
         if self.shares_layers and (self.num_hidden_groups <= 0 or self.num_hidden_layers % self.num_hidden_groups):
             out.append(f"num_hidden_layers {self.num_hidden_layers} is not a multiple of num_hidden_groups "
                        f"{self.num_hidden_groups}")
+        if self.word_projection and self.embedding_projection:
+            out.append("word_projection and embedding_projection are both set: a model projects its "
+                       "embeddings one way (brightmart's word-only projection, or the summed embeddings)")
         if self.model_type not in FAMILIES:
             out.append(f"model_type {self.model_type!r} is not one of {FAMILIES}")
         return out
@@ -189,6 +215,11 @@ class BertConfig:
         missing = [k for k in REQUIRED_FIELDS if k not in data]
         if missing:
             raise KeyError(", ".join(missing))
+        if data.get("ln_type") not in (None, "postln"):
+            raise ValueError(f"ln_type is {json.dumps(data['ln_type'])}: brightmart albert_zh's pre-LayerNorm "
+                             f"transformer (its xxlarge model), which normalizes before each sublayer and not "
+                             f"after; bertconv's model is post-LayerNorm (\"postln\") only, and the names alone "
+                             f"cannot tell the two apart")
         values: dict[str, Any] = {k: _size(data, k) for k in REQUIRED_FIELDS}
         values["type_vocab_size"] = _size(data, "type_vocab_size") if "type_vocab_size" in data else 2
         if data.get(EXACT_ACTIVATION_KEY) in ACTIVATIONS:
@@ -248,6 +279,9 @@ class BertConfig:
             out["inner_group_num"] = self.inner_group_num or 1
         if self.position_offset:
             out["pad_token_id"] = self.position_offset - 1
+        if self.word_projection:
+            # brightmart's modeling.py reads `config.ln_type` and fails without it.
+            out["ln_type"] = "postln"
         if self.model_type == "roberta":
             # fairseq's dictionary: <s> 0, <pad> 1, </s> 2 (RobertaConfig's defaults, stated).
             out.update(bos_token_id=0, eos_token_id=2)
@@ -293,15 +327,17 @@ COMPUTATION_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_att
                       "intermediate_size", "max_position_embeddings", "type_vocab_size", "hidden_act",
                       "layer_norm_eps", "tie_word_embeddings", "conditional_size", "model_type",
                       "embedding_size", "embedding_projection", "num_hidden_groups", "inner_group_num",
-                      "position_offset")
+                      "position_offset", "word_projection")
 
 #: A family's activation when its config states none (transformers' AlbertConfig: "gelu_new").
 _DEFAULT_HIDDEN_ACT = {"albert": "gelu_new"}
 
 #: The families one canonical tree holds.
 FAMILIES = ("bert", "albert", "electra", "roberta")
-#: How each family is written in messages.
-FAMILY_NAMES = {"bert": "BERT", "albert": "ALBERT", "electra": "ELECTRA", "roberta": "RoBERTa"}
+#: How each family (and variant: `BertConfig.family`) is written in messages.
+FAMILY_NAMES = {"bert": "BERT", "albert": "ALBERT", "electra": "ELECTRA", "roberta": "RoBERTa",
+                "albert_zh": "brightmart albert_zh ALBERT (word vectors projected alone, E -> H, by "
+                             "word_embeddings_2)"}
 
 REQUIRED_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                    "intermediate_size", "max_position_embeddings")
@@ -421,18 +457,23 @@ def expected_components(config: BertConfig, heads: Heads) -> dict[str, int]:
     Component names are bertconv's (see `tree.ROLES`); they correspond one to one to
     bert4keras layers. A conditional LayerNorm (C > 0) adds two bias-free [C, H] kernels.
     Factorized embeddings are [rows, E] with a projection E -> H; the MLM transform then maps
-    H -> E. Shared layers (ALBERT) are counted once each: the stored layers, not the applied ones.
+    H -> E. brightmart's word-only projection (`word_projection`) is a bias-free [E, H] matrix on
+    the [V, E] word table, the other tables and the MLM transform being H wide (W = H); the MLM
+    head reuses that matrix, so it is counted once. Shared layers (ALBERT) are counted once each:
+    the stored layers, not the applied ones.
     """
-    V, H, I, P, T, C, E = (config.vocab_size, config.hidden_size, config.intermediate_size,
-                           config.max_position_embeddings, config.type_vocab_size,
-                           config.conditional_size or 0, config.embedding_width)
+    V, H, I, P, T, C, E, W = (config.vocab_size, config.hidden_size, config.intermediate_size,
+                              config.max_position_embeddings, config.type_vocab_size,
+                              config.conditional_size or 0, config.embedding_width, config.summed_width)
     norm = 2 * H + 2 * C * H
-    out: dict[str, int] = {
-        "embeddings.word": V * E,
-        "embeddings.token_type": T * E,
-        "embeddings.position": P * E,
-        "embeddings.norm": 2 * E + 2 * C * E,
-    }
+    out: dict[str, int] = {"embeddings.word": V * E}
+    if config.word_projection:
+        out["embeddings.word_projection"] = E * H
+    out.update({
+        "embeddings.token_type": T * W,
+        "embeddings.position": P * W,
+        "embeddings.norm": 2 * W + 2 * C * W,
+    })
     if config.embedding_projection:
         out["embeddings.projection"] = E * H + H
     for i in range(config.stored_layers):
@@ -443,8 +484,8 @@ def expected_components(config: BertConfig, heads: Heads) -> dict[str, int]:
     if heads.pooler:
         out["pooler"] = H * H + H
     if heads.mlm:
-        out["mlm.transform"] = H * E + E
-        out["mlm.norm"] = 2 * E + 2 * C * E
+        out["mlm.transform"] = H * W + W
+        out["mlm.norm"] = 2 * W + 2 * C * W
         out["mlm.output_bias"] = V
         if heads.untied_decoder:
             out["mlm.decoder"] = V * E + (V if heads.untied_decoder_bias else 0)

@@ -147,14 +147,16 @@ def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool 
 
 def _refuse_other_family(tree: ParameterTree, target: str, destination: Path) -> None:
     """A writer writes only the families its tables name: an ALBERT written with BERT's names
-    would be a BERT file missing its projection and its layer schedule, not the model."""
-    family = tree.config.model_type
+    would be a BERT file missing its projection and its layer schedule, not the model. A variant
+    that computes otherwise (brightmart's albert_zh) is a family of its own here."""
+    family = tree.config.family
     writes = formats.TARGETS[target].families
     if family in writes:
         return
     able = [name for name, fmt in formats.TARGETS.items() if family in fmt.families]
     instead = f"convert it --to {' or --to '.join(able)}" if able else "no target writes it yet"
-    raise bad_input(destination, f"{tree.path} holds a {FAMILY_NAMES[family]} model (model_type {family!r}), and "
+    raise bad_input(destination, f"{tree.path} holds a {FAMILY_NAMES[family]} model (model_type "
+                                 f"{tree.config.model_type!r}), and "
                                  f"the {target} writer has names for {', '.join(writes)} only: written there it "
                                  f"would be another model; {instead}. Nothing was written")
 

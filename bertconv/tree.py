@@ -67,14 +67,19 @@ def _dense(prefix: str, component: str, n_in: str, n_out: str | int, head: str |
     )
 
 
-#: Every canonical parameter, in model order. Embedding tables are E wide (E = H unless the
-#: family factorizes them, with a projection E -> H); `layers.{i}` are the stored layers (ALBERT
-#: applies them several times: `BertConfig.layer_schedule`).
+#: Every canonical parameter, in model order. The word table is E wide and the other tables W
+#: wide (E = W = H unless the family factorizes its embeddings: ALBERT and ELECTRA sum them at
+#: W = E and then project E -> H; brightmart's albert_zh projects the word vectors alone, with a
+#: bias-free [E, H] matrix, and sums at W = H: `BertConfig.word_projection`); `layers.{i}` are the
+#: stored layers (ALBERT applies them several times: `BertConfig.layer_schedule`).
 ROLES: tuple[Role, ...] = (
     Role("embeddings.word", "embeddings.word", ("V", "E")),
-    Role("embeddings.token_type", "embeddings.token_type", ("T", "E")),
-    Role("embeddings.position", "embeddings.position", ("P", "E")),
-    *_norm("embeddings.norm", "embeddings.norm", width="E"),
+    # brightmart's word_embeddings_2: word vectors [*, E] -> [*, H]; its MLM head maps back with
+    # the transpose (H -> E) before the tied decoder. No bias.
+    Role("embeddings.word_projection.kernel", "embeddings.word_projection", ("E", "H")),
+    Role("embeddings.token_type", "embeddings.token_type", ("T", "W")),
+    Role("embeddings.position", "embeddings.position", ("P", "W")),
+    *_norm("embeddings.norm", "embeddings.norm", width="W"),
     *_dense("embeddings.projection", "embeddings.projection", "E", "H"),
     *_dense("layers.{i}.attention.query", "layers.{i}.attention", "H", "H"),
     *_dense("layers.{i}.attention.key", "layers.{i}.attention", "H", "H"),
@@ -85,8 +90,8 @@ ROLES: tuple[Role, ...] = (
     *_dense("layers.{i}.ffn.output", "layers.{i}.ffn", "I", "H"),
     *_norm("layers.{i}.ffn_norm", "layers.{i}.ffn_norm"),
     *_dense("pooler", "pooler", "H", "H", head="pooler"),
-    *_dense("mlm.transform", "mlm.transform", "H", "E", head="mlm"),
-    *_norm("mlm.norm", "mlm.norm", head="mlm", width="E"),
+    *_dense("mlm.transform", "mlm.transform", "H", "W", head="mlm"),
+    *_norm("mlm.norm", "mlm.norm", head="mlm", width="W"),
     Role("mlm.output_bias", "mlm.output_bias", ("V",), head="mlm"),
     # The decoder is the word-embedding table (tying); a file may store it anyway, as a copy
     # (tie_word_embeddings true) or as its own matrix (false). Same [V, E] layout as the table.
@@ -139,6 +144,8 @@ def canonical_names(config: BertConfig, heads: Heads, *, conditional: bool = Fal
         if not present[role.head] or (role.conditional and not conditional):
             continue
         if role.component == "embeddings.projection" and not config.embedding_projection:
+            continue
+        if role.component == "embeddings.word_projection" and not config.word_projection:
             continue
         if role.component == "embeddings.token_type" and config.type_vocab_size == 0:
             continue  # no token types (fairseq's RoBERTa, bert4keras' segment_vocab_size=0)

@@ -156,17 +156,6 @@ def test_the_generic_config_applies_to_an_electra_model_only_when_it_is_alone(tm
     assert formats.read(directory, model="discriminator").config.provenance["hidden_size"] == "file"
 
 
-def test_brightmart_albert_zh_is_refused_saying_why(tmp_path):
-    E, H = 4, 8
-    names = {"bert/embeddings/word_embeddings": (11, E), "bert/embeddings/word_embeddings_2": (E, H),
-             "bert/embeddings/position_embeddings": (5, H), "bert/embeddings/token_type_embeddings": (2, H),
-             "bert/encoder/layer_shared/attention/self/query/kernel": (H, H)}
-    sources = [(n, tf_bundle.dtypes.FLOAT32, s, (lambda s=s: np.zeros(s, np.float32))) for n, s in sorted(names.items())]
-    tf_bundle.write_bundle(tmp_path / "albert_model.ckpt", sources)
-    result = run_cli("audit", tmp_path / "albert_model.ckpt.index")
-    assert result.exit_code == 2 and "brightmart/albert_zh" in result.stderr and "word_embeddings_2" in result.stderr
-
-
 # --- bert4keras ---------------------------------------------------------------------------
 
 

@@ -275,9 +275,10 @@ def test_verify_finds_the_head_complete_and_tied(fixture, tying):
     assert (report["mlm_head"], report["tying"]) == ("complete", "tied") and tying in report["tying_detail"]
 
 
-def test_verify_fails_a_discriminator_as_a_masked_lm():
+def test_verify_judges_a_discriminator_by_its_rtd_head_not_as_a_masked_lm():
     report = verify(formats.read(FAMILY / "electra" / "discriminator"))
-    assert report["mlm_head"] == "missing" and not report["ok"]
+    assert report["ok"] and report["verified_head"] == "rtd" and report["rtd"]["head"] == "complete"
+    assert report["mlm_head"] == "missing" and report["mlm_trained"]["verdict"] == "n/a"
 
 
 @pytest.mark.parametrize("fixture,decoder,word", [

@@ -63,10 +63,28 @@ SIGNS = (
     Sign("norm_beta_zero", "mlm.norm.beta", 0.0, "transform LayerNorm beta all zero"),
     Sign("transform_bias_zero", "mlm.transform.bias", 0.0, "transform dense bias all zero"),
 )
-SIGNS_BY_KEY = {sign.key: sign for sign in SIGNS}
+#: The same kind of sign on ELECTRA's replaced-token-detection head (the discriminator's):
+#: google-research/electra `_get_discriminator_output` builds it from two `tf.layers.dense`, whose
+#: biases start at zeros, and transformers' `_init_weights` zeroes every Linear bias; training
+#: moves both (the output bias is the logit's offset, with a gradient at every token). The head
+#: has no LayerNorm, and its kernels start random, so the biases are its only signs.
+RTD_SIGNS = (
+    Sign("rtd_dense_bias_zero", "rtd.dense.bias", 0.0, "RTD dense bias all zero"),
+    Sign("rtd_output_bias_zero", "rtd.output.bias", 0.0, "RTD output bias zero"),
+)
+SIGNS_BY_KEY = {sign.key: sign for sign in SIGNS + RTD_SIGNS}
 
 #: Verdicts of `mlm_trained`.
 TRAINED, UNTRAINED, NOT_JUDGED = "trained", "untrained", "n/a"
+
+UNTRAINED_RTD_BY_SIGNS = (
+    "untrained replaced-token-detection head: {seen}. A framework creates this head with zero biases "
+    "and training never leaves them exactly zero: this discriminator head was initialized, not trained "
+    "(as when an ELECTRA encoder is loaded into transformers' ElectraForPreTraining, which warns that "
+    "discriminator_predictions weights were \"newly initialized\", and then saved), and its replaced-token "
+    "predictions are noise. Use the checkpoint's original pre-training weights, or --allow-untrained-mlm "
+    "if an untrained head is what you meant to verify"
+)
 
 UNTRAINED_BY_SIGNS = (
     "untrained MLM head: {seen}. These are the values a framework gives a head it has just created "
@@ -91,15 +109,16 @@ def sign_tensor(tree: ParameterTree, sign: Sign) -> str:
     return sign.tensor
 
 
-def seen_signs(tree: ParameterTree, read: Callable[[str], np.ndarray | None]) -> list[Sign]:
-    """The signs of fresh initialization that `tree`'s MLM head shows.
+def seen_signs(tree: ParameterTree, read: Callable[[str], np.ndarray | None],
+               signs: tuple[Sign, ...] = SIGNS) -> list[Sign]:
+    """The `signs` of fresh initialization (the MLM head's by default) that `tree` shows.
 
     `read(name)` returns a tensor's stored values (or None when they cannot be read, which the
     caller reports); a tensor the tree lacks shows no sign. float16 and bfloat16 values are
     widened exactly, so 0 and 1 compare exactly in every dtype (-0.0 counts as zero).
     """
     seen = []
-    for sign in SIGNS:
+    for sign in signs:
         name = sign_tensor(tree, sign)
         if name not in tree.params:
             continue

@@ -18,6 +18,10 @@ It sees only the canonical tree (never a file format), and reports:
   (output bias all zero, LayerNorm gamma all one or beta all zero, dense bias all zero) was never
   trained, a failure unless `allow_untrained_mlm`. With `probe` (by default with `deep`), the head
   also runs on a fixed batch of random tokens and must reconstruct them far above chance.
+- An ELECTRA discriminator (a tree with the replaced-token-detection head and no MLM head, or
+  read as the discriminator) has no masked LM to verify: its head is replaced-token detection.
+  verify then looks at that head instead (`rtd`: complete, partial or missing; its fresh-init
+  signs, `trained.RTD_SIGNS`) and claims no MLM verdict (`verified_head` says which head).
 - With `deep`: every tensor read once, streaming in chunks: all values finite, LayerNorm gammas
   not all zero, no pooler/MLM/NSP tensor all zero (a head never trained, or zeroed on save).
   Checksums are checked where the format stores them, by the tensor's own `read()`.
@@ -65,6 +69,9 @@ MLM_REQUIRED = {
     "mlm.norm.beta": "transform LayerNorm beta [E]",
     OUTPUT_BIAS: "output bias [V]",
 }
+#: Why a discriminator gets no MLM verdict (tying, trained, probe).
+NOT_AN_MLM = ("an ELECTRA discriminator: its head is replaced-token detection (see rtd), not a masked LM, "
+              "so it has no decoder to tie and no MLM head to probe")
 #: Heads whose tensors must not be all zero (`deep`): a zero head was never trained or saved.
 TRAINED_HEADS = ("pooler", "mlm", "nsp", "sop", "rtd")
 
@@ -75,6 +82,22 @@ MISSING_MLM = (
     "weights were \"newly initialized\": its predictions are noise. Use a checkpoint saved with "
     "its pre-training heads, or allow a missing head (--allow-missing-mlm) if an encoder-only "
     "file is what you meant to verify"
+)
+
+#: The replaced-token-detection head of an ELECTRA discriminator (google-research/electra
+#: `discriminator_predictions`: dense H -> H with the activation, then dense_1 H -> 1).
+RTD_REQUIRED = {
+    "rtd.dense.kernel": "dense kernel [H, H]",
+    "rtd.dense.bias": "dense bias [H]",
+    "rtd.output.kernel": "output kernel [H, 1]",
+    "rtd.output.bias": "output bias [1]",
+}
+MISSING_RTD = (
+    "no replaced-token-detection head: this ELECTRA discriminator holds only the encoder and none of "
+    "discriminator_predictions (dense, dense_1). Loading it as ElectraForPreTraining gives a randomly "
+    "initialized head with only a warning that weights were \"newly initialized\". Use the checkpoint "
+    "saved with its pre-training heads, or --allow-missing-mlm if an encoder-only file is what you meant "
+    "to verify"
 )
 
 COMPLETE, PARTIAL, MISSING = "complete", "partial", "missing"
@@ -425,6 +448,59 @@ def _run_probe(tree: ParameterTree, runtime: str, reader: TensorReader,
     return result, None
 
 
+# --- the discriminator's head --------------------------------------------------------------
+
+
+def verified_head(tree: ParameterTree) -> str:
+    """The head verify vouches for: "mlm", or "rtd" for an ELECTRA discriminator (the tree has
+    the replaced-token-detection head and no MLM head, or was read as the discriminator)."""
+    if tree.heads.mlm:
+        return "mlm"
+    return "rtd" if tree.heads.rtd or tree.model == "discriminator" else "mlm"
+
+
+def rtd_head(tree: ParameterTree) -> tuple[str, list[str]]:
+    """(`complete` | `partial` | `missing`, the canonical names a partial RTD head lacks)."""
+    if not any(role_of(name).head == "rtd" for name in tree.params):
+        return MISSING, []
+    missing = [name for name in RTD_REQUIRED if name not in tree.params]
+    return (PARTIAL, missing) if missing else (COMPLETE, [])
+
+
+def _rtd(tree: ParameterTree, reader: TensorReader, keep: bool, allow_missing: bool, allow_untrained: bool,
+         findings: Findings) -> dict:
+    """The `rtd` report: the head (complete, partial, missing), what a partial one lacks, and
+    whether it is trained by its signs (`trained.RTD_SIGNS`). There is no probe: what a trained
+    discriminator says of a given input is no fixed property (random tokens may all look
+    replaced), so the signs are the evidence."""
+    head, missing = rtd_head(tree)
+    judged = {"verdict": trained.NOT_JUDGED, "evidence": f"{head} RTD head", "signs": []}
+    if head == MISSING:
+        (findings.notes if allow_missing else findings.problems).append(
+            "no replaced-token-detection head (allowed: an encoder-only discriminator verified on purpose)"
+            if allow_missing else MISSING_RTD)
+    elif head == PARTIAL:
+        stored = ", ".join(label(p) for p in tree if role_of(p.name).head == "rtd")
+        lacking = "; ".join(f"{name} ({RTD_REQUIRED[name]})" for name in missing)
+        findings.problems.append(f"partial replaced-token-detection head: missing {lacking}. Stored: {stored}. "
+                                 f"A loader fills the missing tensors with fresh initial values, so the "
+                                 f"head's predictions are wrong")
+    elif not all(Path(tree[name].file).exists() for name in RTD_REQUIRED):
+        judged["evidence"] = "data file absent"
+        findings.notes.append("whether the RTD head is trained was not checked: its data file is absent")
+    else:
+        signs = trained.seen_signs(tree, lambda name: reader.read(name, keep=keep), trained.RTD_SIGNS)
+        judged.update(verdict=trained.UNTRAINED if signs else trained.TRAINED, evidence="signs",
+                      signs=[sign.key for sign in signs])
+        if signs:
+            seen = trained.describe_signs(tree, signs)
+            if allow_untrained:
+                findings.notes.append(f"untrained RTD head, allowed (--allow-untrained-mlm): {seen}")
+            else:
+                findings.problems.append(trained.UNTRAINED_RTD_BY_SIGNS.format(seen=seen))
+    return {"head": head, "missing": missing, "trained": judged}
+
+
 # --- the report -----------------------------------------------------------------------------
 
 
@@ -434,11 +510,14 @@ def verify(tree: ParameterTree, *, deep: bool = False, allow_missing_mlm: bool =
     """Verify `tree`'s MLM head, tying, consistency and (with `deep`) values; a JSON-ready report.
 
     Keys: the checkpoint's (path, format, family, config, heads, ignored: see
-    `report.checkpoint`), ok, mlm_head (`complete` | `partial` | `missing`), missing (canonical
+    `report.checkpoint`), ok, verified_head ("mlm", or "rtd" for an ELECTRA discriminator:
+    `verified_head`), mlm_head (`complete` | `partial` | `missing`), missing (canonical
     names a partial head lacks), tying (`tied` | `untied` | `n/a`), tying_detail, decoder_bias
     (`n/a` | `shared` | `equal` | `differs` | `unreadable`), consistency (the audit's
     problems), deep (None, or {tensors, values} read), mlm_trained ({verdict: `trained` |
-    `untrained` | `n/a`, evidence, signs, probe}: see `_mlm_trained`), problems (sentences naming
+    `untrained` | `n/a`, evidence, signs, probe}: see `_mlm_trained`; `n/a` for a discriminator),
+    rtd (None, or for a discriminator {head, missing, trained: {verdict, evidence, signs}}: see
+    `_rtd`), problems (sentences naming
     each tensor by its name in the file and its canonical name), notes (observations that do not
     fail), audit (the counts of `audit.counts`).
 
@@ -454,9 +533,14 @@ def verify(tree: ParameterTree, *, deep: bool = False, allow_missing_mlm: bool =
         _require_data_files(tree)
     findings = Findings()
     reader = TensorReader(tree, findings)
+    checked = verified_head(tree)
     head, missing = mlm_head(tree)
-    _head_findings(tree, head, missing, allow_missing_mlm, findings)
-    tying, tying_detail = _tying(tree, head, reader, deep, findings)
+    if checked == "mlm":
+        _head_findings(tree, head, missing, allow_missing_mlm, findings)
+        tying, tying_detail = _tying(tree, head, reader, deep, findings)
+    else:
+        tying, tying_detail = NOT_APPLICABLE, NOT_AN_MLM
+    rtd = _rtd(tree, reader, deep, allow_missing_mlm, allow_untrained_mlm, findings) if checked == "rtd" else None
     decoder_bias = _decoder_bias(tree, reader, deep, findings)
     data_files = data_file_problems(tree)
     if headers_only:
@@ -472,12 +556,17 @@ def verify(tree: ParameterTree, *, deep: bool = False, allow_missing_mlm: bool =
     signs, signs_checked = _fresh_init_signs(tree, head, reader, deep)
     deep_counts = _deep(tree, reader, findings, on_tensor) if deep else None
     run_probe = deep if probe is None else probe
-    mlm_trained = _mlm_trained(tree, head, signs, signs_checked, reader, runtime if run_probe else None,
-                               allow_untrained_mlm, findings)
+    if checked == "mlm":
+        mlm_trained = _mlm_trained(tree, head, signs, signs_checked, reader, runtime if run_probe else None,
+                                   allow_untrained_mlm, findings)
+    else:
+        mlm_trained = {"verdict": trained.NOT_JUDGED, "evidence": NOT_AN_MLM, "signs": [], "probe": None,
+                       "probe_not_run": NOT_AN_MLM if probe else None}
     findings.notes.extend(ignored_summary([entry.as_dict() for entry in tree.ignored]))
     return {
         **checkpoint(tree),
         "ok": not findings.problems,
+        "verified_head": checked,
         "mlm_head": head,
         "missing": missing,
         "tying": tying,
@@ -486,6 +575,7 @@ def verify(tree: ParameterTree, *, deep: bool = False, allow_missing_mlm: bool =
         "consistency": consistency,
         "deep": deep_counts,
         "mlm_trained": mlm_trained,
+        "rtd": rtd,
         "problems": findings.problems,
         "notes": findings.notes,
         "audit": report_audit,

@@ -116,7 +116,9 @@ def results(job: Job, paths: list[Path], jobs: int) -> Iterator[tuple[int, dict]
 
 
 def _mlm(report: dict) -> str:
-    """The MLM column: verify's verdicts, or whether the head is there."""
+    """The MLM column: verify's verdicts, or whether the head is there (a discriminator's: RTD's)."""
+    if report.get("rtd") is not None:
+        return f"RTD {report['rtd']['head']}, {report['rtd']['trained']['verdict']}"
     if "mlm_head" in report:
         return f"{report['mlm_head']}, {report['mlm_trained']['verdict']}"
     return "present" if report["heads"].get("mlm") else "absent"

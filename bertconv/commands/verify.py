@@ -70,12 +70,29 @@ def _deep_line(report: dict) -> str:
     return f"deep checks:  read {deep['tensors']} tensors, {human(deep['values'])} values"
 
 
+def _rtd_lines(rtd: dict) -> list[str]:
+    """An ELECTRA discriminator's head (replaced-token detection) and whether it is trained."""
+    head = f"RTD head:     {_styled(rtd['head'])} (replaced-token detection, the discriminator's head)"
+    if rtd["missing"]:
+        head += f" (missing {', '.join(rtd['missing'])})"
+    judged = rtd["trained"]
+    signs = [trained.SIGNS_BY_KEY[key].describes for key in judged["signs"]]
+    why = ", ".join(signs) if signs else ("signs: no initializer values in the head; no probe applies"
+                                          if judged["evidence"] == "signs" else judged["evidence"])
+    return [head, f"trained:      {_styled(judged['verdict'])} ({why})",
+            "MLM head:     [dim]n/a[/] (not a masked LM: no decoder, no tying, no MLM verdict)"]
+
+
 def print_report(report: dict) -> None:
     """The short human report: head, tying, consistency, deep, notes, problems, verdict."""
     stdout.print(f"[bold]{report['path']}[/]  format [cyan]{report['format']}[/]")
-    stdout.print(_head_line(report))
-    stdout.print(f"tying:        {_styled(report['tying'])} ({report['tying_detail']})")
-    stdout.print(_trained_line(report))
+    if report.get("rtd") is not None:
+        for line in _rtd_lines(report["rtd"]):
+            stdout.print(line)
+    else:
+        stdout.print(_head_line(report))
+        stdout.print(f"tying:        {_styled(report['tying'])} ({report['tying_detail']})")
+        stdout.print(_trained_line(report))
     stdout.print(_consistency_line(report))
     stdout.print(_deep_line(report))
     for note in report["notes"]:

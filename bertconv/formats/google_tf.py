@@ -14,6 +14,11 @@ of them; a config beside the checkpoint then says the sizes):
                           (E -> H), `bert/encoder/transformer/group_{g}/inner_group_{j}/*`: stored
                           layer k = g*J + j (J = inner_group_num), `cls/predictions/*` (transform
                           H -> E), `cls/seq_relationship/*`: sentence-order prediction
+    albert_zh             brightmart/albert_zh: `bert/embeddings/word_embeddings` [V, E] and its
+                          bias-free projection `word_embeddings_2` [E, H], the other tables [*, H],
+                          one shared `bert/encoder/layer_shared/*` (BERT's layer names), `cls/*`
+                          (transform H -> H; SOP): `BertConfig.word_projection`. A pre-LN config
+                          (`ln_type: "preln"`, its xxlarge) is refused: the names are the same
     electra generator     shared `electra/embeddings/*` [*, E], `generator/embeddings_project`,
                           `generator/encoder/layer_{i}/*`, `generator_predictions/*`: the masked LM
     electra discriminator `electra/embeddings/*`, `electra/embeddings_project`,
@@ -37,9 +42,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..config import BertConfig
 from ..containers import sstable, tf_bundle, tf_prefix
 from ..errors import bad_input
 from ..tree import Ignored, ParameterTree
@@ -60,8 +66,11 @@ OWNED_FILES = (f"{PREFIX_NAME}.index", f"{PREFIX_NAME}.data-*", f"{PREFIX_NAME}.
 KERAS_OBJECT_KEY_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 #: The models an ELECTRA pre-training checkpoint holds, the default (the masked LM) first.
 MODELS = ("generator", "discriminator")
-#: The families this module has tables to write (RoBERTa was never a Google TF checkpoint).
-WRITES_FAMILIES = ("bert", "albert", "electra")
+#: The families this module has tables to write (RoBERTa was never a Google TF checkpoint), and
+#: brightmart's ALBERT variant (`BertConfig.family`), which only this format holds.
+WRITES_FAMILIES = ("bert", "albert", "albert_zh", "electra")
+#: The sizes brightmart/albert_zh released, each with its `albert_config_{size}.json`.
+ALBERT_ZH_SIZES = ("tiny", "base", "large", "xlarge", "xxlarge")
 
 
 def _layer_rows(prefix: str, *, attention: str = "attention", ffn_in: str = "intermediate/dense",
@@ -132,6 +141,22 @@ ALBERT_TABLE = Table("google-tf albert", (
     Row("sop.bias", "cls/seq_relationship/output_bias"),
 ), skips=_SKIPS)
 
+#: brightmart/albert_zh's modeling.py: BERT's names, its one shared layer at `layer_shared`
+#: (stored layer 0, applied L times), the bias-free word-only projection `word_embeddings_2`
+#: [E, H] (the position and token-type tables and the embedding LayerNorm are H wide, the MLM
+#: transform H -> H), and sentence-order prediction in `cls/seq_relationship`.
+ALBERT_ZH_TABLE = Table("google-tf albert_zh (brightmart)", (
+    Row("embeddings.word", "bert/embeddings/word_embeddings"),
+    Row("embeddings.word_projection.kernel", "bert/embeddings/word_embeddings_2"),
+    *_embedding_rows("bert/embeddings")[1:],
+    *(Row(row.canonical.replace("{i}", "0"), row.name, row.layout)
+      for row in _layer_rows("bert/encoder/layer_shared")),
+    *dense_rows("pooler", "bert/pooler/dense"),
+    *_mlm_rows("cls/predictions", transform="transform/dense", norm="transform/LayerNorm"),
+    Row("sop.kernel", "cls/seq_relationship/output_weights", TRANSPOSE),
+    Row("sop.bias", "cls/seq_relationship/output_bias"),
+), skips=_SKIPS)
+
 _GENERATOR_SKIPS = (
     Skip("electra/*", "the discriminator (--model discriminator)"),
     Skip("discriminator_predictions/*", "the discriminator's replaced-token head (--model discriminator)"),
@@ -189,6 +214,10 @@ class Model:
 _BERT_CONFIGS = ("{stem}.bert_config.json", CONFIG_FILE)
 BERT = Model("bert", None, TABLE, _BERT_CONFIGS)
 ALBERT = Model("albert", None, ALBERT_TABLE, ("{stem}.albert_config.json", "albert_config.json", *_BERT_CONFIGS))
+#: brightmart's releases name the config after the size (albert_tiny_zh/albert_config_tiny.json).
+ALBERT_ZH = Model("albert", None, ALBERT_ZH_TABLE,
+                  (*ALBERT.config_names, *(f"albert_config_{size}.json" for size in ALBERT_ZH_SIZES)),
+                  ("embeddings.word_projection.",))
 ELECTRA_GENERATOR = Model("electra", "generator", ELECTRA_GENERATOR_TABLE,
                           ("{stem}.generator_config.json", "generator_config.json"), ("layers.", "mlm."))
 ELECTRA_UNTIED_GENERATOR = Model("electra", "generator", ELECTRA_UNTIED_GENERATOR_TABLE,
@@ -196,7 +225,7 @@ ELECTRA_UNTIED_GENERATOR = Model("electra", "generator", ELECTRA_UNTIED_GENERATO
 ELECTRA_DISCRIMINATOR = Model("electra", "discriminator", ELECTRA_DISCRIMINATOR_TABLE,
                               ("{stem}.discriminator_config.json", "discriminator_config.json"), ("layers.", "rtd."))
 #: Every model, in the order ties are settled (the most common first).
-ALL_MODELS = (BERT, ALBERT, ELECTRA_UNTIED_GENERATOR, ELECTRA_GENERATOR, ELECTRA_DISCRIMINATOR)
+ALL_MODELS = (BERT, ALBERT, ALBERT_ZH, ELECTRA_UNTIED_GENERATOR, ELECTRA_GENERATOR, ELECTRA_DISCRIMINATOR)
 
 
 def _albert_names(names: list[str], inner_groups: int | None) -> dict[str, str]:
@@ -310,31 +339,10 @@ def _choose_model(path: Path, names: list[str], wanted: str | None, prefix: Path
     return held[name], len(held) == 1
 
 
-#: Names only brightmart/albert_zh's modeling.py gives (its word-only projection, its shared layer).
-BRIGHTMART_MARKS = ("bert/embeddings/word_embeddings_2", "bert/encoder/layer_shared/")
-
-
-def _refuse_brightmart(path: Path, names: list[str]) -> None:
-    """brightmart/albert_zh computes another embedding than ALBERT's: refused, saying how.
-
-    Its `embedding_lookup_factorized` projects the word vectors alone with the bias-free
-    `word_embeddings_2` [E, H], then adds [*, H] position and token-type tables and normalizes
-    over H, and its MLM head (run_pretraining.py) maps the [H] output back through the same
-    projection before the tied [V, E] decoder: a BERT whose word table is the product of the two.
-    ALBERT (Google's and every other format's) adds [*, E] tables, normalizes over E and then
-    projects with a bias. No tree of ALBERT's roles computes the former, and the product would be
-    a new, rounded tensor, so it is refused.
-    """
-    found = sorted({mark for mark in BRIGHTMART_MARKS for name in names if mark in name})
-    if found:
-        raise bad_input(path, f"is a brightmart/albert_zh checkpoint (it holds {', '.join(found)}...): its "
-                              f"embeddings project the word vectors alone (word_embeddings_2, no bias) before "
-                              f"adding hidden-size position and token-type tables, and its MLM head maps back "
-                              f"through the same projection: a BERT whose word table is the product "
-                              f"word_embeddings x word_embeddings_2, not ALBERT's computation (embedding-size "
-                              f"tables, LayerNorm, then embedding_hidden_mapping_in). bertconv copies tensors "
-                              f"bit for bit and does not convert it. brightmart also published these models in "
-                              f"Google's layout (albert_*_zh_google, albert_*_google_zh): use those")
+def _albert_zh_config(config: BertConfig) -> BertConfig:
+    """brightmart's config is an ALBERT config; its names say it computes brightmart's way."""
+    provenance = {**config.provenance, "word_projection": "format", "embedding_projection": "format"}
+    return replace(config, word_projection=True, embedding_projection=False, provenance=provenance)
 
 
 def _albert_inner_groups(prefix: Path, config_path: Path | None) -> int | None:
@@ -365,7 +373,6 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     reader = tf_bundle.BundleReader(prefix)
     directory = prefix.parent
     numeric = [name for name, entry in reader.entries.items() if entry.dtype is not None]
-    _refuse_brightmart(reader.index_path, numeric)
     chosen, alone = _choose_model(reader.index_path, numeric, model, prefix, config_path)
     table, scope = chosen.model.table, chosen.scope
     entries = []
@@ -383,6 +390,8 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
         entries.append(Entry(name, reader.tensor(name), reader.data_path(entry.shard_id)))
     config = config_beside(directory, config_path, _config_names(prefix, chosen.model, alone=alone),
                            activation=DEFAULT_ACTIVATION, family=chosen.model.family)
+    if config is not None and chosen.model is ALBERT_ZH:
+        config = _albert_zh_config(config)
     vocab = directory / VOCAB_FILE
     # The data files its entries name (a header may claim any number of shards; only these are read).
     shards = sorted({entry.shard_id for entry in reader.entries.values()})
@@ -418,7 +427,7 @@ def model_to_write(tree: ParameterTree) -> Model:
     if family == "bert":
         return BERT
     if family == "albert":
-        return ALBERT
+        return ALBERT_ZH if tree.config.word_projection else ALBERT
     if family == "electra":
         name = getattr(tree, "model", None) or ("generator" if tree.heads.mlm else "discriminator")
         return ELECTRA_GENERATOR if name == "generator" else ELECTRA_DISCRIMINATOR

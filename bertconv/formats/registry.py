@@ -139,7 +139,7 @@ FORMATS: tuple[Format, ...] = (
         target="tf", module=google_tf, names=(google_tf.FORMAT,), numerics="google-tf",
         specificity=Specificity.CONTAINER, output=Output.DIRECTORY,
         description="a Google TF checkpoint (bert_model.ckpt.index and its data files)",
-        fixtures=("tf/*", "tf_hub/*", "family_google/tf/*"),
+        fixtures=("tf/*", "tf_hub/*", "family_google/tf/*", "albert_zh/tf"),
         fuzz=("tf/two_shards/bert_model.ckpt.index",),
         owned_files=google_tf.OWNED_FILES,
         models=google_tf.MODELS,

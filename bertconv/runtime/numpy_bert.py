@@ -2,18 +2,22 @@
 
 Shape legend: B batch, S sequence length, H hidden size, A attention heads, D = H / A head width,
 I intermediate size, V vocab size, M prediction slots per sequence, E embedding width (H unless
-the model factorizes its embeddings).
+the model factorizes its embeddings), W the width the embeddings are summed at (`config.summed_width`).
 
 The model is google-research/bert's `BertModel` plus the heads of run_pretraining.py, grown to
 the BERT family (ALBERT, ELECTRA, RoBERTa) by what the tree and its config hold:
-  embeddings: word[ids] + token_type[types] + position[rows], LayerNorm       [B, S, E]
-              (rows 0..S-1, or counted past the padding id with a position offset: RoBERTa)
+  embeddings: word[ids] + token_type[types] + position[rows], LayerNorm       [B, S, W]
+              (rows 0..S-1, or counted past the padding id with a position offset: RoBERTa;
+              brightmart's albert_zh first maps word[ids] E -> H by its bias-free
+              word projection, and sums at W = H)
   projection: x @ kernel + bias, where the config has one (ALBERT, ELECTRA)   [B, S, H]
   layers:     x = LN(x + SelfAttention(x, mask));  x = LN(x + FFN(x)), running the stored
               layers in `config.layer_schedule()` order (ALBERT repeats them) [B, S, H]
   pooler:     tanh(x[:, 0] @ kernel + bias)                                   [B, H]
   MLM head:   LN(act(h @ transform + b)) @ decoder^T + output_bias            [..., V]
-              (transform H -> E; the decoder is the [V, E] word table when tied)
+              (transform H -> W; the decoder is the [V, E] word table when tied; with
+              brightmart's word projection P [E, H], the transform's output is mapped
+              by P^T, H -> E, before the decoder)
   NSP / SOP:  pooled @ kernel + bias                                          [B, 2]
   RTD head:   act(x @ dense + b) @ output + b, one logit per token            [B, S]
 Weights are float32 (float16 and bfloat16 files are widened exactly); the conventions that vary
@@ -192,6 +196,8 @@ class NumpyBert:
         inputs = check_model_inputs(self.config, input_ids, token_type_ids, attention_mask)
         p = self.params
         x = p["embeddings.word"][inputs.input_ids]  # [B, S, E]
+        if self.config.word_projection:
+            x = _matmul(x, p["embeddings.word_projection.kernel"])  # [B, S, H] (brightmart albert_zh)
         x = x + p["embeddings.token_type"][inputs.token_type_ids]
         x = x + p["embeddings.position"][inputs.position_ids]
         x = self._layer_norm(x, "embeddings.norm")
@@ -239,6 +245,8 @@ class NumpyBert:
         """The MLM head on hidden states [..., H] -> logits [..., V]."""
         weights.require_head(self._plan, "mlm", self.path, "masked-LM prediction")
         h = self._layer_norm(self._activation(self._dense(hidden, "mlm.transform")), "mlm.norm")
+        if self.config.word_projection:
+            h = _matmul(h, self.params["embeddings.word_projection.kernel"].T)  # [..., E]: back through it
         decoder = self.params[self.decoder]  # [V, E]: the word-embedding table itself when tied
         return _matmul(h, decoder.T) + self.params[self.decoder_bias]
 
@@ -290,6 +298,20 @@ class NumpyBert:
             nsp = losses.next_sentence_loss(self._dense(self.pool(sequence), sentence), slots.nsp_labels)
         return losses.PretrainingLoss(mlm=mlm, nsp=nsp, total=mlm if nsp is None else mlm + nsp,
                                       mlm_per_slot=per_slot)
+
+    def replaced_token_loss(self, input_ids, token_type_ids, attention_mask,
+                            replaced_labels) -> losses.ReplacedTokenLoss:
+        """ELECTRA's discriminator loss (see `loss.replaced_token_loss`), the input mask as weights.
+
+        Args:
+          input_ids, token_type_ids, attention_mask: [B, S] as for `encode` (no mask: all tokens).
+          replaced_labels: [B, S] 1 where the token was replaced (by the generator's sample), else 0.
+        """
+        weights.require_head(self._plan, "rtd", self.path, "the replaced-token-detection loss")
+        inputs = check_model_inputs(self.config, input_ids, token_type_ids, attention_mask)
+        sequence = self.encode(input_ids, token_type_ids, attention_mask)  # [B, S, H]
+        labels = losses.check_replaced_labels(*sequence.shape[:2], replaced_labels)
+        return losses.replaced_token_loss(self.rtd_logits(sequence), labels, inputs.attention_mask)
 
     # --- building blocks -------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from ..errors import BadInput
 from ..tree import ParameterTree
 from . import weights
 from .inputs import check_model_inputs, check_positions, check_slot_inputs
-from .loss import PretrainingLoss
+from .loss import RTD_LOSS_EPSILON, PretrainingLoss, ReplacedTokenLoss, check_replaced_labels
 from .numerics import GELU_ERF, GELU_TANH, MLM_LOSS_EPSILON, RELU, Numerics
 from .numpy_bert import BertOutput
 
@@ -102,6 +102,8 @@ class TorchBert:
         p = self.params
         ids, types = self._tensor(inputs.input_ids), self._tensor(inputs.token_type_ids)
         x = p["embeddings.word"][ids]  # [B, S, E]
+        if self.config.word_projection:
+            x = x @ p["embeddings.word_projection.kernel"]  # [B, S, H] (brightmart albert_zh)
         x = x + p["embeddings.token_type"][types]
         x = x + p["embeddings.position"][self._tensor(inputs.position_ids)]
         x = self._layer_norm(x, "embeddings.norm")
@@ -153,6 +155,8 @@ class TorchBert:
         """The MLM head on hidden states [..., H] -> logits [..., V]."""
         weights.require_head(self._plan, "mlm", self.path, "masked-LM prediction")
         h = self._layer_norm(self._activation(self._dense(hidden, "mlm.transform")), "mlm.norm")
+        if self.config.word_projection:
+            h = h @ self.params["embeddings.word_projection.kernel"].T  # [..., E]: back through it
         decoder = self.params[self.decoder]  # [V, E]: the word-embedding table itself when tied
         return h @ decoder.T + self.params[self.decoder_bias]
 
@@ -197,6 +201,15 @@ class TorchBert:
             nsp_logits = self._dense(self.pool(sequence), sentence).float()
             nsp = _next_sentence_loss(nsp_logits, self._tensor(slots.nsp_labels))
         return PretrainingLoss(mlm=mlm, nsp=nsp, total=mlm if nsp is None else mlm + nsp, mlm_per_slot=per_slot)
+
+    def replaced_token_loss(self, input_ids, token_type_ids, attention_mask, replaced_labels) -> ReplacedTokenLoss:
+        """As `NumpyBert.replaced_token_loss`; the losses are float32 tensors."""
+        weights.require_head(self._plan, "rtd", self.path, "the replaced-token-detection loss")
+        inputs = check_model_inputs(self.config, _numpy(input_ids), _numpy(token_type_ids), _numpy(attention_mask))
+        sequence = self.encode(input_ids, token_type_ids, attention_mask)  # [B, S, H]
+        labels = check_replaced_labels(*sequence.shape[:2], _numpy(replaced_labels))
+        logits = self.rtd_logits(sequence).float()  # [B, S]
+        return _replaced_token_loss(logits, self._tensor(labels), self._tensor(inputs.attention_mask))
 
     # --- building blocks -------------------------------------------------------------------
 
@@ -245,3 +258,13 @@ def _next_sentence_loss(logits: "torch.Tensor", labels: "torch.Tensor") -> "torc
     """NSP logits [B, 2] -> the batch mean of -log p(label)."""
     log_probs = torch.log_softmax(logits, dim=-1)  # [B, 2]
     return -log_probs.gather(-1, labels[:, None])[:, 0].mean()
+
+
+def _replaced_token_loss(logits: "torch.Tensor", labels: "torch.Tensor", mask: "torch.Tensor") -> ReplacedTokenLoss:
+    """ELECTRA's discriminator loss on logits [B, S], 0/1 labels and the input mask [B, S]."""
+    weights = mask.to(logits.dtype)
+    per_token = F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype), reduction="none")  # [B, S]
+    weighted = per_token * weights
+    per_example = weighted.sum(dim=-1) / (RTD_LOSS_EPSILON + weights.sum(dim=-1))  # [B]
+    return ReplacedTokenLoss(loss=weighted.sum() / (RTD_LOSS_EPSILON + weights.sum()), per_example=per_example,
+                             per_token=per_token)
