@@ -201,9 +201,9 @@ FORMATS: tuple[Format, ...] = (
     Format(
         target="bert-for-tf2", module=bert_for_tf2, names=(bert_for_tf2.FORMAT,), numerics="google-tf",
         specificity=Specificity.NAMES, output=None,
-        description="a bert-for-tf2 save_weights checkpoint (a BertModelLayer's variables)",
-        fixtures=("tf2/bert-for-tf2",),
-        fuzz=("tf2/bert-for-tf2/bert_model.ckpt.index",),
+        description="a bert-for-tf2 save_weights checkpoint or .h5 (a BertModelLayer's variables)",
+        fixtures=("tf2/bert-for-tf2", "tf2/bert-for-tf2-h5"),
+        fuzz=("tf2/bert-for-tf2/bert_model.ckpt.index", "tf2/bert-for-tf2-h5/bert_model.h5"),
     ),
     Format(
         target="keras-bert", module=keras_bert, names=(keras_bert.FORMAT,), numerics="keras-bert",
