@@ -187,7 +187,7 @@ FORMATS: tuple[Format, ...] = (
         target="tf-garden", module=tf2_garden, names=(tf2_garden.FORMAT,), numerics="google-tf",
         specificity=Specificity.NAMES, output=None,
         description="a TF2 Model Garden tf.train.Checkpoint (BertEncoderV2, BertPretrainerV2 masked LM)",
-        fixtures=("tf2/garden-encoder", "tf2/garden-model-adam", "tf2/garden-pretrainer"),
+        fixtures=("tf2/garden-encoder", "tf2/garden-model-adam", "tf2/garden-pretrainer", "tf2/garden-nsp"),
         fuzz=("tf2/garden-pretrainer/bert_model.ckpt.index",),
     ),
     Format(
