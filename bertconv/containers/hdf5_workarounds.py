@@ -70,6 +70,7 @@ def check_global_heaps(path: Path) -> None:
             if size == 0:
                 return
             with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                data.madvise(mmap.MADV_RANDOM)
                 for begin, end in _metadata_ranges(path, size):
                     start = data.find(GLOBAL_HEAP_SIGNATURE, begin, end)
                     while start >= 0:

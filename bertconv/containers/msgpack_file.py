@@ -14,13 +14,16 @@ i.e. an ext record whose payload is a 3-array: the shape (array of ints), the Nu
 Arrays over 2**30 bytes are split into a `{"__msgpack_chunked_array__": True, ...}` map of
 chunks; no BERT tensor comes near that size, and such a map is refused with a message.
 
-How it is read, and why: the file is memory-mapped and its structure walked here, byte by
-byte of msgpack's type prefixes (maps, strings, ext and bin headers: fixed, documented formats),
-so that each array's raw bytes are located without being read; the array becomes a
-`MappedTensor` at that offset. Keys and each array's small (shape, dtype) prefix are decoded by
-the `msgpack` package from bounded slices (`PREFIX_BYTES`). `msgpack.Unpacker` alone cannot do
-this: `unpack()` and `skip()` buffer an ext record whole (listing a 400 MB file would read 400
-MB), and it cannot peek at a value's type or seek past it. The walk is exact (every byte of the
+How it is read, and why: the structure is walked here, byte by byte of msgpack's type
+prefixes (maps, strings, ints, arrays, ext and bin headers: fixed, documented formats), so that
+each array's raw bytes are located and seeked past without being read; the array becomes a
+`MappedTensor` at that offset. Only header bytes are read, each exactly (`_HeaderBytes`, `pread`
+on a descriptor advised `POSIX_FADV_RANDOM`): a memory map or buffered reads would let the
+kernel's readahead pull in megabytes of tensor data around every header (on a disk with 8 MiB
+readahead, 310 of a bert-base file's 420 MiB). Keys and each array's (shape, dtype) prefix, once
+their exact extent is known, are decoded by the `msgpack` package. `msgpack.Unpacker` alone
+cannot do this: `unpack()` and `skip()` buffer an ext record whole (listing a 400 MB file would
+read 400 MB), and it cannot peek at a value's type or seek past it. The walk is exact (every byte of the
 file belongs to the one top-level value, lengths must agree with shapes and dtypes) and bounded
 (nesting depth, entry counts checked against the bytes left, no allocation larger than a key).
 
@@ -32,8 +35,8 @@ the same tree (same key order, smallest headers, as msgpack-python packs them).
 
 from __future__ import annotations
 
+import errno
 import math
-import mmap
 import os
 import struct
 from dataclasses import dataclass
@@ -60,8 +63,9 @@ EXT_NPSCALAR = 3
 CHUNKED_ARRAY_KEY = "__msgpack_chunked_array__"
 #: How deep maps may nest; a BERT's tree is 7 levels deep.
 MAX_DEPTH = 32
-#: The most bytes of an array's payload decoded to find its shape and dtype.
-PREFIX_BYTES = 4096
+#: The most dimensions an array record's shape may list (and dtype name bytes): bounds the prefix.
+MAX_DIMENSIONS = 64
+MAX_DTYPE_NAME = 64
 #: No dimension of a real array comes near this; larger ones are corruption.
 MAX_DIMENSION = 2**40
 #: Copy granularity when writing.
@@ -71,6 +75,9 @@ CHUNK_BYTES = 16 << 20
 _FIXMAP, _FIXARRAY, _FIXSTR = (0x80, 0x8F), (0x90, 0x9F), (0xA0, 0xBF)
 _MAP16, _MAP32 = 0xDE, 0xDF
 _STR8, _STR16, _STR32 = 0xD9, 0xDA, 0xDB
+_ARRAY16, _ARRAY32 = 0xDC, 0xDD
+#: Ints and floats: total encoded size by type byte (fixints are 1 byte).
+_NUMBER_SIZES = {0xCA: 5, 0xCB: 9, 0xCC: 2, 0xCD: 3, 0xCE: 5, 0xCF: 9, 0xD0: 2, 0xD1: 3, 0xD2: 5, 0xD3: 9}
 _BIN8, _BIN16, _BIN32 = 0xC4, 0xC5, 0xC6
 _EXT8, _EXT16, _EXT32 = 0xC7, 0xC8, 0xC9
 #: fixext1/2/4/8/16: payload length by type byte.
@@ -105,24 +112,52 @@ def looks_like_flax_msgpack(path: Path, top_keys: Sequence[str]) -> bool:
 
 
 def read_file(path: Path) -> list[MsgpackArray]:
-    """Every array of a flax msgpack file, in file order, as lazy tensors (no data read)."""
+    """Every array of a flax msgpack file, in file order, as lazy tensors. Reads the headers
+    only: keys, map/ext/bin headers and each array's (shape, dtype); no byte of tensor data."""
     path = Path(path)
     try:
-        with open(path, "rb") as f:
+        with open(path, "rb", buffering=0) as f:
             size = os.fstat(f.fileno()).st_size
             if size == 0:
                 raise bad_input(path, "is empty, not a flax msgpack file")
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                if not _is_map_byte(data[0]):
-                    raise bad_input(path, "does not start with a msgpack map (flax writes its parameter tree as one)")
-                walker = _Walker(path, data)
-                end = walker.value(0, (), depth=0)
-                if end != size:
-                    raise bad_input(path, f"the msgpack value ends at byte {end} but the file has {size} bytes "
-                                          f"(trailing data: not one flax state dict)")
-                return walker.arrays
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_RANDOM)
+            data = _HeaderBytes(f.fileno(), size)
+            if not _is_map_byte(data[0]):
+                raise bad_input(path, "does not start with a msgpack map (flax writes its parameter tree as one)")
+            walker = _Walker(path, data)
+            end = walker.value(0, (), depth=0)
+            if end != size:
+                raise bad_input(path, f"the msgpack value ends at byte {end} but the file has {size} bytes "
+                                      f"(trailing data: not one flax state dict)")
+            return walker.arrays
     except OSError as exc:
         raise bad_input(path, f"cannot read: {exc.strerror or exc}") from None
+
+
+class _HeaderBytes:
+    """A file's bytes, indexed like `bytes` (`data[i]` an int, `data[i:j]` bytes), each access
+    one exact `pread`: the walk reads headers only, never a page more than they occupy."""
+
+    def __init__(self, fd: int, size: int):
+        self.fd = fd
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            start, stop, _ = index.indices(self.size)
+            return self._read(start, max(0, stop - start))
+        if not 0 <= index < self.size:
+            raise IndexError(index)
+        return self._read(index, 1)[0]
+
+    def _read(self, position: int, count: int) -> bytes:
+        got = os.pread(self.fd, count, position)
+        if len(got) != count:  # the file shrank under us
+            raise OSError(errno.EIO, f"short read of {count} bytes at byte {position}")
+        return got
 
 
 def _is_map_byte(byte: int) -> bool:
@@ -236,16 +271,60 @@ class _Walker:
         self.arrays.append(MsgpackArray(where, tensor))
         return end
 
+    def _array_header(self, position: int, end: int) -> tuple[int, int]:
+        """(element count, position after the header) of a msgpack array inside a record ending at `end`."""
+        if position >= end:
+            raise ValueError(f"the record ends at byte {end}")
+        byte = self.data[position]
+        if _FIXARRAY[0] <= byte <= _FIXARRAY[1]:
+            return byte & 0x0F, position + 1
+        width = {_ARRAY16: 2, _ARRAY32: 4}.get(byte)
+        if width is None or position + 1 + width > end:
+            raise ValueError(f"expected an array at byte {position}, found type byte 0x{byte:02x}")
+        return int.from_bytes(self.data[position + 1:position + 1 + width], "big"), position + 1 + width
+
+    def _extent(self, position: int, end: int, *, nested: bool) -> int:
+        """Where the value at `position` ends: a number or a string, or (if `nested`) an array of
+        numbers, as a shape is; within the record ending at `end`. Reads type bytes only."""
+        if position >= end:
+            raise ValueError(f"the record ends at byte {end}")
+        byte = self.data[position]
+        if byte <= 0x7F or byte >= 0xE0:  # positive and negative fixint
+            return position + 1
+        if byte in _NUMBER_SIZES:
+            stop = position + _NUMBER_SIZES[byte]
+        elif _FIXSTR[0] <= byte <= _FIXSTR[1] or byte in (_STR8, _STR16, _STR32):
+            width = 0 if byte <= _FIXSTR[1] else {_STR8: 1, _STR16: 2, _STR32: 4}[byte]
+            length = (byte & 0x1F if not width else
+                      int.from_bytes(self.data[position + 1:min(end, position + 1 + width)], "big"))
+            if length > MAX_DTYPE_NAME:
+                raise ValueError(f"a string of {length:,} bytes where a dtype name belongs")
+            stop = position + 1 + width + length
+        elif nested and (_FIXARRAY[0] <= byte <= _FIXARRAY[1] or byte in (_ARRAY16, _ARRAY32)):
+            count, stop = self._array_header(position, end)
+            if count > MAX_DIMENSIONS:
+                raise ValueError(f"a shape of {count:,} dimensions")
+            for _ in range(count):
+                stop = self._extent(stop, end, nested=False)
+        else:
+            raise ValueError(f"unexpected msgpack type 0x{byte:02x} at byte {position}")
+        if stop > end:
+            raise ValueError(f"a value at byte {position} runs past the record's end (byte {end})")
+        return stop
+
     def _array_prefix(self, start: int, end: int, named: str) -> tuple[tuple[int, ...], dtypes.DType, int]:
-        """Decode (shape, dtype name) of an array payload; the offset of its raw bytes."""
-        unpacker = msgpack.Unpacker(raw=False, max_buffer_size=PREFIX_BYTES)
-        unpacker.feed(bytes(self.data[start:min(end, start + PREFIX_BYTES)]))
+        """Decode (shape, dtype name) of an array payload; the offset of its raw bytes. Reads the
+        triple's header, the shape and the dtype name exactly (their extents from type bytes)."""
         try:
-            if unpacker.read_array_header() != 3:
+            count, at = self._array_header(start, end)
+            if count != 3:
                 raise ValueError("the record is not a (shape, dtype, bytes) triple")
-            shape, dtype_name = unpacker.unpack(), unpacker.unpack()
-            bin_at = start + unpacker.tell()
-        except (ValueError, TypeError, msgpack.UnpackException, msgpack.OutOfData) as exc:
+            shape_end = self._extent(at, end, nested=True)
+            dtype_end = self._extent(shape_end, end, nested=False)
+            shape = msgpack.unpackb(self.data[at:shape_end], raw=False)
+            dtype_name = msgpack.unpackb(self.data[shape_end:dtype_end], raw=False)
+            bin_at = dtype_end
+        except (ValueError, TypeError, msgpack.UnpackException) as exc:
             raise bad_input(self.path, f"{named}: not a flax array record (shape, dtype, bytes): {exc}") from None
         if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool)
                                                   and 0 <= d <= MAX_DIMENSION for d in shape):

@@ -187,7 +187,7 @@ FORMATS: tuple[Format, ...] = (
         target="tf-garden", module=tf2_garden, names=(tf2_garden.FORMAT,), numerics="google-tf",
         specificity=Specificity.NAMES, output=None,
         description="a TF2 Model Garden tf.train.Checkpoint (BertEncoderV2, BertPretrainerV2 masked LM)",
-        fixtures=("tf2/garden-encoder", "tf2/garden-model-adam", "tf2/garden-pretrainer"),
+        fixtures=("tf2/garden-encoder", "tf2/garden-model-adam", "tf2/garden-pretrainer", "tf2/garden-nsp"),
         fuzz=("tf2/garden-pretrainer/bert_model.ckpt.index",),
     ),
     Format(
@@ -201,9 +201,9 @@ FORMATS: tuple[Format, ...] = (
     Format(
         target="bert-for-tf2", module=bert_for_tf2, names=(bert_for_tf2.FORMAT,), numerics="google-tf",
         specificity=Specificity.NAMES, output=None,
-        description="a bert-for-tf2 save_weights checkpoint (a BertModelLayer's variables)",
-        fixtures=("tf2/bert-for-tf2",),
-        fuzz=("tf2/bert-for-tf2/bert_model.ckpt.index",),
+        description="a bert-for-tf2 save_weights checkpoint or .h5 (a BertModelLayer's variables)",
+        fixtures=("tf2/bert-for-tf2", "tf2/bert-for-tf2-h5"),
+        fuzz=("tf2/bert-for-tf2/bert_model.ckpt.index", "tf2/bert-for-tf2-h5/bert_model.h5"),
     ),
     Format(
         target="keras-bert", module=keras_bert, names=(keras_bert.FORMAT,), numerics="keras-bert",

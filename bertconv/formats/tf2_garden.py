@@ -29,8 +29,15 @@ Numerics: BertEncoderV2's default `inner_activation` is `gelu(approximate=True)`
 1e-12 throughout; Keras' masked softmax adds -1e9 where Google adds -10000, which agree except on a
 query whose keys are all masked. The format is named in the Google TF family ("tf-...").
 
-A BertPretrainerV2 next-sentence head is a `ClassificationHead` (dense + out_proj), not Google's
-NSP layer: it is listed as ignored. Read-only: write it `--to tf` (Google's names), which the Model
+A BertPretrainerV2 next-sentence head (the pre-training task's `next_sentence`, layers/cls_head.py
+`ClassificationHead`: `dense` [H, H] with tanh on the [CLS] vector, then `out_proj` [H, 2]) computes
+what Google's pooler + NSP layer compute, but with its own dense layer: BertEncoderV2's
+`_pooler_layer` (pooled_output) is not in the pre-training loss and stays untrained. So a
+checkpoint holding exactly one such 2-class head with an [H, H] dense (the trainer's
+`Checkpoint(model=pretrainer)`: `classification_heads/0/{dense,out_proj}`) is read with
+`NSP_TABLE`: the head's dense as the pooler, out_proj as NSP, the encoder's pooler ignored with that
+reason. `Checkpoint(**checkpoint_items)` saves only the head's dense (`next_sentence.pooler_dense`),
+no NSP output layer: ignored. Any other classification head is a task head: ignored. Read-only: write it `--to tf` (Google's names), which the Model
 Garden's own converter reads.
 """
 
@@ -89,12 +96,46 @@ TABLE = Table(FORMAT, (
     Skip("*next_sentence*", "a BertPretrainerV2 classification head (next sentence), not Google's NSP layer"),
 ))
 
-LAYOUT = object_bundle.ObjectLayout(FORMAT, TABLE, DEFAULT_ACTIVATION, object_bundle.keras_attention_shape,
-                                    object_bundle.keras_attention_heads)
+_NSP_HEAD = "classification_heads/0"
+#: TABLE for a checkpoint with a next-sentence head (see the module docstring).
+NSP_TABLE = Table(FORMAT, (
+    *(row for row in TABLE.rows if not row.canonical.startswith("pooler.")),
+    Row("pooler.kernel", f"{_NSP_HEAD}/dense/kernel"),
+    Row("pooler.bias", f"{_NSP_HEAD}/dense/bias"),
+    Row("nsp.kernel", f"{_NSP_HEAD}/out_proj/kernel"),
+    Row("nsp.bias", f"{_NSP_HEAD}/out_proj/bias"),
+), skips=(
+    Skip("*_pooler_layer/*", "BertEncoderV2's pooled_output layer, which Model Garden pre-training does not "
+                             "train: its next-sentence head pools [CLS] with its own dense layer, read as the pooler"),
+    *TABLE.skips,
+))
+
+
+def _layout(table: Table) -> object_bundle.ObjectLayout:
+    return object_bundle.ObjectLayout(FORMAT, table, DEFAULT_ACTIVATION, object_bundle.keras_attention_shape,
+                                      object_bundle.keras_attention_heads)
+
+
+LAYOUT, NSP_LAYOUT = _layout(TABLE), _layout(NSP_TABLE)
 sniff = object_bundle.sniffer(FORMAT, TABLE)
 candidates = object_bundle.candidate_finder(TABLE)
 
 
 def read(path: Path, *, config_path: Path | None = None, num_heads: int | None = None) -> ParameterTree:
-    """Read a Model Garden BERT checkpoint (prefix, `.index`, data file or directory)."""
-    return object_bundle.read(path, LAYOUT, config_path=config_path, num_heads=num_heads)
+    """Read a Model Garden BERT checkpoint (prefix, `.index`, data file or directory); with its
+    next-sentence head as the pooler and NSP when it has one (see the module docstring)."""
+    tree = object_bundle.read(path, LAYOUT, config_path=config_path, num_heads=num_heads)
+    if _has_next_sentence_head(tree):
+        tree = object_bundle.read(path, NSP_LAYOUT, config_path=config_path, num_heads=num_heads)
+    return tree
+
+
+def _has_next_sentence_head(tree: ParameterTree) -> bool:
+    """One classification head, 2 classes, pooling with an [H, H] dense: the pre-training task's."""
+    hidden = tree.config.hidden_size
+    heads = {name.split("classification_heads/", 1)[1].split("/", 1)[0]: None
+             for name in (i.name for i in tree.ignored) if "classification_heads/" in name}
+    shapes = {name.split(f"{_NSP_HEAD}/", 1)[1].split("/.ATTRIBUTES", 1)[0]: tuple(i.shape)
+              for i in tree.ignored for name in [i.name] if f"{tree.scope}{_NSP_HEAD}/" in name}
+    return list(heads) == ["0"] and shapes.get("dense/kernel") == (hidden, hidden) \
+        and shapes.get("out_proj/kernel") == (hidden, 2)

@@ -1,0 +1,101 @@
+"""Header-only reading of tf_model.h5 (Keras HDF5) and flax_model.msgpack, as the benchmark
+measures it: after evicting the file from the page cache, reading its headers leaves only
+header pages cached (no kernel readahead into tensor data), and the msgpack walk reads exactly
+its header bytes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks.measure import evict, resident_bytes
+from bertconv import dtypes
+from bertconv.containers import keras_h5, msgpack_file
+from bertconv.formats import hf_flax
+from bertconv.tensor import ArrayTensor
+from conftest import FIXTURES
+
+#: 24 layers of 4 tensors of 256 KiB: many headers, each between data a readahead would pull in.
+LAYERS, PER_LAYER = 24, 4
+TENSORS = LAYERS * PER_LAYER
+TENSOR_VALUES = 1 << 16  # float32: 256 KiB
+PAGE = 4096
+
+
+def tensors() -> list[tuple[str, ArrayTensor]]:
+    rng = np.random.default_rng(15)
+    return [(f"w{i}", ArrayTensor(rng.standard_normal(TENSOR_VALUES, dtype=np.float32), dtypes.from_name("float32")))
+            for i in range(TENSORS)]
+
+
+def cold(path: Path) -> None:
+    """Flush `path` to disk and drop it from the page cache; skip where that cannot be done."""
+    with open(path, "rb+") as f:
+        os.fsync(f.fileno())
+    evict([path])
+    if resident_bytes(path) > 0:
+        pytest.skip(f"{path.parent} cannot be evicted from the page cache (tmpfs?)")
+
+
+@pytest.fixture
+def msgpack_path(tmp_path) -> Path:
+    path = tmp_path / "flax_model.msgpack"
+    msgpack_file.write_file(path, [(("model", f"layer_{i // PER_LAYER}", name), tensor)
+                                   for i, (name, tensor) in enumerate(tensors())])
+    return path
+
+
+@pytest.fixture
+def h5_path(tmp_path) -> Path:
+    path = tmp_path / "tf_model.h5"
+    weights = tensors()
+    layers = [keras_h5.LayerToWrite(f"layer_{i}", tuple((f"model/layer_{i}/{name}:0", tensor)
+                                                        for name, tensor in weights[i * PER_LAYER:(i + 1) * PER_LAYER]))
+              for i in range(LAYERS)]
+    keras_h5.write_weights_file(path, layers, backend="tensorflow", keras_version="2.21.0")
+    return path
+
+
+def test_msgpack_walk_reads_header_bytes_only(monkeypatch, msgpack_path):
+    reads: list[tuple[int, int]] = []
+    pread = os.pread
+
+    def recording(fd, count, position):
+        reads.append((position, count))
+        return pread(fd, count, position)
+
+    monkeypatch.setattr(os, "pread", recording)
+    arrays = msgpack_file.read_file(msgpack_path)
+    monkeypatch.undo()
+    spans = [(array.tensor.byte_span()[1], array.tensor.nbytes) for array in arrays]
+    assert len(spans) == TENSORS and reads
+    for position, count in reads:
+        for start, nbytes in spans:
+            assert position + count <= start or position >= start + nbytes, \
+                f"read of {count} bytes at {position} enters tensor data at {start}"
+    header_bytes = os.path.getsize(msgpack_path) - sum(nbytes for _, nbytes in spans)
+    assert sum(count for _, count in reads) <= 2 * header_bytes  # a type byte may be read again with its header
+
+
+def test_msgpack_headers_from_a_cold_cache_pull_in_no_tensor_data(msgpack_path):
+    cold(msgpack_path)
+    hf_flax.sniff(msgpack_path)
+    arrays = msgpack_file.read_file(msgpack_path)
+    assert len(arrays) == TENSORS
+    # Two pages per header at most: one readahead window into a tensor would be 64 pages.
+    assert resident_bytes(msgpack_path) <= (TENSORS + 1) * 2 * PAGE
+
+
+def test_keras_h5_headers_from_a_cold_cache_pull_in_no_tensor_data(h5_path):
+    cold(h5_path)
+    assert keras_h5.layout(h5_path) == "keras2" and keras_h5.layer_names(h5_path)
+    weights = keras_h5.read_layers_unexpanded(h5_path)
+    assert sum(len(layer.weights) for layer in weights.layers) == TENSORS
+    tensor_bytes = TENSORS * TENSOR_VALUES * 4
+    # HDF5 metadata and h5py's own small reads (with the kernel's modest readahead for them);
+    # a readahead window around every header would cache a large share of the tensors.
+    assert resident_bytes(h5_path) <= tensor_bytes // 16, \
+        f"{resident_bytes(h5_path) // 1024} KiB of {os.path.getsize(h5_path) // 1024} KiB cached"
