@@ -40,12 +40,17 @@ ROBERTA_MASK_LSTRIP = True
 
 
 def tokenizer_json(path: Path) -> Tokenizer:
-    """A tokenizer.json, run as it is; the mask token is the settings' or "[MASK]" or "<mask>"."""
+    """A tokenizer.json, run as it is (without its padding and truncation); the mask token is the
+    settings' or "[MASK]" or "<mask>"."""
     tokenizers = library()
     try:
         backend = tokenizers.Tokenizer.from_file(str(path))
     except Exception as exc:  # the library raises its own exception types, with the reason
         raise bad_input(path, f"not a tokenizer.json the tokenizers library reads: {exc}") from None
+    # Padding and truncation settings saved in the file (MiniLM's pads every text to 128) are for
+    # training pipelines: fill-mask pads its own batches and refuses a text that does not fit.
+    backend.no_padding()
+    backend.no_truncation()
     vocab = backend.get_vocab(with_added_tokens=True)
     settings = settings_beside(path)
     named = [_content(settings.get(key)) for key in ("mask_token", "pad_token")]
