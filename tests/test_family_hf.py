@@ -316,7 +316,7 @@ FILL_MASK = {
 @pytest.mark.parametrize("family", list(FILL_MASK))
 def test_fill_mask_with_tokenizer_json_matches_the_pipeline(family, text):
     from bertconv.runtime import fill_mask
-    from bertconv.runtime.tokenizer_json import JsonTokenizer
+    from bertconv.runtime import open_tokenizer
 
     cls_name, mask, specials = FILL_MASK[family]
     directory = FAMILY / family / "masked_lm"
@@ -327,7 +327,7 @@ def test_fill_mask_with_tokenizer_json_matches_the_pipeline(family, text):
                                      top_k=4)
     expected = pipeline(text.format(mask=mask))
     expected = expected if isinstance(expected[0], list) else [expected]
-    ours = fill_mask(NumpyBert(formats.read(directory)), JsonTokenizer(directory / "tokenizer.json"),
+    ours = fill_mask(NumpyBert(formats.read(directory)), open_tokenizer(directory / "tokenizer.json"),
                      text.format(mask=mask), top_k=4)
     assert len(ours) == len(expected) == text.count("{mask}")
     for predictions, reference in zip(ours, expected):

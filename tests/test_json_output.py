@@ -120,6 +120,18 @@ def test_bad_input_prints_an_error_object_and_exits_two(command, tmp_path):
     assert obj["error"]["message"] in result.stderr
 
 
+def test_fill_mask_of_several_texts_is_one_valid_object_per_text():
+    texts = ["the [MASK] sat on [MASK] mat .", "no mask", "[MASK] dog"]
+    result = run_in_process("fill-mask", TRAINED, *texts, "--json", "--top-k", "2")
+    objects = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [obj["text"] for obj in objects] == texts and [obj["index"] for obj in objects] == [0, 1, 2]
+    for obj in objects:
+        assert_valid("fill-mask", obj)
+    assert [status_of(obj) for obj in objects] == [EXIT_OK, EXIT_BAD_INPUT, EXIT_OK]
+    assert result.exit_code == EXIT_BAD_INPUT
+    assert not validator("fill-mask").is_valid({k: v for k, v in objects[0].items() if k != "index"})
+
+
 def test_a_usage_error_with_json_is_an_error_object_too():
     result = run_in_process("audit", HF, "--json", "--heads", "0")
     assert result.exit_code == EXIT_BAD_INPUT and "--heads" in result.stderr

@@ -19,14 +19,14 @@ from .fill_mask import MaskPredictions, Prediction, fill_mask
 from .loss import PretrainingLoss
 from .numerics import Numerics
 from .numpy_bert import BertOutput, NumpyBert
-from .tokenizer import Encoding, WordPieceTokenizer
+from .tokenizer import Encoding, Tokenizer, open_tokenizer
 
 if TYPE_CHECKING:
     from .torch_bert import TorchBert
 
 __all__ = [
     "BertOutput", "Encoding", "MaskPredictions", "Numerics", "NumpyBert", "Prediction", "PretrainingLoss",
-    "TorchBert", "WordPieceTokenizer", "fill_mask",
+    "TorchBert", "Tokenizer", "fill_mask", "open_tokenizer",
 ]
 
 

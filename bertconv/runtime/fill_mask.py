@@ -1,11 +1,14 @@
-"""fill-mask: the MLM head's most probable tokens, with probabilities, for every [MASK] of a text.
+"""fill-mask: the MLM head's most probable tokens, with probabilities, for every mask of each text.
 
-Shape legend: V vocab size, M the number of [MASK] tokens in the text.
+Shape legend: B texts in a batch, S the longest of them in tokens, M the most masks in one of
+them, V vocab size.
 
-The text is encoded as [CLS] text [SEP] (or as a tokenizer.json's post-processor frames it:
-<s> text </s> for RoBERTa); the head runs at the mask positions only
-(`masked_lm_logits`), and each position's logits [V] go through a softmax over the whole vocab,
-as transformers' fill-mask pipeline does.
+Each text is encoded with its tokenizer's special tokens ([CLS] text [SEP], or <s> text </s> for
+RoBERTa). Texts run in batches: padded on the right to the batch's longest, the padding hidden
+by the attention mask (and, with RoBERTa's position offset, given the padding id, so the real
+tokens keep their positions): a text's predictions do not depend on the texts batched with it.
+The head runs at the mask positions only (`masked_lm_logits`), and each position's logits [V] go
+through a softmax over the whole vocab, as transformers' fill-mask pipeline does.
 """
 
 from __future__ import annotations
@@ -16,12 +19,15 @@ from typing import Any
 import numpy as np
 
 from ..errors import BadInput
-from .tokenizer import WordPieceTokenizer
+from .tokenizer import Encoding, Tokenizer
+
+#: Texts run through the model at once.
+BATCH_SIZE = 16
 
 
 @dataclass(frozen=True)
 class Prediction:
-    """One candidate for a [MASK]: its token (None for an id past the end of vocab.txt), id and
+    """One candidate for a mask: its token (None for an id the tokenizer has no token for), id and
     probability."""
 
     token: str | None
@@ -34,47 +40,82 @@ class Prediction:
 
 @dataclass(frozen=True)
 class MaskPredictions:
-    """The candidates for one [MASK], most probable first; `position` counts [CLS] as 0."""
+    """The candidates for one mask, most probable first; `position` counts [CLS] as 0."""
 
     position: int
     predictions: list[Prediction]
 
 
-def fill_mask(model: Any, tokenizer: WordPieceTokenizer, text: str, *, top_k: int = 5) -> list[MaskPredictions]:
-    """The `top_k` predictions for every mask token in `text`, in text order.
-
-    `model` is a NumpyBert or a TorchBert with an MLM head; `tokenizer` a WordPieceTokenizer or
-    a `tokenizer_json.JsonTokenizer` (anything with `vocab`, `tokens`, `mask_token`, `encode`,
-    `token`). Raises BadInput for a text without a mask, a text longer than the position table,
-    or a vocabulary larger than the model's.
-    """
-    config = model.config
-    mask = tokenizer.mask_token
-    if len(tokenizer.tokens) > config.vocab_size:
-        raise BadInput(f"the vocabulary has {len(tokenizer.tokens)} tokens but the model's embeddings have "
-                       f"{config.vocab_size} rows: the vocabulary belongs to another model")
-    if mask not in tokenizer.vocab:
-        raise BadInput(f"the vocabulary has no {mask} token")
+def fill_mask(model: Any, tokenizer: Tokenizer, text: str, *, top_k: int = 5) -> list[MaskPredictions]:
+    """The `top_k` predictions for every mask in `text`, in text order. Raises BadInput for a text
+    without a mask, a text longer than the position table, or a vocabulary larger than the model's."""
+    check_vocabulary(model, tokenizer)
     encoding = tokenizer.encode(text)
-    # By id: a tokenizer.json's token text may carry the space its mask token absorbs (" <mask>").
-    positions = [i for i, token_id in enumerate(encoding.ids) if token_id == tokenizer.vocab[mask]]
-    if not positions:
-        raise BadInput(f"the text has no {mask} to fill: {text!r}")
+    check_text(model, tokenizer, text, encoding)
+    return predict(model, tokenizer, [encoding], top_k=top_k)[0]
+
+
+def check_vocabulary(model: Any, tokenizer: Tokenizer) -> None:
+    """BadInput unless the tokenizer's ids are rows of the model's embeddings."""
+    if len(tokenizer.tokens) > model.config.vocab_size:
+        raise BadInput(f"{tokenizer.source}: the tokenizer has {len(tokenizer.tokens)} tokens but the model's "
+                       f"embeddings have {model.config.vocab_size} rows: the tokenizer belongs to another model")
+
+
+def check_text(model: Any, tokenizer: Tokenizer, text: str, encoding: Encoding) -> None:
+    """BadInput unless the encoded text has a mask and fits the model's position table."""
+    if tokenizer.mask_id not in encoding.ids:
+        raise BadInput(f"the text has no {tokenizer.mask_token} to fill: {text!r}")
+    config = model.config
     usable = config.max_position_embeddings - config.position_offset
     if len(encoding.ids) > usable:
-        raise BadInput(f"the text is {len(encoding.ids)} tokens with its special tokens, but the model takes at most "
-                       f"{usable}")
-    logits = model.masked_lm_logits([encoding.ids], [encoding.type_ids], None, [positions])  # [1, M, V]
-    logits = _as_float64(logits)[0]  # [M, V]
+        raise BadInput(f"the text is {len(encoding.ids)} tokens with its special tokens, but the model takes at "
+                       f"most {usable}: {text!r}")
+
+
+def predict(model: Any, tokenizer: Tokenizer, encodings: list[Encoding], *, top_k: int = 5,
+            batch_size: int = BATCH_SIZE) -> list[list[MaskPredictions]]:
+    """The predictions for each encoding (checked with `check_text`), run `batch_size` at a time."""
+    results: list[list[MaskPredictions]] = []
+    for start in range(0, len(encodings), batch_size):
+        results.extend(_predict_batch(model, tokenizer, encodings[start:start + batch_size], top_k))
+    return results
+
+
+def padding_id(model: Any, tokenizer: Tokenizer) -> int:
+    """The id padding takes: with a position offset (RoBERTa), the id the positions count as
+    padding (offset - 1); else the tokenizer's pad token (its value is hidden by the mask)."""
+    if model.config.position_offset:
+        return model.config.position_offset - 1
+    return tokenizer.pad_id if tokenizer.pad_id is not None else 0
+
+
+def _predict_batch(model: Any, tokenizer: Tokenizer, encodings: list[Encoding], top_k: int) -> list[list[MaskPredictions]]:
+    length = max(len(e.ids) for e in encodings)
+    ids = np.full((len(encodings), length), padding_id(model, tokenizer), dtype=np.int64)  # [B, S]
+    type_ids = np.zeros((len(encodings), length), dtype=np.int64)  # [B, S]
+    attention = np.zeros((len(encodings), length), dtype=np.int64)  # [B, S]
+    # By id: a tokenizer.json's token text may carry the space its mask token absorbs (" <mask>").
+    positions = [[i for i, token_id in enumerate(e.ids) if token_id == tokenizer.mask_id] for e in encodings]
+    slots = max(len(p) for p in positions)
+    gather = np.zeros((len(encodings), slots), dtype=np.int64)  # [B, M]; unused slots read [CLS]
+    for row, (encoding, mine) in enumerate(zip(encodings, positions)):
+        ids[row, :len(encoding.ids)] = encoding.ids
+        type_ids[row, :len(encoding.ids)] = encoding.type_ids
+        attention[row, :len(encoding.ids)] = 1
+        gather[row, :len(mine)] = mine
+    logits = _as_float64(model.masked_lm_logits(ids, type_ids, attention, gather))  # [B, M, V]
     shifted = logits - logits.max(axis=-1, keepdims=True)
     probs = np.exp(shifted)
-    probs /= probs.sum(axis=-1, keepdims=True)  # [M, V]
+    probs /= probs.sum(axis=-1, keepdims=True)  # [B, M, V]
     results = []
-    for position, row in zip(positions, probs):
-        best = np.argsort(-row, kind="stable")[:top_k]
-        results.append(MaskPredictions(position, [
-            Prediction(tokenizer.token(int(i)), int(i), float(row[i])) for i in best
-        ]))
+    for row, mine in enumerate(positions):
+        per_text = []
+        for slot, position in enumerate(mine):
+            best = np.argsort(-probs[row, slot], kind="stable")[:top_k]
+            per_text.append(MaskPredictions(position, [
+                Prediction(tokenizer.token(int(i)), int(i), float(probs[row, slot, i])) for i in best]))
+        results.append(per_text)
     return results
 
 

@@ -160,7 +160,8 @@ class NumpyBert:
       params: canonical name -> float32 array in canonical layout (kernels [in, out]).
     """
 
-    def __init__(self, tree: ParameterTree, numerics: Numerics | None = None):
+    def __init__(self, tree: ParameterTree, numerics: Numerics | None = None, *,
+                 on_tensor: Callable[[int], None] | None = None):
         self.path = tree.path
         self.config = tree.config
         self.numerics = numerics or Numerics.for_tree(tree)
@@ -168,7 +169,7 @@ class NumpyBert:
         self.heads: Heads = self._plan.heads
         self.decoder = self._plan.decoder
         self.decoder_bias = self._plan.decoder_bias
-        self.params: dict[str, np.ndarray] = weights.load(tree, self._plan, weights.to_float32)
+        self.params: dict[str, np.ndarray] = weights.load(tree, self._plan, weights.to_float32, on_tensor)
         self._activation = ACTIVATIONS[self.numerics.activation]
         self._mask_value = np.float32(self.numerics.mask_value(float(np.finfo(np.float32).min)))
 

@@ -15,7 +15,7 @@ a file stored in that dtype is used as stored, bit for bit, with no round trip t
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -54,7 +54,7 @@ class TorchBert:
     """
 
     def __init__(self, tree: ParameterTree, numerics: Numerics | None = None, *, dtype: Any = None,
-                 device: Any = "cpu"):
+                 device: Any = "cpu", on_tensor: Callable[[int], None] | None = None):
         _require_torch()
         self.path = tree.path
         self.config = tree.config
@@ -67,7 +67,7 @@ class TorchBert:
         self.heads: Heads = self._plan.heads
         self.decoder = self._plan.decoder
         self.decoder_bias = self._plan.decoder_bias
-        self.params: dict[str, torch.Tensor] = weights.load(tree, self._plan, self._to_tensor)
+        self.params: dict[str, torch.Tensor] = weights.load(tree, self._plan, self._to_tensor, on_tensor)
         self._mask_value = self.numerics.mask_value(torch.finfo(self.dtype).min)
 
     def _to_tensor(self, values: np.ndarray, dtype: DType) -> "torch.Tensor":

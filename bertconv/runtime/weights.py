@@ -141,12 +141,24 @@ def require_head(weight_plan: WeightPlan, head: str, tree_path, needed_for: str)
                           f"when it was saved)")
 
 
-def load(tree: ParameterTree, weight_plan: WeightPlan, convert: Callable[[np.ndarray, DType], T]) -> dict[str, T]:
+def load(tree: ParameterTree, weight_plan: WeightPlan, convert: Callable[[np.ndarray, DType], T],
+         on_tensor: Callable[[int], None] | None = None) -> dict[str, T]:
     """canonical name -> `convert(stored values, stored dtype)`, for every name of the plan.
 
     Tensors are read one at a time, so peak memory is the converted total plus one stored tensor.
+    `on_tensor(nbytes)` is called after each one (progress).
     """
-    return {name: convert(tree[name].tensor.read(), tree[name].tensor.dtype) for name in weight_plan.names}
+    out = {}
+    for name in weight_plan.names:
+        out[name] = convert(tree[name].tensor.read(), tree[name].tensor.dtype)
+        if on_tensor:
+            on_tensor(tree[name].tensor.nbytes)
+    return out
+
+
+def plan_nbytes(tree: ParameterTree, weight_plan: WeightPlan) -> int:
+    """The stored bytes `load` reads for `weight_plan`."""
+    return sum(tree[name].tensor.nbytes for name in weight_plan.names)
 
 
 def to_float32(values: np.ndarray, dtype: DType) -> np.ndarray:
