@@ -35,6 +35,7 @@ from ..errors import bad_input
 from ..tree import Ignored, ParameterTree
 from . import object_bundle
 from .assemble import Entry, assemble
+from .configs import config_beside
 from .table import Row, Table
 
 FORMAT = "tf-bert-for-tf2"
@@ -148,7 +149,7 @@ def _read_h5(path: Path, *, config_path: Path | None, num_heads: int | None) -> 
     vocab = path.parent / object_bundle.VOCAB_FILE
     tree = assemble(
         format_name=FORMAT, path=path, entries=entries, table=TABLE,
-        config=object_bundle._config(path.parent, config_path, DEFAULT_ACTIVATION),  # noqa: SLF001 - the same config rule
+        config=config_beside(path.parent, config_path, [object_bundle.CONFIG_FILE], activation=DEFAULT_ACTIVATION),
         default_activation=DEFAULT_ACTIVATION, num_heads=num_heads, files=[path],
         vocab=vocab if vocab.is_file() else None, extra_ignored=ignored, rename=lambda name: spelling.get(name, name),
     )
