@@ -94,7 +94,7 @@ class _LazyConsole:
         return self._console
 
     def print(self, *objects, **options) -> None:
-        if self._styled():
+        if self._styled() or not all(isinstance(o, (str, Table)) for o in objects):  # a rich renderable
             self.get().print(*(o.rich() if isinstance(o, Table) else o for o in objects), **options)
             return
         text = " ".join("\n".join(o.lines()) if isinstance(o, Table) else plain(str(o)) for o in objects)
