@@ -18,8 +18,9 @@ The last two are the exception: they are written by bertconv itself from the hf-
 reading those formats, not that bertconv writes them as the libraries do. TF2 Model Garden
 inputs are not built: writing one needs the TF2 venv.
 
-Sizes: `base` (L=12, H=768, V=30522: ~440 MB in fp32) and `large` (L=24, H=1024, V=30522:
-~1.34 GB). The cache lives in $BERTCONV_BENCH_DIR (default `.cache/bench` under the project root);
+Sizes: `base` (L=12, H=768, V=30522: ~440 MB in fp32), `large` (L=24, H=1024, V=30522:
+~1.34 GB) and `xlmr` (L=12, H=768, V=250002, XLM-R's size: ~1.1 GB, 732 MiB of it one embedding
+table). The cache lives in $BERTCONV_BENCH_DIR (default `.cache/bench` under the project root);
 each input directory is built under a temporary name and renamed when complete, so an interrupted
 build is redone, never half-used.
 
@@ -47,11 +48,14 @@ _COMMON = dict(attention_probs_dropout_prob=0.1, hidden_act="gelu", hidden_dropo
 CONFIGS = {
     "base": dict(_COMMON, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
     "large": dict(_COMMON, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096),
+    # The scale row: XLM-R's size (a 250,002-token vocabulary, one 732 MiB embedding table).
+    "xlmr": dict(_COMMON, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+                 vocab_size=250002),
     # A few-KB model for the smoke test of the harness itself.
     "tiny": dict(_COMMON, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
                  max_position_embeddings=40, vocab_size=99),
 }
-SEEDS = {"base": 1, "large": 2, "tiny": 3}
+SEEDS = {"base": 1, "large": 2, "tiny": 3, "xlmr": 4}
 KINDS = ("hf-safetensors", "hf-bin", "tf", "bert4keras", "keras-object", "hf-tf", "hf-flax")
 #: What a benchmark passes to bertconv / a reference tool for each kind.
 ENTRY = {
@@ -246,6 +250,33 @@ def _write_json(path: Path, data: dict) -> None:
 
 
 # --- the cache ----------------------------------------------------------------------------------
+
+#: Words of the fill-mask benchmark's text, in the vocabulary it writes.
+FILL_MASK_TEXT = "the capital of france is [MASK] ."
+SPECIAL_TOKENS = {0: "[PAD]", 100: "[UNK]", 101: "[CLS]", 102: "[SEP]", 103: "[MASK]"}
+
+
+def fill_mask_dir(size: str) -> Path:
+    """A directory transformers' fill-mask pipeline loads: the hf-safetensors input (linked, not
+    copied), its config, and a WordPiece vocab.txt of the model's size (BERT's special-token ids,
+    the text's words, single letters and their `##` pieces, then filler tokens)."""
+    source = ensure(size, "hf-safetensors", log=lambda message: None)
+    directory = bench_dir() / size / "fill-mask"
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in ("model.safetensors", "config.json"):
+        if not (directory / name).exists():
+            (directory / name).symlink_to(source / name)
+    vocab = directory / "vocab.txt"
+    if not vocab.exists():
+        size_v = CONFIGS[size]["vocab_size"]
+        words = [w for w in FILL_MASK_TEXT.split() if not w.startswith("[")]
+        letters = [chr(c) for c in range(ord("a"), ord("z") + 1)]
+        tokens = [SPECIAL_TOKENS.get(i, f"[unused{i}]") for i in range(104)]
+        tokens += list(dict.fromkeys(words + letters + ["##" + c for c in letters]))
+        tokens += [f"tok{i}" for i in range(size_v - len(tokens))]
+        vocab.write_text("\n".join(tokens) + "\n")
+    return directory
+
 
 def ensure(size: str, kind: str, *, log=print) -> Path:
     """The directory of input `kind` at `size`, built first if the cache lacks it."""

@@ -135,7 +135,7 @@ def run_once(command: Sequence[str], *, env: dict[str, str] | None = None, cwd: 
 
 def measure(command: Sequence[str], *, reps: int = 3, env: dict[str, str] | None = None, cwd: Path | None = None,
             before_each: Callable[[], None] | None = None, timeout: float = 3600,
-            stdout: str | None = None, idle_wait: float = 0) -> Measurement:
+            stdout: str | None = None, idle_wait: float = 0, check: bool = True) -> Measurement:
     """Run `command` `reps` times; `before_each()` runs (untimed) before every run, e.g. to
     remove the previous run's output. Dirty pages are flushed (`sync`) before each run so one
     run's write-back does not slow the next. With `idle_wait`, each run waits up to that many
@@ -146,7 +146,7 @@ def measure(command: Sequence[str], *, reps: int = 3, env: dict[str, str] | None
             before_each()
         os.sync()
         busy = bool(idle_wait) and not wait_for_idle(idle_wait)
-        sample = run_once(command, env=env, cwd=cwd, timeout=timeout, stdout=stdout)
+        sample = run_once(command, env=env, cwd=cwd, timeout=timeout, stdout=stdout, check=check)
         samples.append(Sample(**{**sample.__dict__, "busy": busy}))
     return Measurement(tuple(map(str, command)), tuple(samples))
 

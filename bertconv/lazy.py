@@ -15,6 +15,7 @@ attribute access, and every later access is a plain attribute read.
 from __future__ import annotations
 
 import importlib
+import sys
 from types import ModuleType
 
 
@@ -37,3 +38,8 @@ class _LazyModule:
 def lazy_module(name: str) -> ModuleType:
     """Module `name`, imported on first attribute access."""
     return _LazyModule(name)  # type: ignore[return-value]
+
+
+def pending(module: object) -> bool:
+    """True for a lazy module whose import has not happened yet (by it or by anyone else)."""
+    return isinstance(module, _LazyModule) and module.__dict__["_lazy_name"] not in sys.modules

@@ -94,7 +94,7 @@ def test_table_printer(tmp_path):
         return measure.Measurement(("x",), (sample, sample))
 
     ours = report.Row("audit model.safetensors", "bertconv", fake(0.25, 40))
-    ref = report.Row("audit model.safetensors", "transformers", fake(6.4, 350), bertconv=ours, goal=report.AUDIT_GOAL)
+    ref = report.Row("audit model.safetensors", "transformers", fake(8.0, 350), bertconv=ours, goal=report.AUDIT_GOAL)
     slow = report.Row("convert", "somebody", fake(1.0, 50), bertconv=ours, goal=report.CONVERT_GOAL)
     largest = 30522 * 1024 * 4
     pair_ok = report.PairRow("tf", "hf", 1_340_000_000, largest, fake(2.0, 200), cp=fake(1.0, 9), cp_sync=fake(1.6, 9),
@@ -105,9 +105,17 @@ def test_table_printer(tmp_path):
     section = report.Section("tiny", [ours, ref, slow], [pair_ok, pair_bad], [cold], ["a note"])
     text = report.render([section], command="python -m benchmarks --quick", reps=2)
 
-    assert math.isclose(ref.ratio, 6.4 / 0.25)
+    bound = report.Row("audit model.safetensors", "python -c pass", fake(0.05, 9), check="bertconv ≤ 3× this",
+                       passed=False, why="imports")
+    section.rows.append(bound)
+    section.extra = report.time_per_gb([section], (("tf", "hf"),))
+    text = report.render([section], command="python -m benchmarks --quick", reps=2)
+
+    assert math.isclose(ref.ratio, 8.0 / 0.25)
     assert "python -m benchmarks --quick" in text and "## tiny" in text and "- a note" in text
-    assert "| audit model.safetensors | transformers | 6.40 | 25.6× | 350 | ≥20×: PASS |" in text
+    assert "| audit model.safetensors | transformers | 8.00 | 32.0× | 350 | ≥30×: PASS |" in text
+    assert "| audit model.safetensors | python -c pass | 0.05 |  | 9 | bertconv ≤ 3× this: FAIL | imports |" in text
+    assert "| tiny | 1.34 | 1.49 | 15 |" in text  # 2.00 s for 1.34 GB: 1.49 s/GB, 15 s for 10 GB
     assert "≥5×: FAIL" in text
     assert "| tf → hf | 1,278 | 119 | 2.00 | 2.0× | PASS | 1.2× | 200 | 269 | PASS | yes |" in text
     assert "| hf → tf | 1,278 | 119 | 4.00 | 4.0× | FAIL |  | 400 | 269 | FAIL | - |" in text

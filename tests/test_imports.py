@@ -13,7 +13,11 @@ import pytest
 
 from conftest import FIXTURES, ROOT
 
-HEAVY = ("numpy", "h5py", "rich", "torch")
+HEAVY = ("numpy", "h5py", "rich", "torch", "msgpack")
+#: The format modules; a command imports only those whose container its path may be.
+FORMAT_MODULES = tuple(f"bertconv.formats.{name}" for name in (
+    "hf", "google_tf", "bert4keras", "bert4keras_objects", "hf_tf", "hf_flax", "tf2_garden", "tf_hub_savedmodel",
+    "bert_for_tf2", "keras_bert", "fairseq"))
 
 _RUN = """
 import contextlib, io, json, sys
@@ -24,11 +28,12 @@ with contextlib.redirect_stdout(io.StringIO()):
     except SystemExit as exit:
         status = exit.code
 print(json.dumps({"status": status, "imported": sorted(m for m in %r if m in sys.modules)}))
-""" % (HEAVY,)
+""" % (HEAVY + FORMAT_MODULES,)
 
 
 def imported_by(*args: str) -> tuple[int, set[str]]:
-    """The exit status of `bertconv ARGS` run in a fresh interpreter, and which of HEAVY it imported."""
+    """The exit status of `bertconv ARGS` run in a fresh interpreter, and which of HEAVY and of the
+    format modules it imported."""
     proc = subprocess.run([sys.executable, "-c", _RUN, *args], capture_output=True, text=True, cwd=ROOT, check=True)
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     return result["status"], set(result["imported"])
@@ -40,17 +45,105 @@ def test_importing_the_cli_imports_none_of_the_heavy_libraries():
     assert proc.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize("checkpoint", ["hf/pretraining/model.safetensors", "hf/pretraining_bin/pytorch_model.bin",
-                                        "hf/legacy_bin/pytorch_model.bin", "tf/full"])
-def test_audit_reads_headers_without_numpy_or_h5py(checkpoint):
+def test_importing_the_cli_imports_no_format_module():
+    code = f"import bertconv.cli, sys; print(sorted(m for m in {FORMAT_MODULES!r} if m in sys.modules))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert proc.stdout.strip() == "[]"
+
+
+#: checkpoint -> the format modules its audit may import: its own, and those of the same container
+#: (a legacy torch pickle starts with 0x80, which is also how a msgpack map starts; the bert4keras
+#: object checkpoint module uses bert4keras' table).
+AUDITS = {
+    "hf/pretraining/model.safetensors": {"bertconv.formats.hf"},
+    "hf/pretraining_bin/pytorch_model.bin": {"bertconv.formats.hf", "bertconv.formats.fairseq"},
+    "hf/legacy_bin/pytorch_model.bin": {"bertconv.formats.hf", "bertconv.formats.fairseq", "bertconv.formats.hf_flax"},
+    "tf/full": {"bertconv.formats.google_tf", "bertconv.formats.bert4keras_objects", "bertconv.formats.tf2_garden",
+                "bertconv.formats.tf_hub_savedmodel", "bertconv.formats.bert_for_tf2", "bertconv.formats.bert4keras"},
+}
+
+
+@pytest.mark.parametrize("checkpoint", sorted(AUDITS))
+def test_audit_reads_headers_without_numpy_h5py_rich_or_other_formats(checkpoint):
+    """Printed to a pipe, the report is plain text: no rich. Only the formats of the file's
+    container are imported."""
     status, imported = imported_by("audit", str(FIXTURES / checkpoint))
     assert status == 0
-    assert imported == {"rich"}  # the table it draws
+    assert not imported & set(HEAVY)
+    formats = imported & set(FORMAT_MODULES)
+    assert formats <= AUDITS[checkpoint] and formats & AUDITS[checkpoint]
 
 
 def test_audit_json_draws_nothing_and_imports_nothing_heavy():
     status, imported = imported_by("audit", "--json", str(FIXTURES / "hf/pretraining/model.safetensors"))
-    assert (status, imported) == (0, set())
+    assert (status, imported) == (0, {"bertconv.formats.hf"})
+
+
+def test_on_a_terminal_the_report_is_drawn_with_rich(monkeypatch):
+    """The other side of plain text: styles where they show (forced here, as on a terminal)."""
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    proc = subprocess.run([sys.executable, "-c", _RUN, "audit", str(FIXTURES / "hf/pretraining/model.safetensors")],
+                          capture_output=True, text=True, cwd=ROOT, check=True)
+    assert "rich" in json.loads(proc.stdout.strip().splitlines()[-1])["imported"]
+
+
+def test_the_plain_report_is_what_rich_prints_to_a_pipe():
+    from io import StringIO
+
+    from rich.console import Console
+
+    from bertconv.commands.common import Table, plain
+
+    table = Table("name", "count", "")
+    table.add_row("[bold]embeddings[/]", "1,024", "[green]ok[/]")
+    table.add_row("escaped \\[not a tag]", "7", "[red]MISMATCH[/]")
+    drawn = StringIO()
+    Console(file=drawn, width=200, highlight=False, soft_wrap=True).print(table.rich())
+    assert "\n".join(table.lines()) == drawn.getvalue().rstrip("\n")
+    assert plain("[red]problem:[/] a\\[b] c") == "problem: a[b] c"
+
+
+def test_registry_entries_state_what_their_modules_say():
+    """The registry states names, files and models as values (so that nothing is imported to
+    read them); they must be the modules' own."""
+    from bertconv import formats
+
+    for fmt in formats.FORMATS:
+        module = fmt.module
+        declared = getattr(module, "FORMATS", None) or (module.FORMAT,)
+        assert fmt.names == tuple(declared), fmt.target
+        if hasattr(module, "OWNED_FILES"):
+            assert fmt.owned_files == module.OWNED_FILES, fmt.target
+        assert fmt.models == tuple(getattr(module, "MODELS", ())), fmt.target
+
+
+def _fixture_paths():
+    from bertconv import formats
+
+    paths = {path for fmt in formats.FORMATS for path in fmt.fixture_paths(FIXTURES)}
+    paths |= {FIXTURES / fixture for fmt in formats.FORMATS for fixture in fmt.fuzz}
+    paths |= {child for path in list(paths) if path.is_dir() for child in path.iterdir() if child.is_file()}
+    return sorted(paths)
+
+
+def test_container_hints_cover_every_claim_on_every_fixture():
+    """`resolve` asks a format not imported yet only when the path may be its container: the hints
+    must include the container of every format whose sniffer (or, for a directory, `candidates`)
+    claims the path, or a file would resolve differently depending on what was imported before."""
+    from bertconv import formats
+    from bertconv.formats.registry import CONTAINERS, container_hints
+
+    checked = 0
+    for path in _fixture_paths():
+        hints = container_hints(path)
+        assert hints <= CONTAINERS
+        for fmt in formats.FORMATS:
+            assert set(fmt.containers) <= CONTAINERS and fmt.containers
+            claims = bool(fmt.candidates(path)) if path.is_dir() else bool(fmt.sniff(path))
+            if claims:
+                checked += 1
+                assert not hints.isdisjoint(fmt.containers), f"{path}: {fmt.target} claims it, hints {sorted(hints)}"
+    assert checked > 50
 
 
 def test_an_hdf5_file_brings_h5py_in():

@@ -9,7 +9,7 @@ import click
 from ..checks.audit import audit, ignored_summary
 from . import batch
 from .batch import batch_options, expand
-from .common import checkpoint_options, finish, human, load, selected_model, stdout
+from .common import Table, checkpoint_options, finish, human, load, selected_model, stdout
 
 
 #: The config fields the human report shows (`--json` has them all, with their provenance).
@@ -25,9 +25,7 @@ def print_report(report: dict) -> None:
     stdout.print("config: " + " ".join(f"{key}={config[key]}" for key in shown))
     heads = ", ".join(name for name, present in report["heads"].items() if present) or "none"
     stdout.print(f"heads: {heads}")
-    from rich.table import Table  # rich is imported where a table is drawn
-
-    table = Table("component", "parameters", "closed form", "", box=None, pad_edge=False)
+    table = Table("component", "parameters", "closed form", "")
     for c in report["components"]:
         mark = "[green]ok[/]" if c["parameters"] == c["expected"] else "[red]MISMATCH[/]"
         table.add_row(c["name"], human(c["parameters"]), human(c["expected"]), mark)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
+import os
+import re
 import sys
-from pathlib import Path
 from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
 import click
@@ -23,13 +26,65 @@ if TYPE_CHECKING:
 PROGRESS_MIN_BYTES = 100 * 2**20
 
 
-class _LazyConsole:
-    """A rich `Console`, made (and rich imported) when first printed to: `--json` and `--quiet`
-    runs never pay for it."""
+#: rich's markup: a tag in brackets, after any backslashes (an odd number escapes the tag).
+MARKUP_TAG = re.compile(r"(\\*)\[([a-z#/@][^[]*?)]")
 
-    def __init__(self, **options):
-        self._options = options
+
+def plain(markup: str) -> str:
+    """`markup` without rich's style tags, as rich prints it where it draws no styles."""
+    def untag(match: re.Match) -> str:
+        backslashes, escaped = divmod(len(match.group(1)), 2)
+        return "\\" * backslashes + (f"[{match.group(2)}]" if escaped else "")
+    return MARKUP_TAG.sub(untag, markup)
+
+
+@dataclass
+class Table:
+    """Columns of text (cells may hold rich markup): printed as rich's `Table(box=None,
+    pad_edge=False)` on a terminal, as the same columns in plain text elsewhere."""
+
+    headers: tuple[str, ...]
+    rows: list[tuple[str, ...]] = field(default_factory=list)
+
+    def __init__(self, *headers: str):
+        self.headers, self.rows = headers, []
+
+    def add_row(self, *cells: str) -> None:
+        self.rows.append(cells)
+
+    def lines(self) -> list[str]:
+        """The plain rendering: every cell padded to its column's width, columns two spaces apart."""
+        rows = [tuple(plain(cell) for cell in row) for row in (self.headers, *self.rows)]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(self.headers))]
+        return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) for row in rows]
+
+    def rich(self):
+        from rich.table import Table as RichTable
+
+        table = RichTable(*self.headers, box=None, pad_edge=False)
+        for row in self.rows:
+            table.add_row(*row)
+        return table
+
+
+class _LazyConsole:
+    """Prints rich markup: through a rich `Console` on a terminal (made, and rich imported, when
+    first printed to), as plain text elsewhere (a pipe or a file shows no styles, so rich is not
+    needed to strip them); `--json` and `--quiet` runs never pay for rich."""
+
+    def __init__(self, *, stderr: bool = False, **options):
+        self._options = {"stderr": stderr, **options}
         self._console: Console | None = None
+
+    def _stream(self):
+        return sys.stderr if self._options["stderr"] else sys.stdout
+
+    def _styled(self) -> bool:
+        """Whether rich would draw styles or wrap text here: a terminal, or colour forced."""
+        if self._console is not None or os.environ.get("FORCE_COLOR") or os.environ.get("TTY_COMPATIBLE") == "1":
+            return True
+        isatty = getattr(self._stream(), "isatty", None)
+        return bool(isatty and isatty())
 
     def get(self) -> Console:
         if self._console is None:
@@ -37,6 +92,13 @@ class _LazyConsole:
 
             self._console = Console(**self._options)
         return self._console
+
+    def print(self, *objects, **options) -> None:
+        if self._styled() or not all(isinstance(o, (str, Table)) for o in objects):  # a rich renderable
+            self.get().print(*(o.rich() if isinstance(o, Table) else o for o in objects), **options)
+            return
+        text = " ".join("\n".join(o.lines()) if isinstance(o, Table) else plain(str(o)) for o in objects)
+        self._stream().write(text + "\n")
 
     def __getattr__(self, name: str):  # called for what is not set in __init__: the Console's own
         if name.startswith("__"):

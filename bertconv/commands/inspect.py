@@ -9,7 +9,7 @@ import click
 from ..checks.report import checkpoint
 from . import batch
 from .batch import batch_options, expand
-from .common import checkpoint_options, human, load, print_json, selected_model, stdout
+from .common import Table, checkpoint_options, human, load, print_json, selected_model, stdout
 
 
 def describe(tree) -> dict:
@@ -75,9 +75,7 @@ def command(paths: tuple[Path, ...], config_path, num_heads, recursive: bool, jo
     stdout.print(f"heads: {heads}")
     for missing in report["missing_files"]:
         stdout.print(f"[yellow]absent:[/] {missing} (named by the checkpoint; headers were read without it)")
-    from rich.table import Table  # rich is imported where a table is drawn
-
-    table = Table("name in file", "shape", "dtype", "canonical", "canonical shape", box=None, pad_edge=False)
+    table = Table("name in file", "shape", "dtype", "canonical", "canonical shape")
     for t in report["tensors"]:
         canonical_shape = _shape(t["canonical_shape"]) if t["canonical_shape"] != t["shape"] else "same"
         table.add_row(t["name"], _shape(t["shape"]), t["dtype"],

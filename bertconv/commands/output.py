@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import sys
-from importlib import metadata
-from importlib.resources import files
 
 #: Raised whenever an output changes incompatibly: a key removed, renamed or retyped.
 SCHEMA_VERSION = 1
 
 
 def version() -> str:
+    from importlib import metadata  # imported by --json runs only
+
     try:
         return metadata.version("bertconv")
     except metadata.PackageNotFoundError:  # run from a source tree that is not installed
@@ -31,6 +31,8 @@ def schema_id(command: str) -> str:
 
 def schema(command: str) -> dict:
     """The JSON Schema (draft 2020-12) of `command`'s `--json` output."""
+    from importlib.resources import files
+
     return json.loads(files("bertconv.schemas").joinpath(f"{command}.json").read_text())
 
 

@@ -10,11 +10,14 @@ the tests run on every format. No other code dispatches on a format.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..containers import keras_h5
 from ..errors import bad_input
-from ..tree import ParameterTree
-from .registry import FORMATS, MODELS, SNIFF_ORDER, TARGETS, Format, Output, Specificity, expected_checkpoints, format_named
+from .registry import (FORMATS, MODELS, SNIFF_ORDER, TARGETS, Format, Output, Specificity, container_hints,
+                       expected_checkpoints, format_named)
+
+if TYPE_CHECKING:
+    from ..tree import ParameterTree
 
 __all__ = ["FORMATS", "MODELS", "TARGETS", "Format", "Output", "Specificity", "format_named", "read", "resolve"]
 
@@ -25,12 +28,15 @@ def resolve(path: Path) -> tuple[Format, Path]:
     A file (or TF bundle prefix) goes to the first format in `SNIFF_ORDER` (most specific sniffer
     first) whose sniffer claims it. A directory must hold exactly one checkpoint; a checkpoint
     that several formats list as a candidate is the most specific one's. The errors list what
-    was found, or what was expected.
+    was found, or what was expected. Only the formats that may claim the path (`Format.may_claim`)
+    are asked, so only their modules are imported.
     """
     path = Path(path)
+    hints = container_hints(path)
+    asked = [fmt for fmt in SNIFF_ORDER if fmt.may_claim(hints)]
     if path.is_dir():
         found: dict[Path, Format] = {}
-        for fmt in SNIFF_ORDER:
+        for fmt in asked:
             for candidate in fmt.candidates(path):
                 found.setdefault(candidate, fmt)
         if len(found) == 1:
@@ -43,13 +49,16 @@ def resolve(path: Path) -> tuple[Format, Path]:
         candidates = sorted(found)
         raise bad_input(path, f"directory holds {len(found)} checkpoints ({', '.join(p.name for p in candidates)}); "
                               f"pass the one to use, e.g. {candidates[0]}")
-    for fmt in SNIFF_ORDER:
+    for fmt in asked:
         if fmt.sniff(path):
             return fmt, path
     if not path.exists():
         raise bad_input(path, "does not exist")
-    if keras_h5.is_hdf5(path):
-        keras_h5.read_weights_file(path)  # an HDF5 file but not Keras weights: raises, saying what it holds
+    if "hdf5" in hints:
+        from ..containers import keras_h5
+
+        if keras_h5.is_hdf5(path):
+            keras_h5.read_weights_file(path)  # an HDF5 file but not Keras weights: raises, saying what it holds
     raise bad_input(path, f"is not a checkpoint bertconv reads; expected {expected_checkpoints()}")
 
 

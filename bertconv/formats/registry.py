@@ -9,19 +9,32 @@ convert, keep untouched and fuzz (`fixtures`, `fuzz`).
 
 Adding a format is its module (table, `sniff`, `candidates`, `read`, and `write` if it writes)
 plus one entry in `FORMATS`; docs/ARCHITECTURE.md walks through it.
+
+The entries name their modules, which are imported when first used: an entry states, as plain
+values, everything a command needs before it reads a checkpoint (names, files, models), and the
+containers its files may be (`containers`), so that `resolve` imports only the modules whose
+container a path may be (judged by `container_hints`: names and a few magic bytes), never h5py for
+a safetensors file. tests/test_imports.py holds the stated values to the modules' own.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from enum import Enum, IntEnum
 from pathlib import Path
 from types import ModuleType
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from ..tree import ParameterTree
-from . import (bert4keras, bert4keras_objects, bert_for_tf2, fairseq, google_tf, hf, hf_flax, hf_tf,
-               keras_bert, tf2_garden, tf_hub_savedmodel)
+from ..lazy import lazy_module, pending
+
+if TYPE_CHECKING:
+    from ..tree import ParameterTree
+
+
+def _module(name: str) -> ModuleType:
+    """Format module `name` of this package, imported when first used."""
+    return lazy_module(f"{__package__}.{name}")
 
 
 class Specificity(IntEnum):
@@ -80,6 +93,8 @@ class Format:
       models: the models one file of this format may hold, the default first (an ELECTRA
         pre-training checkpoint: generator and discriminator); its `read` then takes
         `model=`, which `formats.read` refuses for every other format.
+      containers: the containers (keys of `CONTAINERS`) its sniffer and `candidates` may claim a
+        file of; `resolve` asks a module not imported yet only about a path that may be one.
     """
 
     target: str
@@ -93,6 +108,12 @@ class Format:
     fuzz: tuple[str, ...]
     owned_files: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
+    containers: tuple[str, ...] = ()
+
+    def may_claim(self, hints: frozenset[str]) -> bool:
+        """Whether to ask this format about a path whose `container_hints` are `hints`: always once
+        its module is imported (asking costs nothing), else when the path may be its container."""
+        return not pending(self.module) or not hints.isdisjoint(self.containers)
 
     @property
     def sniff(self) -> Callable[[Path], str | None]:
@@ -127,103 +148,194 @@ class Format:
 
 FORMATS: tuple[Format, ...] = (
     Format(
-        target="hf", module=hf, names=hf.FORMATS, numerics="hf",
+        target="hf", module=_module("hf"), names=("hf-safetensors", "hf-pytorch-bin"), numerics="hf",
         specificity=Specificity.CONTAINER, output=Output.DIRECTORY,
         description="a Hugging Face model.safetensors, pytorch_model.bin or sharded *.index.json",
         fixtures=("hf/*", "family_hf/*/*"),
         fuzz=("hf/pretraining/model.safetensors", "hf/pretraining_bin/pytorch_model.bin",
               "hf/legacy_bin/pytorch_model.bin", "family_hf/albert/pretraining_bin/pytorch_model.bin"),
-        owned_files=hf.OWNED_FILES,
+        owned_files=("model.safetensors", "model-*-of-*.safetensors", "model.safetensors.index.json",
+                     "pytorch_model.bin", "pytorch_model-*-of-*.bin", "pytorch_model.bin.index.json", "config.json",
+                     "generation_config.json"),
+        containers=("safetensors", "torch", "shard-index"),
     ),
     Format(
-        target="tf", module=google_tf, names=(google_tf.FORMAT,), numerics="google-tf",
+        target="tf", module=_module("google_tf"), names=("google-tf",), numerics="google-tf",
         specificity=Specificity.CONTAINER, output=Output.DIRECTORY,
         description="a Google TF checkpoint (bert_model.ckpt.index and its data files)",
         fixtures=("tf/*", "tf_hub/*", "family_google/tf/*", "albert_zh/tf"),
         fuzz=("tf/two_shards/bert_model.ckpt.index",),
-        owned_files=google_tf.OWNED_FILES,
-        models=google_tf.MODELS,
+        owned_files=("bert_model.ckpt.index", "bert_model.ckpt.data-*", "bert_model.ckpt.meta", "checkpoint",
+                     "bert_config.json"),
+        models=("generator", "discriminator"),
+        containers=("tf-bundle",),
     ),
     Format(
-        target="bert4keras", module=bert4keras, names=bert4keras.FORMATS, numerics="bert4keras",
+        target="bert4keras", module=_module("bert4keras"), names=("bert4keras-h5", "bert4keras-keras3"),
+        numerics="bert4keras",
         specificity=Specificity.CONTAINER, output=Output.DIRECTORY,
         description="a bert4keras Keras HDF5 weights file (.h5, or Keras 3 .weights.h5)",
         fixtures=("bert4keras/*", "bert4keras_pretraining/nested/bert_model.h5",
                   "bert4keras_pretraining/weights-h5/bert_model.weights.h5", "family_google/bert4keras/*"),
         fuzz=("bert4keras/v50-pool-nsp-mlm/bert4keras_model.h5",
               "bert4keras_pretraining/weights-h5/bert_model.weights.h5"),
-        owned_files=bert4keras.OWNED_FILES,
+        owned_files=("bert4keras_model.h5", "bert_config.json"),
+        containers=("hdf5",),
     ),
     # Read-only: what bert4keras' pre-training leaves. `--to tf` writes what bert4keras loads.
     Format(
-        target="bert4keras-tf", module=bert4keras_objects, names=(bert4keras_objects.FORMAT,),
+        target="bert4keras-tf", module=_module("bert4keras_objects"), names=("bert4keras-tf",),
         numerics="bert4keras", specificity=Specificity.CONTENT, output=None,
         description="a bert4keras object-based TF checkpoint (*.ckpt.index with Keras object paths)",
         fixtures=("bert4keras_pretraining/*/bert_model.ckpt.index",),
         fuzz=("bert4keras_pretraining/pool-nsp-mlm/bert_model.ckpt.index",),
+        containers=("tf-bundle",),
     ),
     # What transformers 4.x saved for TensorFlow and Flax, which transformers 5 no longer reads.
     # Narrower than "hf" (every *.index.json) and "bert4keras" (every Keras-2 HDF5 file).
     Format(
-        target="hf-tf", module=hf_tf, names=(hf_tf.FORMAT,), numerics="hf",
+        target="hf-tf", module=_module("hf_tf"), names=("hf-tf-h5",), numerics="hf",
         specificity=Specificity.CONTENT, output=Output.DIRECTORY,
         description="a Hugging Face TensorFlow tf_model.h5 (or its sharded tf_model.h5.index.json)",
         fixtures=("hf_tf/*",),
         fuzz=("hf_tf/pretraining/tf_model.h5",),
         owned_files=("tf_model.h5", "tf_model-*-of-*.h5", "tf_model.h5.index.json", "config.json"),
+        containers=("hdf5", "shard-index"),
     ),
     Format(
-        target="hf-flax", module=hf_flax, names=(hf_flax.FORMAT,), numerics="hf",
+        target="hf-flax", module=_module("hf_flax"), names=("hf-flax-msgpack",), numerics="hf",
         specificity=Specificity.CONTENT, output=Output.DIRECTORY,
         description="a Hugging Face Flax flax_model.msgpack (or its sharded flax_model.msgpack.index.json)",
         fixtures=("hf_flax/*",),
         fuzz=("hf_flax/pretraining/flax_model.msgpack",),
         owned_files=("flax_model.msgpack", "flax_model-*-of-*.msgpack", "flax_model.msgpack.index.json",
                      "config.json"),
+        containers=("msgpack", "shard-index"),
     ),
     # Read-only, the checkpoints TF2 libraries write; `--to tf` gives Google's names. The Model
     # Garden and bert-for-tf2 compute GELU with tanh and mask with -10000, as google-research/bert.
     Format(
-        target="tf-garden", module=tf2_garden, names=(tf2_garden.FORMAT,), numerics="google-tf",
+        target="tf-garden", module=_module("tf2_garden"), names=("tf-garden",), numerics="google-tf",
         specificity=Specificity.NAMES, output=None,
         description="a TF2 Model Garden tf.train.Checkpoint (BertEncoderV2, BertPretrainerV2 masked LM)",
         fixtures=("tf2/garden-encoder", "tf2/garden-model-adam", "tf2/garden-pretrainer", "tf2/garden-nsp"),
         fuzz=("tf2/garden-pretrainer/bert_model.ckpt.index",),
+        containers=("tf-bundle",),
     ),
     Format(
-        target="tf-hub-savedmodel", module=tf_hub_savedmodel, names=tf_hub_savedmodel.FORMATS,
+        target="tf-hub-savedmodel", module=_module("tf_hub_savedmodel"),
+        names=("tf-hub-savedmodel", "tf-garden-functional"),
         numerics="google-tf", specificity=Specificity.NAMES, output=None,
         description="a TF-Hub BERT SavedModel (variables/ and its object graph) or a functional Model "
                     "Garden BertEncoder checkpoint",
         fixtures=("tf2/hub-savedmodel", "tf2/garden-functional"),
         fuzz=("tf2/hub-savedmodel/variables/variables.index",),
+        containers=("tf-bundle",),
     ),
     Format(
-        target="bert-for-tf2", module=bert_for_tf2, names=(bert_for_tf2.FORMAT,), numerics="google-tf",
+        target="bert-for-tf2", module=_module("bert_for_tf2"), names=("tf-bert-for-tf2",), numerics="google-tf",
         specificity=Specificity.NAMES, output=None,
         description="a bert-for-tf2 save_weights checkpoint or .h5 (a BertModelLayer's variables)",
         fixtures=("tf2/bert-for-tf2", "tf2/bert-for-tf2-h5"),
         fuzz=("tf2/bert-for-tf2/bert_model.ckpt.index", "tf2/bert-for-tf2-h5/bert_model.h5"),
+        containers=("tf-bundle", "hdf5"),
     ),
     Format(
-        target="keras-bert", module=keras_bert, names=(keras_bert.FORMAT,), numerics="keras-bert",
+        target="keras-bert", module=_module("keras_bert"), names=("keras-bert-h5",), numerics="keras-bert",
         specificity=Specificity.NAMES, output=None,
         description="a keras-bert model .h5 (Embedding-Token, MLM-Sim, NSP-Dense layers)",
         fixtures=("keras_bert/*/*.h5",),
         fuzz=("keras_bert/pretraining/weights.h5",),
+        containers=("hdf5",),
     ),
     # Read-only: fairseq's RoBERTa `model.pt` (a torch pickle with its options beside the state
     # dict); `--to hf` gives transformers' RoBERTa. fairseq's GELU is erf, as transformers'.
     Format(
-        target="fairseq", module=fairseq, names=(fairseq.FORMAT,), numerics="hf",
+        target="fairseq", module=_module("fairseq"), names=("fairseq",), numerics="hf",
         specificity=Specificity.CONTENT, output=None,
         description="a fairseq RoBERTa model.pt (a torch pickle of `model` and its `args` / `cfg`)",
         fixtures=("family_google/fairseq/*",),
         fuzz=("family_google/fairseq/roberta/model.pt",),
+        containers=("torch",),
     ),
 )
 
 
+
+# --- which containers a path may be, from its name and first bytes --------------------------------
+
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+#: HDF5 puts its signature at 0 or after a user block of 512, 1024, 2048, ... bytes.
+HDF5_FIRST_USERBLOCK = 512
+ZIP_MAGIC = b"PK\x03\x04"
+PICKLE_PROTO = 0x80
+#: A msgpack map starts with a fixmap byte (0x80-0x8f), map16 (0xde) or map32 (0xdf).
+MSGPACK_MAP_BYTES = frozenset(range(0x80, 0x90)) | {0xDE, 0xDF}
+SAFETENSORS_JSON_AT = 8  # after the 8-byte header length
+
+#: Container -> the file name suffixes that mark it (a checkpoint listed by name in a directory).
+CONTAINER_SUFFIXES: dict[str, tuple[str, ...]] = {
+    "safetensors": (".safetensors",),
+    "torch": (".bin", ".pt", ".pth"),
+    "hdf5": (".h5", ".hdf5", ".keras"),
+    "msgpack": (".msgpack",),
+    "shard-index": (".index.json",),
+    "tf-bundle": (".index",),
+}
+#: Every container a `Format.containers` may name.
+CONTAINERS = frozenset(CONTAINER_SUFFIXES)
+
+
+def _has_hdf5_signature(f, size: int) -> bool:
+    offset = 0
+    while offset + len(HDF5_SIGNATURE) <= size:
+        f.seek(offset)
+        if f.read(len(HDF5_SIGNATURE)) == HDF5_SIGNATURE:
+            return True
+        offset = HDF5_FIRST_USERBLOCK if offset == 0 else offset * 2
+    return False
+
+
+def _file_hints(path: Path) -> set[str]:
+    """The containers the file (or TF bundle prefix) `path` may be: by its name, its first bytes,
+    and a `.index` beside a bundle prefix. Generous: a sniffer decides, this only says whom to ask."""
+    name = path.name
+    hints = {container for container, suffixes in CONTAINER_SUFFIXES.items() if name.endswith(suffixes)}
+    if ".data-" in name or os.path.isfile(f"{path}.index"):
+        hints.add("tf-bundle")
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(SAFETENSORS_JSON_AT + 1)
+            if head[SAFETENSORS_JSON_AT:] == b"{":
+                hints.add("safetensors")
+            if head[:4] == ZIP_MAGIC or head[:1] == bytes([PICKLE_PROTO]):
+                hints.add("torch")
+            if head[:1] and head[0] in MSGPACK_MAP_BYTES:
+                hints.add("msgpack")
+            if _has_hdf5_signature(f, size):
+                hints.add("hdf5")
+    except OSError:  # a bundle prefix names no file; a directory is not read here
+        pass
+    return hints
+
+
+def container_hints(path: Path) -> frozenset[str]:
+    """The containers `path` may be (a file), or may hold (a directory: its files, a `checkpoint`
+    state file or a SavedModel's `variables/` mean a TF bundle). A superset of what any format's
+    `sniff` or `candidates` claims there (tests/test_imports.py checks it on every fixture)."""
+    path = Path(path)
+    if not path.is_dir():
+        return frozenset(_file_hints(path))
+    hints: set[str] = set()
+    for entry in path.iterdir():
+        if entry.is_file():
+            hints |= _file_hints(entry)
+            if entry.name == "checkpoint":
+                hints.add("tf-bundle")
+        elif entry.name == "variables":
+            hints.add("tf-bundle")
+    return frozenset(hints)
 
 def by_specificity(entries: tuple[Format, ...]) -> tuple[Format, ...]:
     """`entries` most specific first; ties keep their order, which is immaterial because equally
