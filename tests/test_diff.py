@@ -132,6 +132,7 @@ def test_a_flipped_bit_is_found_and_named(flipped, cli):
     human = cli("diff", HF / "masked_lm", flipped)
     assert human.exit_code == EXIT_DIFFERENT
     assert FLIPPED_CANONICAL in human.stdout and FLIPPED_TENSOR in human.stdout and "[9, 4]" in human.stdout
+    assert "DIFFERENT (1 difference(s))" in human.stdout and "Traceback" not in human.stderr, human.stderr
 
 
 def test_atol_lets_small_differences_pass(flipped, cli):

@@ -65,7 +65,7 @@ def print_report(report: dict) -> None:
     elif report["ok"]:
         stdout.print(f"[green]equal within {_tolerance(report['atol'])}[/]")
     else:
-        stdout.print(f"[red]DIFFERENT[/] ({len(report['differences'])} difference(s))")
+        stdout.print(f"[red]DIFFERENT[/] ({len(differences)} difference(s))")
 
 
 def _structural(report: dict) -> list[str]:
