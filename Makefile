@@ -26,7 +26,7 @@ demo: $(VENV)/.core
 
 test: $(VENV)/.test $(MINILM)
 	$(MAKE) $(ORACLE) || echo "oracle env unavailable: tests that need it will skip"
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 fuzz: $(VENV)/.test
 	BERTCONV_FUZZ_CASES=20000 $(BIN)/python -m pytest -q -m fuzz

@@ -65,5 +65,6 @@ def run_in_process(*args: str | os.PathLike) -> Result:
 
     result = CliRunner().invoke(main, [str(a) for a in args])
     if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
+        raise AssertionError(f"bertconv {' '.join(map(str, args))}: uncaught {result.exception!r}") \
+            from result.exception
     return Result(result.exit_code, result.stdout, result.stderr)

@@ -15,22 +15,15 @@ import h5py
 import numpy as np
 import pytest
 
-from click.testing import CliRunner
-
-from bertconv.cli import main
-from conftest import FIXTURES, Result, real_file, run_cli
+from conftest import FIXTURES, real_file, run_cli, run_in_process
 
 HF = FIXTURES / "hf"
 TF = FIXTURES / "tf"
 WORD_HF = "bert.embeddings.word_embeddings.weight"
 
 
-def cli(*args) -> Result:
-    """`bertconv ARGS` in this process."""
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise AssertionError(f"bertconv {' '.join(map(str, args))}: uncaught {result.exception!r}")
-    return Result(result.exit_code, result.stdout, result.stderr)
+#: `bertconv ARGS` in this process.
+cli = run_in_process
 
 
 def fails(result, status: int, *needles: str) -> str:

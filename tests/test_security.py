@@ -24,12 +24,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
-from bertconv.cli import main
 from bertconv.containers import torch_pickle
 from bertconv.errors import BadInput
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, run_cli, run_in_process
 
 ZIP_FIXTURE = FIXTURES / "hf" / "pretraining_bin" / "pytorch_model.bin"
 CONFIG = FIXTURES / "hf" / "pretraining_bin" / "config.json"
@@ -275,11 +273,8 @@ COMMANDS = (("inspect",), ("audit",), ("verify", "--deep"), ("convert",))
 
 
 def invoke(*args) -> tuple[int, str]:
-    """`bertconv ARGS` in this process (fast); (exit status, stderr). An exception other than
-    the exit a command asks for fails the test, as a traceback would."""
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise AssertionError(f"bertconv {' '.join(map(str, args))}: uncaught {result.exception!r}")
+    """`bertconv ARGS` in this process (fast); (exit status, stderr)."""
+    result = run_in_process(*args)
     return result.exit_code, result.stderr
 
 
