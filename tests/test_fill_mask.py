@@ -50,16 +50,19 @@ def assert_same_predictions(ours: list[list[dict]], expected: list[list[tuple[in
         assert np.abs(np.array([p["prob"] for p in mask]) - [prob for _, prob in reference]).max() <= PROB_ATOL
 
 
-@pytest.mark.parametrize("text", TEXTS)
-@pytest.mark.parametrize("runtime", ["numpy", "torch"])
-def test_library_matches_the_transformers_pipeline(pipeline_predictions, text, runtime):
-    tree = load(TIED)
+def model_for(runtime: str, tree):
+    """The tree's model in the named runtime (torch skips where it is not installed)."""
     if runtime == "torch":
         pytest.importorskip("torch")
         from bertconv.runtime import TorchBert
-        model = TorchBert(tree)
-    else:
-        model = NumpyBert(tree)
+        return TorchBert(tree)
+    return NumpyBert(tree)
+
+
+@pytest.mark.parametrize("text", TEXTS)
+@pytest.mark.parametrize("runtime", ["numpy", "torch"])
+def test_library_matches_the_transformers_pipeline(pipeline_predictions, text, runtime):
+    model = model_for(runtime, load(TIED))
     results = fill_mask(model, open_tokenizer(VOCAB), text, top_k=TOP_K)
     assert_same_predictions([[p.as_dict() for p in m.predictions] for m in results], pipeline_predictions[text])
 
@@ -199,13 +202,7 @@ def test_a_files_only_roberta_reads_mask_for_its_mask_token(tmp_path, cli):
 
 @pytest.mark.parametrize("runtime", ["numpy", "torch"])
 def test_batches_give_what_one_text_at_a_time_gives(runtime):
-    tree = load(TIED)
-    if runtime == "torch":
-        pytest.importorskip("torch")
-        from bertconv.runtime import TorchBert
-        model = TorchBert(tree)
-    else:
-        model = NumpyBert(tree)
+    model = model_for(runtime, load(TIED))
     tokenizer = open_tokenizer(VOCAB)
     texts = TEXTS + ["[MASK]", "a much longer text about the [MASK] cat and the dog that sat on the mat ."]
     encodings = tokenizer.encode_batch(texts)

@@ -54,6 +54,7 @@ from ..dtypes import DType
 from ..errors import BadInput, bad_input
 from ..lazy import lazy_module
 from ..tensor import ArrayTensor, LazyTensor, MappedTensor, check_span, file_size
+from .hdf5_signature import is_hdf5
 from .hdf5_workarounds import allocated_unfilled, check_free_space, check_global_heaps, write_at_offsets
 
 if TYPE_CHECKING:
@@ -63,9 +64,6 @@ else:  # imported on first use: most commands read no HDF5 file, and headers nee
     h5py = lazy_module("h5py")
     np = lazy_module("numpy")
 
-#: The HDF5 file signature; the superblock sits at byte 0 or at 512 * 2**k (after a user block).
-HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
-FIRST_USERBLOCK_SIZE = 512
 #: Keras splits a list attribute whose array is larger than this over `name0`, `name1`, ...
 #: (tf_keras/src/saving/legacy/hdf5_format.py, HDF5_OBJECT_HEADER_LIMIT).
 HDF5_OBJECT_HEADER_LIMIT = 64512
@@ -183,22 +181,6 @@ class H5Tensor(LazyTensor):
 
 
 # --- sniffing -------------------------------------------------------------------------------
-
-
-def is_hdf5(path: Path) -> bool:
-    """True when the file carries the HDF5 signature at byte 0 or after a user block."""
-    try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            offset = 0
-            while offset + len(HDF5_SIGNATURE) <= size:
-                f.seek(offset)
-                if f.read(len(HDF5_SIGNATURE)) == HDF5_SIGNATURE:
-                    return True
-                offset = FIRST_USERBLOCK_SIZE if offset == 0 else offset * 2
-    except OSError:
-        return False
-    return False
 
 
 def layout(path: Path) -> str | None:

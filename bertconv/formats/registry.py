@@ -26,6 +26,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Callable
 
+from ..containers.hdf5_signature import has_hdf5_signature
 from ..lazy import lazy_module, pending
 
 if TYPE_CHECKING:
@@ -264,9 +265,6 @@ FORMATS: tuple[Format, ...] = (
 
 # --- which containers a path may be, from its name and first bytes --------------------------------
 
-HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
-#: HDF5 puts its signature at 0 or after a user block of 512, 1024, 2048, ... bytes.
-HDF5_FIRST_USERBLOCK = 512
 ZIP_MAGIC = b"PK\x03\x04"
 PICKLE_PROTO = 0x80
 #: A msgpack map starts with a fixmap byte (0x80-0x8f), map16 (0xde) or map32 (0xdf).
@@ -286,16 +284,6 @@ CONTAINER_SUFFIXES: dict[str, tuple[str, ...]] = {
 CONTAINERS = frozenset(CONTAINER_SUFFIXES)
 
 
-def _has_hdf5_signature(f, size: int) -> bool:
-    offset = 0
-    while offset + len(HDF5_SIGNATURE) <= size:
-        f.seek(offset)
-        if f.read(len(HDF5_SIGNATURE)) == HDF5_SIGNATURE:
-            return True
-        offset = HDF5_FIRST_USERBLOCK if offset == 0 else offset * 2
-    return False
-
-
 def _file_hints(path: Path) -> set[str]:
     """The containers the file (or TF bundle prefix) `path` may be: by its name, its first bytes,
     and a `.index` beside a bundle prefix. Generous: a sniffer decides, this only says whom to ask."""
@@ -313,7 +301,7 @@ def _file_hints(path: Path) -> set[str]:
                 hints.add("torch")
             if head[:1] and head[0] in MSGPACK_MAP_BYTES:
                 hints.add("msgpack")
-            if _has_hdf5_signature(f, size):
+            if has_hdf5_signature(f, size):
                 hints.add("hdf5")
     except OSError:  # a bundle prefix names no file; a directory is not read here
         pass
