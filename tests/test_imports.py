@@ -14,6 +14,8 @@ import pytest
 from conftest import FIXTURES, ROOT
 
 HEAVY = ("numpy", "h5py", "rich", "torch", "msgpack")
+#: What reading a torch checkpoint needs and a safetensors file does not.
+TORCH_CONTAINER = ("zipfile", "pickle", "bertconv.containers.torch_pickle")
 #: The format modules; a command imports only those whose container its path may be.
 FORMAT_MODULES = tuple(f"bertconv.formats.{name}" for name in (
     "hf", "google_tf", "bert4keras", "bert4keras_objects", "hf_tf", "hf_flax", "tf2_garden", "tf_hub_savedmodel",
@@ -28,7 +30,7 @@ with contextlib.redirect_stdout(io.StringIO()):
     except SystemExit as exit:
         status = exit.code
 print(json.dumps({"status": status, "imported": sorted(m for m in %r if m in sys.modules)}))
-""" % (HEAVY + FORMAT_MODULES,)
+""" % (HEAVY + FORMAT_MODULES + TORCH_CONTAINER,)
 
 
 def imported_by(*args: str) -> tuple[int, set[str]]:
@@ -72,11 +74,13 @@ def test_audit_reads_headers_without_numpy_h5py_rich_or_other_formats(checkpoint
     assert not imported & set(HEAVY)
     formats = imported & set(FORMAT_MODULES)
     assert formats <= AUDITS[checkpoint] and formats & AUDITS[checkpoint]
+    if checkpoint.endswith(".safetensors"):
+        assert not imported & set(TORCH_CONTAINER)
 
 
 def test_audit_json_draws_nothing_and_imports_nothing_heavy():
     status, imported = imported_by("audit", "--json", str(FIXTURES / "hf/pretraining/model.safetensors"))
-    assert (status, imported) == (0, {"bertconv.formats.hf"})
+    assert (status, imported - {"zipfile"}) == (0, {"bertconv.formats.hf"})  # zipfile: importlib.metadata's
 
 
 def test_on_a_terminal_the_report_is_drawn_with_rich(monkeypatch):

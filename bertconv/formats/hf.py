@@ -17,16 +17,23 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..config import BertConfig
-from ..containers import safetensors_file, torch_pickle
+from ..containers import safetensors_file
 from ..errors import bad_input
+from ..lazy import lazy_module
 from ..tree import Ignored, ParameterTree
 from . import hf_files
 from .assemble import Entry, assemble
 from .configs import config_beside
 from .hf_classes import is_base_model
 from .table import IDENTITY, TRANSPOSE, Row, Skip, Table
+
+if TYPE_CHECKING:
+    from ..containers import torch_pickle
+else:  # imported on first use: a safetensors checkpoint needs no zipfile or pickle machinery
+    torch_pickle = lazy_module("bertconv.containers.torch_pickle")
 
 SAFETENSORS = "hf-safetensors"
 PYTORCH_BIN = "hf-pytorch-bin"
