@@ -18,6 +18,7 @@ from ..tensor import Bfloat16Widened
 from ..tree import ParameterTree
 from .bert4keras_graph import model_layers
 from .bert4keras_table import ALBERT, CONFIG_FILE, FAMILY_BY_TYPE, Family
+from .table import UNTIED_DECODER, refuse_unwritten
 
 WEIGHTS_FILE = "bert4keras_model.h5"
 #: What the writer records as the file's producer: the layout is tf-keras 2.21's.
@@ -62,10 +63,8 @@ def layers_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) -
     if missing:
         raise bad_input(tree.path, f"cannot write --to bert4keras: missing {', '.join(sorted(missing))}")
     # A dropped decoder goes with its own bias; MLM-Bias holds the output bias.
-    dropped = {"mlm.decoder", "mlm.decoder_bias"} if drop_untied_decoder else set()
-    unwritten = sorted(n for n in tree.params if tree.is_counted(n) and n not in written | dropped)
-    if unwritten:
-        raise bad_input(tree.path, f"bert4keras' {family.model_type.upper()} has no place for {', '.join(unwritten)}")
+    refuse_unwritten(tree, written, f"bert4keras' {family.model_type.upper()}",
+                     dropped=UNTIED_DECODER if drop_untied_decoder else frozenset())
     return layers
 
 

@@ -21,6 +21,7 @@ values, with `config.json` and the source's `vocab.txt`.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from ..containers import msgpack_file
@@ -28,7 +29,7 @@ from ..errors import bad_input
 from ..tree import ParameterTree
 from . import hf_files
 from .assemble import Entry, assemble
-from .table import TRANSPOSE, Row, Skip, Table
+from .table import TRANSPOSE, Row, Skip, Table, dense_rows, norm_rows, refuse_unwritten
 
 FORMAT = "hf-flax-msgpack"
 FLAX_FILE = "flax_model.msgpack"
@@ -39,13 +40,8 @@ TOP_KEYS = ("bert", "cls", "embeddings", "encoder", "pooler", "classifier", "qa_
 PREFIX = "bert/"
 
 
-def _norm_rows(canonical: str, name: str) -> tuple[Row, ...]:
-    return (Row(f"{canonical}.gamma", f"{name}/scale"), Row(f"{canonical}.beta", f"{name}/bias"))
-
-
-def _dense_rows(canonical: str, name: str) -> tuple[Row, ...]:
-    return (Row(f"{canonical}.kernel", f"{name}/kernel"), Row(f"{canonical}.bias", f"{name}/bias"))
-
+#: Flax names a LayerNorm's parameters `scale` and `bias`.
+_norm_rows = partial(norm_rows, gamma="scale", beta="bias")
 
 _LAYER = "bert/encoder/layer/{i}"
 
@@ -57,22 +53,22 @@ ENCODER_ROWS = (
     *_norm_rows("embeddings.norm", "bert/embeddings/LayerNorm"),
 )
 LAYER_ROWS = (
-    *_dense_rows("layers.{i}.attention.query", f"{_LAYER}/attention/self/query"),
-    *_dense_rows("layers.{i}.attention.key", f"{_LAYER}/attention/self/key"),
-    *_dense_rows("layers.{i}.attention.value", f"{_LAYER}/attention/self/value"),
-    *_dense_rows("layers.{i}.attention.output", f"{_LAYER}/attention/output/dense"),
+    *dense_rows("layers.{i}.attention.query", f"{_LAYER}/attention/self/query"),
+    *dense_rows("layers.{i}.attention.key", f"{_LAYER}/attention/self/key"),
+    *dense_rows("layers.{i}.attention.value", f"{_LAYER}/attention/self/value"),
+    *dense_rows("layers.{i}.attention.output", f"{_LAYER}/attention/output/dense"),
     *_norm_rows("layers.{i}.attention_norm", f"{_LAYER}/attention/output/LayerNorm"),
-    *_dense_rows("layers.{i}.ffn.intermediate", f"{_LAYER}/intermediate/dense"),
-    *_dense_rows("layers.{i}.ffn.output", f"{_LAYER}/output/dense"),
+    *dense_rows("layers.{i}.ffn.intermediate", f"{_LAYER}/intermediate/dense"),
+    *dense_rows("layers.{i}.ffn.output", f"{_LAYER}/output/dense"),
     *_norm_rows("layers.{i}.ffn_norm", f"{_LAYER}/output/LayerNorm"),
 )
 HEAD_ROWS = (
-    *_dense_rows("pooler", "bert/pooler/dense"),
+    *dense_rows("pooler", "bert/pooler/dense"),
     Row("mlm.output_bias", "cls/predictions/bias"),
-    *_dense_rows("mlm.transform", "cls/predictions/transform/dense"),
+    *dense_rows("mlm.transform", "cls/predictions/transform/dense"),
     *_norm_rows("mlm.norm", "cls/predictions/transform/LayerNorm"),
     Row("mlm.decoder", "cls/predictions/decoder/kernel", TRANSPOSE),  # untied only; [H, V]
-    *_dense_rows("nsp", "cls/seq_relationship"),  # kernel [H, 2], as canonical
+    *dense_rows("nsp", "cls/seq_relationship"),  # kernel [H, 2], as canonical
 )
 
 TABLE = Table("hf-flax", (*ENCODER_ROWS, *LAYER_ROWS, *HEAD_ROWS), skips=(
@@ -160,9 +156,7 @@ def arrays_to_write(tree: ParameterTree) -> list[tuple[tuple[str, ...], object]]
         name = row.name.removeprefix(PREFIX) if encoder_only else row.name
         arrays.append((tuple(name.split("/")), row.layout.to_format(tree[row.canonical].tensor)))
         written.add(row.canonical)
-    unwritten = sorted(n for n in tree.params if tree.is_counted(n) and n not in written)
-    if unwritten:
-        raise bad_input(tree.path, f"transformers' Flax BERT has no place for {', '.join(unwritten)}")
+    refuse_unwritten(tree, written, "transformers' Flax BERT")
     return arrays
 
 

@@ -30,6 +30,7 @@ bfloat16: bfloat16 tensors are widened (exactly) to float32.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from ..containers import keras_h5
@@ -40,7 +41,7 @@ from ..tensor import Bfloat16Widened, LazyTensor
 from ..tree import ParameterTree
 from . import hf_files
 from .assemble import Entry, assemble
-from .table import Row, Skip, Table
+from .table import UNTIED_DECODER, Row, Skip, Table, dense_rows, norm_rows, refuse_unwritten
 
 FORMAT = "hf-tf-h5"
 TF_FILE = "tf_model.h5"
@@ -54,13 +55,9 @@ MAIN_LAYERS = (BERT, MLM, NSP)
 HELD = MLM + "/"
 
 
-def _norm_rows(canonical: str, name: str) -> tuple[Row, ...]:
-    return (Row(f"{canonical}.gamma", f"{name}/gamma:0"), Row(f"{canonical}.beta", f"{name}/beta:0"))
-
-
-def _dense_rows(canonical: str, name: str) -> tuple[Row, ...]:
-    return (Row(f"{canonical}.kernel", f"{name}/kernel:0"), Row(f"{canonical}.bias", f"{name}/bias:0"))
-
+#: Keras names each variable with its output index, `:0`.
+_norm_rows = partial(norm_rows, gamma="gamma:0", beta="beta:0")
+_dense_rows = partial(dense_rows, kernel="kernel:0", bias="bias:0")
 
 _LAYER = "bert/encoder/layer_._{i}"
 #: The embedding weights in the order TFBertEmbeddings creates them.
@@ -235,10 +232,8 @@ def layers_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) -
         layers.append(LayerToWrite(MLM, tuple(weights(MLM_ROWS) + weights(EMBEDDING_ROWS, held=True))))
     if missing:
         raise bad_input(tree.path, f"cannot write --to hf-tf: missing {', '.join(sorted(set(missing)))}")
-    dropped = {"mlm.decoder", "mlm.decoder_bias"} if drop_untied_decoder else set()
-    unwritten = sorted(n for n in tree.params if tree.is_counted(n) and n not in written | dropped)
-    if unwritten:
-        raise bad_input(tree.path, f"transformers' TF BERT has no place for {', '.join(unwritten)}")
+    refuse_unwritten(tree, written, "transformers' TF BERT",
+                     dropped=UNTIED_DECODER if drop_untied_decoder else frozenset())
     return layers
 
 

@@ -15,8 +15,9 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
+from ..errors import bad_input
 from ..tensor import LazyTensor, TransposedTensor
-from ..tree import role_of
+from ..tree import ParameterTree, role_of
 
 
 class Layout(Enum):
@@ -136,3 +137,15 @@ def norm_rows(canonical: str, name: str, *, gamma: str = "gamma", beta: str = "b
 def dense_rows(canonical: str, name: str, *, kernel: str = "kernel", bias: str = "bias") -> tuple[Row, ...]:
     """The rows of a dense layer at `name` (`<name>/kernel`, `<name>/bias`), kernel [in, out]."""
     return (Row(f"{canonical}.kernel", f"{name}/{kernel}"), Row(f"{canonical}.bias", f"{name}/{bias}"))
+
+
+#: What `--drop-untied-decoder` drops: the untied decoder and its own bias.
+UNTIED_DECODER = frozenset({"mlm.decoder", "mlm.decoder_bias"})
+
+
+def refuse_unwritten(tree: ParameterTree, written: set[str], target: str, *, dropped: frozenset[str] = frozenset()) -> None:
+    """Refuse to write a tree holding a counted parameter that the writer placed nowhere: neither
+    `written` nor knowingly `dropped`. `target` names what has no place for it."""
+    unwritten = sorted(n for n in tree.params if tree.is_counted(n) and n not in written and n not in dropped)
+    if unwritten:
+        raise bad_input(tree.path, f"{target} has no place for {', '.join(unwritten)}")
