@@ -36,8 +36,8 @@ from typing import Callable
 from . import inputs
 from .inputs import bert_names
 from .measure import CommandFailed, Measurement, evict, measure, remove, resident_bytes, run_once, warm
-from .report import (AUDIT_GOAL, CONVERT_GOAL, FILL_MASK_GOAL, MIB, RSS_HEADROOM, STARTUP_GOAL, AuditReadRow, PairRow,
-                     Row, Section, time_per_gb)
+from .report import (AUDIT_GOAL, CONVERT_GOAL, FILL_MASK_GOAL, MIB, RSS_HEADROOM, STARTUP_GOAL, VERIFY_GOAL,
+                     AuditReadRow, PairRow, Row, Section, time_per_gb)
 
 ROOT = inputs.ROOT
 REFERENCE = inputs.REFERENCE
@@ -189,7 +189,7 @@ def size_section(size: str, runner: Runner, *, with_b4k: bool, with_keras_object
     def pair(task: str, bertconv_cmd: list[str], output: Path | None, refs: list[tuple[str, list[str], float, Path | None]]):
         mine = Row(task, "bertconv", runner.run(bertconv_cmd, output=output, check=check_for(size, bertconv_cmd)))
         section.rows.append(mine)
-        why = WHY["audit"] if task.startswith("audit") else WHY["convert"]
+        why = WHY["audit"] if task.startswith(("audit", "verify")) else WHY["convert"]
         for tool, command, goal, ref_output in refs:
             section.rows.append(Row(task, tool, runner.run(command, output=ref_output), bertconv=mine, goal=goal, why=why))
         return mine
@@ -202,6 +202,10 @@ def size_section(size: str, runner: Runner, *, with_b4k: bool, with_keras_object
     pair("audit TF checkpoint", [*bc, "audit", inputs.entry_path(size, "tf")], None,
          [("TensorFlow load_checkpoint + shapes", reference("tf_count.py", inputs.entry_path(size, "tf")), None, None)])
     startup_row(section, runner)
+    pair("verify model.safetensors (MLM head: present, tied, trained)",
+         [*bc, "verify", inputs.entry_path(size, "hf-safetensors")], None,
+         [("transformers from_pretrained(output_loading_info) + tie and initializer checks",
+           reference("hf_verify_head.py", inputs.input_dir(size, "hf-safetensors")), VERIFY_GOAL, None)])
 
     # conversions with a reference
     resave = runner.out("ref-hf")

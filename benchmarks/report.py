@@ -14,6 +14,9 @@ from .measure import Measurement
 MIB = 2**20
 #: Issue 17's goals: reference time / bertconv time at least this much.
 AUDIT_GOAL = 30.0
+#: Plain `verify` (the MLM head's presence, tying and trained-ness, from headers and the head's
+#: own small tensors) against loading the model with transformers to learn the same.
+VERIFY_GOAL = 25.0
 CONVERT_GOAL = 5.0
 FILL_MASK_GOAL = 3.0
 #: Issue 17: a header-only command within this factor of a bare `python -c pass`.

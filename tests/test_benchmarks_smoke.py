@@ -88,6 +88,22 @@ def test_reference_names_match_a_transformers_file():
     assert ours == stored
 
 
+@pytest.mark.parametrize("fixture, exit_code, says", [
+    ("pretraining", 0, "MLM head missing: none; tied: True; initializer values: False"),
+    ("bert_model", 1, "MLM head missing: ['cls.predictions"),
+])
+def test_verify_reference_reaches_bertconv_verify_verdict(fixture, exit_code, says):
+    """The reference the verify row is timed against does the work `bertconv verify` does: it
+    finds a missing head (and would pass the same checkpoints)."""
+    pytest.importorskip("transformers")
+    directory = ROOT / "fixtures" / "hf" / fixture
+    reference = subprocess.run([sys.executable, ROOT / "benchmarks" / "reference" / "hf_verify_head.py", directory],
+                               capture_output=True, text=True)
+    assert (reference.returncode, says in reference.stdout) == (exit_code, True), reference.stdout + reference.stderr
+    ours = subprocess.run([*BERTCONV, "verify", directory], capture_output=True, text=True, cwd=ROOT)
+    assert ours.returncode == exit_code
+
+
 def test_table_printer(tmp_path):
     def fake(seconds: float, rss_mib: float, io=None) -> measure.Measurement:
         sample = measure.Sample(seconds, int(rss_mib * report.MIB), 0, seconds, 0.0, io or {})
