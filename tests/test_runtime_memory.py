@@ -146,3 +146,33 @@ def test_one_thread_runs_blas_single_threaded_then_restores_the_count():
         assert get_threads() == 2
     finally:
         set_threads(before)
+
+
+def test_products_of_few_rows_run_on_one_blas_thread(monkeypatch):
+    """A short text's products run under `one_thread`; at BLAS_THREADS_MIN_ROWS rows the dense
+    products are BLAS's to split (the per-head attention products, S rows each, stay on one)."""
+    from contextlib import contextmanager
+
+    from bertconv.runtime import numpy_bert
+
+    entered = []
+
+    @contextmanager
+    def recording_one_thread():
+        entered.append(True)
+        yield
+
+    monkeypatch.setattr(numpy_bert.blas, "one_thread", recording_one_thread)
+    model = NumpyBert(load(TIED))
+    layers = model.config.num_hidden_layers
+
+    def count(batch: int, seq_len: int) -> int:
+        entered.clear()
+        ids = np.full((batch, seq_len), 7)
+        model.masked_lm_logits(ids, np.zeros_like(ids), np.ones_like(ids), np.zeros((batch, 1), int))
+        return len(entered)
+
+    dense_per_layer, attention_per_layer = 6, 2  # query, key, value, output, intermediate, output
+    assert count(1, 8) == layers * (dense_per_layer + attention_per_layer) + 2  # + the MLM transform, decoder
+    rows = numpy_bert.BLAS_THREADS_MIN_ROWS
+    assert count(rows // 32, 32) == layers * attention_per_layer + 2  # the head runs at B positions only
