@@ -45,6 +45,12 @@ class LazyTensor:
         """The values, `shape`-shaped, in `dtype.storage`; may be a read-only memory map."""
         raise NotImplementedError
 
+    def read_view(self) -> np.ndarray:
+        """The values as `read()` gives them, but in any memory layout, without copying to change
+        it: a transposed tensor is the transposed view of its base's values (F-ordered where the
+        base is C-ordered), not a row-major copy."""
+        return self.read()
+
     def byte_span(self) -> tuple[Path, int] | None:
         """(file, offset) where this tensor's bytes lie contiguous, row-major, little-endian, or
         None when they do not (a computed or non-contiguous tensor)."""
@@ -194,6 +200,9 @@ class TransposedTensor(LazyTensor):
         if original is not None:
             return original.read()
         return transpose(self.base.read())
+
+    def read_view(self) -> np.ndarray:
+        return self.base.read_view().T
 
     def byte_span(self) -> tuple[Path, int] | None:
         original = self._original()

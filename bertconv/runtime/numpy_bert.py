@@ -28,15 +28,16 @@ between implementations (activation, LayerNorm epsilon, mask adder) come from a 
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, ContextManager
 
 import numpy as np
 
 from ..config import Heads
 from ..tree import ParameterTree
+from . import blas, weights
 from . import loss as losses
-from . import weights
 from .inputs import check_model_inputs, check_positions, check_slot_inputs
 from .numerics import GELU_ERF, GELU_TANH, GELU_TANH_CUBIC, GELU_TANH_SCALE, RELU, Numerics
 
@@ -157,7 +158,9 @@ class NumpyBert:
       numerics: activation, LayerNorm epsilon and mask adder in use.
       heads: which heads are present (each complete; see `weights.plan`).
       decoder: canonical name of the MLM decoder matrix: "embeddings.word" when tied.
-      params: canonical name -> float32 array in canonical layout (kernels [in, out]).
+      params: canonical name -> float32 array in canonical layout (kernels [in, out]): read-only
+        views of the file's memory maps where the stored layout allows (a Hugging Face kernel is
+        the transposed view of its [out, in] matrix), else owned copies (`weights.float32_values`).
     """
 
     def __init__(self, tree: ParameterTree, numerics: Numerics | None = None, *,
@@ -169,7 +172,7 @@ class NumpyBert:
         self.heads: Heads = self._plan.heads
         self.decoder = self._plan.decoder
         self.decoder_bias = self._plan.decoder_bias
-        self.params: dict[str, np.ndarray] = weights.load(tree, self._plan, weights.to_float32, on_tensor)
+        self.params: dict[str, np.ndarray] = weights.load(tree, self._plan, weights.float32_values, on_tensor)
         self._activation = ACTIVATIONS[self.numerics.activation]
         self._mask_value = np.float32(self.numerics.mask_value(float(np.finfo(np.float32).min)))
 
@@ -228,11 +231,13 @@ class NumpyBert:
         query = split(self._dense(x, f"{prefix}.query"))
         key = split(self._dense(x, f"{prefix}.key"))
         value = split(self._dense(x, f"{prefix}.value"))
-        scores = query @ key.transpose(0, 1, 3, 2)  # [B, A, S, S]
+        with _blas_threads(seq_len):  # per head: [S, D] @ [D, S], then [S, S] @ [S, D]
+            scores = query @ key.transpose(0, 1, 3, 2)  # [B, A, S, S]
         scores *= np.float32(1.0 / math.sqrt(width))
         scores += adder
         probs = _softmax_(scores)
-        context = (probs @ value).transpose(0, 2, 1, 3).reshape(batch, seq_len, hidden)  # [B, S, H]
+        with _blas_threads(seq_len):
+            context = (probs @ value).transpose(0, 2, 1, 3).reshape(batch, seq_len, hidden)  # [B, S, H]
         return self._dense(context, f"{prefix}.output")
 
     # --- heads -----------------------------------------------------------------------------
@@ -331,7 +336,20 @@ class NumpyBert:
 
 def _matmul(x: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     """[..., K] @ [K, N] -> [..., N] as one 2-D product (one BLAS call, not one per batch row)."""
-    return (x.reshape(-1, x.shape[-1]) @ matrix).reshape(*x.shape[:-1], matrix.shape[-1])
+    rows = x.reshape(-1, x.shape[-1])
+    with _blas_threads(rows.shape[0]):
+        return (rows @ matrix).reshape(*x.shape[:-1], matrix.shape[-1])
+
+
+#: Products of fewer rows than this run on one BLAS thread (see `blas`): at 256 rows a 768 x 3072
+#: kernel is ~30 ms of one core, long against waking a second thread; at a fill-mask text's ten
+#: rows it is a fraction of a millisecond, and splitting it only adds the wait for the other thread.
+BLAS_THREADS_MIN_ROWS = 256
+
+
+def _blas_threads(rows: int) -> ContextManager[None]:
+    """The BLAS threading for a product with `rows` rows: one thread below BLAS_THREADS_MIN_ROWS."""
+    return blas.one_thread() if rows < BLAS_THREADS_MIN_ROWS else nullcontext()
 
 
 def _softmax_(scores: np.ndarray) -> np.ndarray:

@@ -193,7 +193,8 @@ def read_vocab_txt(path: Path) -> list[str]:
 
 def looks_uncased(tokens: list[str]) -> bool:
     """No upper-case letter in any token but the bracketed special ones ([CLS], [unused0], ...)."""
-    return not any(any(c.isupper() for c in t) for t in tokens if not (t.startswith("[") and t.endswith("]")))
+    characters = set("".join(t for t in tokens if not (t.startswith("[") and t.endswith("]"))))  # each once
+    return not any(c.isupper() for c in characters)
 
 
 def decide_lower_case(vocab_path: Path, tokens: list[str], settings: dict | None = None) -> tuple[bool, str]:

@@ -20,8 +20,9 @@ from typing import Any, Callable
 import numpy as np
 
 from ..config import Heads
-from ..dtypes import BFLOAT16, DType
+from ..dtypes import BFLOAT16
 from ..errors import BadInput
+from ..tensor import LazyTensor
 from ..tree import ParameterTree
 from . import weights
 from .inputs import check_model_inputs, check_positions, check_slot_inputs
@@ -70,8 +71,10 @@ class TorchBert:
         self.params: dict[str, torch.Tensor] = weights.load(tree, self._plan, self._to_tensor, on_tensor)
         self._mask_value = self.numerics.mask_value(torch.finfo(self.dtype).min)
 
-    def _to_tensor(self, values: np.ndarray, dtype: DType) -> "torch.Tensor":
-        """Stored values -> an owned tensor in `self.dtype` on `self.device`; bfloat16 bits as bfloat16."""
+    def _to_tensor(self, lazy: LazyTensor) -> "torch.Tensor":
+        """A stored tensor -> an owned tensor in `self.dtype` on `self.device`; bfloat16 bits as
+        bfloat16. Copied, row-major: torch takes no read-only memory map."""
+        values, dtype = lazy.read(), lazy.dtype
         if dtype is BFLOAT16:
             tensor = torch.from_numpy(np.array(values, dtype=np.uint16).view(np.int16)).view(torch.bfloat16)
         else:

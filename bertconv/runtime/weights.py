@@ -2,8 +2,12 @@
 
 A runtime needs every encoder parameter (with the embedding projection E -> H where the config
 has one), and each head (pooler, MLM, NSP, SOP, RTD) either whole or not at all. `plan` checks that against the tree and its config (names, shapes, dtypes) before any tensor
-data is read; `load` then reads exactly the tensors the plan names, one at a time, through a
-conversion the runtime chooses (`to_float32` for NumPy; torch_bert has its own).
+data is read; `load` then hands exactly the tensors the plan names, one at a time, to a
+conversion the runtime chooses (`float32_values` for NumPy; torch_bert has its own).
+
+Weights are mapped, not copied, where the layout allows: `float32_values` uses a float32 file's
+memory maps as they are (a Hugging Face kernel, stored [out, in], as the transposed view of its
+map), so the NumPy runtime's weights are the page cache's pages, shared and read when touched.
 
 Tying is decided here, once: the MLM decoder matrix [V, E] is the word-embedding table unless the
 tree holds an untied `mlm.decoder` (`ParameterTree.has_untied_decoder`). `WeightPlan.decoder`
@@ -20,8 +24,9 @@ from typing import Callable, TypeVar
 import numpy as np
 
 from ..config import Heads
-from ..dtypes import DType, as_float32
+from ..dtypes import FLOAT32, DType, as_float32
 from ..errors import BadInput, CheckFailed
+from ..tensor import LazyTensor
 from ..tree import ParameterTree, canonical_names, role_of
 
 T = TypeVar("T")
@@ -141,16 +146,16 @@ def require_head(weight_plan: WeightPlan, head: str, tree_path, needed_for: str)
                           f"when it was saved)")
 
 
-def load(tree: ParameterTree, weight_plan: WeightPlan, convert: Callable[[np.ndarray, DType], T],
+def load(tree: ParameterTree, weight_plan: WeightPlan, convert: Callable[[LazyTensor], T],
          on_tensor: Callable[[int], None] | None = None) -> dict[str, T]:
-    """canonical name -> `convert(stored values, stored dtype)`, for every name of the plan.
+    """canonical name -> `convert(its lazy tensor)`, for every name of the plan.
 
-    Tensors are read one at a time, so peak memory is the converted total plus one stored tensor.
-    `on_tensor(nbytes)` is called after each one (progress).
+    Tensors are converted one at a time, so peak memory is what the conversions keep plus one
+    stored tensor. `on_tensor(nbytes)` is called after each one (progress).
     """
     out = {}
     for name in weight_plan.names:
-        out[name] = convert(tree[name].tensor.read(), tree[name].tensor.dtype)
+        out[name] = convert(tree[name].tensor)
         if on_tensor:
             on_tensor(tree[name].tensor.nbytes)
     return out
@@ -159,6 +164,30 @@ def load(tree: ParameterTree, weight_plan: WeightPlan, convert: Callable[[np.nda
 def plan_nbytes(tree: ParameterTree, weight_plan: WeightPlan) -> int:
     """The stored bytes `load` reads for `weight_plan`."""
     return sum(tree[name].tensor.nbytes for name in weight_plan.names)
+
+
+def float32_values(tensor: LazyTensor) -> np.ndarray:
+    """The tensor's values as the float32 array the NumPy runtime computes with, shared with the
+    file where the layout allows, copied where it does not.
+
+    Shared: a float32 tensor whose values (`read_view`) are a read-only, aligned, native-endian
+    array laid out row- or column-major, such as a memory map of the file, or the transposed view
+    of one for a kernel stored [out, in]; NumPy hands either layout to BLAS without copying.
+    Copied (`to_float32`, C-contiguous and owned): float16 and bfloat16 (widened), float64
+    (rounded), a big-endian, misaligned or strided array (which BLAS would copy on every product),
+    and a writable array (in memory, which its owner could change under the model).
+    """
+    if tensor.dtype is FLOAT32:
+        values = np.asarray(tensor.read_view())  # a plain ndarray view: not a np.memmap in every result
+        if _shareable(values):
+            return values
+    return to_float32(tensor.read(), tensor.dtype)
+
+
+def _shareable(values: np.ndarray) -> bool:
+    flags = values.flags
+    return (values.dtype == np.float32 and not flags.writeable and flags.aligned
+            and (flags.c_contiguous or flags.f_contiguous))
 
 
 def to_float32(values: np.ndarray, dtype: DType) -> np.ndarray:
