@@ -131,21 +131,19 @@ def test_running_a_float32_model_adds_no_copy_of_its_weights(vocab_sized_model):
 
 
 def test_one_thread_runs_blas_single_threaded_then_restores_the_count():
-    if "openblas" not in np.show_config(mode="dicts")["Build Dependencies"]["blas"]["name"].lower():
-        pytest.skip("NumPy is built with another BLAS, whose threads one_thread leaves alone")
-    controls = blas._openblas()
-    assert controls is not None, "NumPy's OpenBLAS was not found"
-    set_threads, get_threads = controls
-    before = get_threads()
-    try:
-        set_threads(2)
-        if get_threads() != 2:
-            pytest.skip("OpenBLAS runs one thread at most here")
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    def blas_threads() -> list[int]:
+        return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+    if not blas_threads():
+        pytest.skip("threadpoolctl finds no BLAS loaded by NumPy here")
+    with threadpool_limits(limits=2, user_api="blas"):
+        if set(blas_threads()) != {2}:
+            pytest.skip("the BLAS runs one thread at most here")
         with blas.one_thread():
-            assert get_threads() == 1
-        assert get_threads() == 2
-    finally:
-        set_threads(before)
+            assert set(blas_threads()) == {1}
+        assert set(blas_threads()) == {2}
 
 
 def test_products_of_few_rows_run_on_one_blas_thread(monkeypatch):

@@ -7,29 +7,18 @@ machine whose cores are busy a second thread may wait a whole scheduler time sli
 measured 10-40 ms per product on two busy cores, which turned a bert-base pass of 73 products
 from 0.04 s into 1-2 s. `one_thread()` runs such products on the calling thread alone.
 
-OpenBLAS is found among the shared libraries the process has loaded (Linux), else in the
-directory where a NumPy wheel bundles it; with another BLAS (MKL, Accelerate) or none found,
-`one_thread()` changes nothing.
+threadpoolctl (scikit-learn's) finds the BLAS libraries the process has loaded (OpenBLAS, MKL,
+BLIS) and sets their thread counts; where it finds none, `one_thread()` changes nothing.
 """
 
 from __future__ import annotations
 
-import ctypes
 import functools
-import sys
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Iterator
 
-#: OpenBLAS's thread-count functions, as NumPy's scipy-openblas builds (prefix, 64-bit-integer
-#: suffix) and plain builds name them: (set, get).
-THREAD_FUNCTIONS = tuple(
-    (f"{prefix}openblas_set_num_threads{suffix}", f"{prefix}openblas_get_num_threads{suffix}")
-    for prefix in ("scipy_", "") for suffix in ("64_", "")
-)
-#: Where NumPy wheels bundle their libraries, beside the `numpy` package: Linux and Windows
-#: (auditwheel, delvewheel), macOS (delocate).
-WHEEL_LIBRARY_DIRS = ("numpy.libs", "numpy/.dylibs")
+if TYPE_CHECKING:
+    from threadpoolctl import ThreadpoolController
 
 
 @contextmanager
@@ -38,48 +27,21 @@ def one_thread() -> Iterator[None]:
 
     The count is the process's: BLAS products other threads run meanwhile are single-threaded too.
     """
-    controls = _openblas()
-    before = controls[1]() if controls is not None else 1
-    if before == 1:
+    libraries = _controller().select(user_api="blas")
+    if all(library.num_threads == 1 for library in libraries.lib_controllers):
         yield
         return
-    controls[0](1)
+    limiter = libraries.limit(limits=1)
     try:
         yield
     finally:
-        controls[0](before)
+        limiter.restore_original_limits()
 
 
 @functools.cache
-def _openblas() -> tuple[Callable[[int], None], Callable[[], int]] | None:
-    """NumPy's OpenBLAS (set thread count, get thread count), or None where there is none to find."""
-    for path in _candidate_libraries():
-        try:
-            library = ctypes.CDLL(str(path))  # already loaded by NumPy: the same handle, not a second copy
-        except OSError:
-            continue
-        for set_name, get_name in THREAD_FUNCTIONS:
-            if hasattr(library, set_name) and hasattr(library, get_name):
-                set_threads, get_threads = getattr(library, set_name), getattr(library, get_name)
-                set_threads.argtypes, set_threads.restype = [ctypes.c_int], None
-                get_threads.argtypes, get_threads.restype = [], ctypes.c_int
-                return set_threads, get_threads
-    return None
+def _controller() -> ThreadpoolController:
+    """The thread pools of the libraries loaded now: called after NumPy (and its BLAS) is."""
+    import numpy  # noqa: F401  (its BLAS must be loaded before the controller looks)
+    from threadpoolctl import ThreadpoolController
 
-
-def _candidate_libraries() -> list[Path]:
-    """Shared libraries whose file name says OpenBLAS, NumPy's own first: those the process has
-    loaded (from /proc/self/maps, on Linux; another package may have loaded its own), else those
-    of the NumPy wheel's bundled-library directory."""
-    import numpy
-
-    site = Path(numpy.__file__).resolve().parent.parent
-    bundled = [site / directory for directory in WHEEL_LIBRARY_DIRS]
-    maps = Path("/proc/self/maps")
-    if sys.platform.startswith("linux") and maps.is_file():
-        fields = (line.split(None, 5) for line in maps.read_text().splitlines())
-        loaded = {Path(f[5].strip()) for f in fields if len(f) == 6 and f[5].startswith("/")}  # address .. path
-        found = [path for path in loaded if "openblas" in path.name.lower()]
-    else:
-        found = [path for directory in bundled for path in directory.glob("*openblas*") if path.is_file()]
-    return sorted(found, key=lambda path: (path.parent not in bundled, str(path)))
+    return ThreadpoolController()
