@@ -14,7 +14,7 @@ import importlib
 import os
 import signal
 import sys
-from textwrap import dedent
+from inspect import cleandoc  # loaded anyway: dataclasses imports inspect
 from typing import Callable, NoReturn
 
 from .commands import output
@@ -68,6 +68,27 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(self, message)
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's help, descriptions printed as written. argparse makes a formatter for every
+    argument added and sizes it with `shutil`, which imports the compression modules: the width is
+    read here from `COLUMNS` or the terminal, as `shutil` would."""
+
+    def __init__(self, prog: str):
+        super().__init__(prog, width=_terminal_columns() - 2)
+
+
+def _terminal_columns() -> int:
+    """The width `shutil.get_terminal_size` gives: `COLUMNS`, else stdout's terminal, else 80."""
+    try:
+        return int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        pass
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        return 80
+
+
 class _Version(argparse.Action):
     """`--version`: reads the installed package's metadata only when asked."""
 
@@ -82,7 +103,7 @@ class _Version(argparse.Action):
 def _main_parser() -> argparse.ArgumentParser:
     """`bertconv [--version] COMMAND ARGS...`: the command's own parser reads ARGS."""
     listing = "\n".join(f"  {name:<11}{summary}" for name, (_, summary) in COMMANDS.items())
-    parser = _Parser(prog="bertconv", formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = _Parser(prog="bertconv", formatter_class=_HelpFormatter,
                      description="Convert BERT checkpoints between Google TF, bert4keras and Hugging Face, and check "
                                  "them.",
                      epilog=f"commands:\n{listing}\n\n`bertconv COMMAND --help` describes a command's arguments.")
@@ -95,9 +116,8 @@ def _main_parser() -> argparse.ArgumentParser:
 def command_parser(name: str) -> tuple[argparse.ArgumentParser, Callable[..., None]]:
     """The parser of command `name` (its module imported), and the function it runs."""
     module = importlib.import_module(f"{__package__}.commands.{COMMANDS[name][0]}")
-    summary, _, details = module.command.__doc__.partition("\n")
-    parser = _Parser(prog=f"bertconv {name}", description=f"{summary}\n{dedent(details)}".rstrip(),
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(prog=f"bertconv {name}", description=cleandoc(module.command.__doc__),
+                     formatter_class=_HelpFormatter)
     add_all(parser, module.ARGUMENTS)
     return parser, module.command
 
