@@ -135,9 +135,11 @@ def _run(args: list[str]) -> int:
         _main_parser().print_help(sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        chosen = _main_parser().parse_args(args)
-        parser, command = command_parser(chosen.command)
-        command(**vars(parser.parse_intermixed_args(chosen.arguments)))
+        if args[0] not in COMMANDS:  # --help, --version or a mistake: the main parser answers
+            chosen = _main_parser().parse_args(args)
+            args = [chosen.command, *chosen.arguments]
+        parser, command = command_parser(args[0])
+        command(**vars(parser.parse_intermixed_args(args[1:])))
     except UsageError as exc:
         sys.stderr.write(f"{exc.parser.format_usage()}{exc.parser.prog}: error: {exc}\n")
         _print_error_object(args, str(exc), None)

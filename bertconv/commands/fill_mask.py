@@ -80,7 +80,8 @@ ARGUMENTS = (
            help="LayerNorm epsilon (default: the config's, else 1e-12)."),
     option("--mask-adder", type=parse_mask_adder, metavar="NUMBER",
            help=f"Added to attention scores of padding: a number, or {DTYPE_MIN} (default: the source format's: "
-                f"-10000 Google, {DTYPE_MIN} Hugging Face, -inf bert4keras)."),
+                f"-10000 Google, {DTYPE_MIN} Hugging Face, -inf bert4keras). Write -inf or -1e9 with an equals "
+                f"sign, --mask-adder=-inf, or it reads as an option."),
 )
 
 
