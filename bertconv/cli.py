@@ -80,7 +80,8 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
 def _terminal_columns() -> int:
     """The width `shutil.get_terminal_size` gives: `COLUMNS`, else stdout's terminal, else 80."""
     try:
-        return int(os.environ["COLUMNS"])
+        if int(os.environ["COLUMNS"]) > 0:
+            return int(os.environ["COLUMNS"])
     except (KeyError, ValueError):
         pass
     try:
