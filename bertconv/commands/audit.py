@@ -5,10 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..checks.audit import audit, ignored_summary
-from . import batch
 from .arguments import json_flag, option
-from .batch import BATCH_OPTIONS, expand
-from .common import CHECKPOINT_OPTIONS, Table, finish, human, load, stdout
+from .common import BATCH_OPTIONS, CHECKPOINT_OPTIONS, Table, finish, human, load, stdout
 
 
 #: The config fields the human report shows (`--json` has them all, with their provenance).
@@ -56,7 +54,9 @@ def command(paths: list[Path], config_path: Path | None, num_heads: int | None, 
     Several PATHs (or --recursive) print one row per checkpoint; the exit status is the worst.
     """
     if len(paths) > 1 or recursive:
-        batch.run("audit", expand(paths, recursive), audit,
+        from . import batch  # a run over one checkpoint does without
+
+        batch.run("audit", batch.expand(paths, recursive), audit,
                   dict(config_path=config_path, num_heads=num_heads, model=model), jobs=jobs, as_json=as_json)
         return
     report = audit(load(paths[0], config_path, num_heads, model))

@@ -18,7 +18,6 @@ from .. import formats
 from ..errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, BertconvError, bad_input
 from ..tree import ParameterTree
 from . import output
-from .arguments import option, positive_int
 from .common import human, load, stdout
 
 if TYPE_CHECKING:
@@ -27,15 +26,6 @@ if TYPE_CHECKING:
 
 #: Width of the summary table when stdout is not a terminal: wide enough for any row.
 UNWRAPPED_WIDTH = 10_000
-
-
-#: `--recursive` and `--jobs N`, for the commands that take several checkpoints.
-BATCH_OPTIONS = (
-    option("--recursive", "-r", action="store_true",
-           help="Every checkpoint in the directory trees given, one row each (a directory without one is skipped)."),
-    option("--jobs", "-j", type=positive_int, metavar="N",
-           help="Checkpoints read at once, each in a process of its own (default: the number of cores)."),
-)
 
 
 def checkpoints_below(root: Path) -> list[Path]:

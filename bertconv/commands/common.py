@@ -6,7 +6,6 @@ import os
 import re
 import sys
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
@@ -36,16 +35,13 @@ def plain(markup: str) -> str:
     return MARKUP_TAG.sub(untag, markup)
 
 
-@dataclass
 class Table:
     """Columns of text (cells may hold rich markup): printed as rich's `Table(box=None,
     pad_edge=False)` on a terminal, as the same columns in plain text elsewhere."""
 
-    headers: tuple[str, ...]
-    rows: list[tuple[str, ...]] = field(default_factory=list)
-
     def __init__(self, *headers: str):
-        self.headers, self.rows = headers, []
+        self.headers: tuple[str, ...] = headers
+        self.rows: list[tuple[str, ...]] = []
 
     def add_row(self, *cells: str) -> None:
         self.rows.append(cells)
@@ -107,6 +103,14 @@ class _LazyConsole:
 stdout = _LazyConsole(highlight=False, soft_wrap=True)
 stderr = _LazyConsole(stderr=True, highlight=False)
 
+
+#: `--recursive` and `--jobs N`, for the commands that take several checkpoints (see `batch`).
+BATCH_OPTIONS = (
+    option("--recursive", "-r", action="store_true",
+           help="Every checkpoint in the directory trees given, one row each (a directory without one is skipped)."),
+    option("--jobs", "-j", type=positive_int, metavar="N",
+           help="Checkpoints read at once, each in a process of its own (default: the number of cores)."),
+)
 
 #: `--config FILE`, `--heads N` and `--model NAME`, for what a checkpoint and its neighbours do not tell.
 CHECKPOINT_OPTIONS = (

@@ -5,10 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..checks.report import checkpoint
-from . import batch
 from .arguments import json_flag, option
-from .batch import BATCH_OPTIONS, expand
-from .common import CHECKPOINT_OPTIONS, Table, human, load, print_json, stdout
+from .common import BATCH_OPTIONS, CHECKPOINT_OPTIONS, Table, human, load, print_json, stdout
 
 
 def describe(tree) -> dict:
@@ -56,7 +54,9 @@ def command(paths: list[Path], config_path: Path | None, num_heads: int | None, 
     Several PATHs (or --recursive) print one row per checkpoint.
     """
     if len(paths) > 1 or recursive:
-        batch.run("inspect", expand(paths, recursive), describe,
+        from . import batch  # a run over one checkpoint does without
+
+        batch.run("inspect", batch.expand(paths, recursive), describe,
                   dict(config_path=config_path, num_heads=num_heads, model=model), jobs=jobs, as_json=as_json)
         return
     tree = load(paths[0], config_path, num_heads, model)

@@ -7,10 +7,8 @@ from pathlib import Path
 
 from ..checks import trained
 from ..checks.verify import verify
-from . import batch
 from .arguments import Toggle, json_flag, option
-from .batch import BATCH_OPTIONS, expand
-from .common import CHECKPOINT_OPTIONS, byte_progress, finish, human, load, stdout
+from .common import BATCH_OPTIONS, CHECKPOINT_OPTIONS, byte_progress, finish, human, load, stdout
 
 #: Colours of the head, tying and training verdicts in the human report.
 VERDICT_STYLE = {"complete": "green", "tied": "green", "partial": "red", "missing": "red",
@@ -141,7 +139,9 @@ def command(paths: list[Path], config_path: Path | None, num_heads: int | None, 
     checks = dict(deep=deep, allow_missing_mlm=allow_missing_mlm, allow_untrained_mlm=allow_untrained_mlm,
                   probe=probe, runtime=runtime, headers_only=headers_only)
     if len(paths) > 1 or recursive:
-        batch.run("verify", expand(paths, recursive), partial(verify, **checks),
+        from . import batch  # a run over one checkpoint does without
+
+        batch.run("verify", batch.expand(paths, recursive), partial(verify, **checks),
                   dict(config_path=config_path, num_heads=num_heads, model=model), jobs=jobs, as_json=as_json)
         return
     tree = load(paths[0], config_path, num_heads, model)
