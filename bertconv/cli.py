@@ -8,24 +8,33 @@ is removed on the way out.
 
 from __future__ import annotations
 
+import argparse
 import errno
 import importlib
 import os
 import signal
 import sys
-
-import click
+from inspect import cleandoc  # loaded anyway: dataclasses imports inspect
+from typing import Callable, NoReturn
 
 from .commands import output
-from .errors import EXIT_BAD_INPUT, BertconvError
+from .commands.arguments import add_all
+from .errors import EXIT_BAD_INPUT, EXIT_OK, BertconvError
 
-#: Command name -> its module in bertconv.commands (which defines `command`). A module is imported
-#: when its command runs, so that `audit` does not wait for what `fill-mask` or `diff` import.
-COMMANDS = {"inspect": "inspect", "audit": "audit", "convert": "convert", "verify": "verify", "diff": "diff",
-            "fill-mask": "fill_mask"}
+#: Command name -> (its module in bertconv.commands, which defines `ARGUMENTS` and `command`; the line
+#: `bertconv --help` shows, the first of `command`'s docstring). A module is imported when its command
+#: runs, so that `audit` does not wait for what `fill-mask` or `diff` import.
+COMMANDS = {
+    "inspect": ("inspect", "Show a checkpoint's format, config, tensors and ignored entries (reads headers only)."),
+    "audit": ("audit", "Count parameters per component against the closed form from the config (reads no tensor "
+                       "data)."),
+    "convert": ("convert", "Convert SRC to DST in another (or the same) format, through the canonical tree."),
+    "verify": ("verify", "Check that the MLM head is present, trained and its decoder tied, and that shapes agree "
+                         "with the config."),
+    "diff": ("diff", "Compare two checkpoints tensor by tensor in canonical space (any two formats)."),
+    "fill-mask": ("fill_mask", "Predict every [MASK] in each TEXT with the checkpoint's MLM head."),
+}
 
-#: Where the group keeps its raw arguments (ctx.meta is shared with the command's context).
-ARGUMENTS = "bertconv.arguments"
 #: Signals that end a run the way Ctrl-C does: unwinding, so that temporaries are removed.
 UNWINDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 #: Shells report death by signal N as 128 + N.
@@ -44,60 +53,132 @@ def _terminate(signum, _frame):
     raise Terminated(signum)
 
 
-class _Group(click.Group):
-    def parse_args(self, ctx, args):
-        ctx.meta[ARGUMENTS] = list(args)
-        return super().parse_args(ctx, args)
+class UsageError(Exception):
+    """A command line argparse cannot parse (exit 2), with the parser whose usage to show."""
 
-    def list_commands(self, ctx) -> list[str]:
-        return list(COMMANDS)
+    def __init__(self, parser: argparse.ArgumentParser, message: str):
+        super().__init__(message)
+        self.parser = parser
 
-    def get_command(self, ctx, name: str) -> click.Command | None:
-        if name not in COMMANDS:
-            return None
-        return importlib.import_module(f"{__package__}.commands.{COMMANDS[name]}").command
 
-    def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except BertconvError as exc:
-            click.echo(f"bertconv: error: {exc}", err=True)
-            _print_error_object(ctx, str(exc), exc.path)
-            ctx.exit(exc.exit_status)
-        except click.ClickException as exc:  # usage: click prints it on stderr and exits 2
-            _print_error_object(ctx, exc.format_message(), None)
+class _Parser(argparse.ArgumentParser):
+    """Raises a usage error instead of printing it, so that `main` can also answer it in JSON."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(self, message)
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's help, descriptions printed as written. argparse makes a formatter for every
+    argument added and sizes it with `shutil`, which imports the compression modules: the width is
+    read here from `COLUMNS` or the terminal, as `shutil` would."""
+
+    def __init__(self, prog: str):
+        super().__init__(prog, width=_terminal_columns() - 2)
+
+
+def _terminal_columns() -> int:
+    """The width `shutil.get_terminal_size` gives: `COLUMNS`, else stdout's terminal, else 80."""
+    try:
+        if int(os.environ["COLUMNS"]) > 0:
+            return int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        pass
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        return 80
+
+
+class _Version(argparse.Action):
+    """`--version`: reads the installed package's metadata only when asked."""
+
+    def __init__(self, option_strings, dest, help=None):
+        super().__init__(option_strings, argparse.SUPPRESS, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> NoReturn:
+        sys.stdout.write(f"bertconv, version {output.version()}\n")
+        parser.exit()
+
+
+def _main_parser() -> argparse.ArgumentParser:
+    """`bertconv [--version] COMMAND ARGS...`: the command's own parser reads ARGS."""
+    listing = "\n".join(f"  {name:<11}{summary}" for name, (_, summary) in COMMANDS.items())
+    parser = _Parser(prog="bertconv", formatter_class=_HelpFormatter,
+                     description="Convert BERT checkpoints between Google TF, bert4keras and Hugging Face, and check "
+                                 "them.",
+                     epilog=f"commands:\n{listing}\n\n`bertconv COMMAND --help` describes a command's arguments.")
+    parser.add_argument("--version", action=_Version, help="Show the version and exit.")
+    parser.add_argument("command", metavar="COMMAND", choices=COMMANDS, help="One of the commands below.")
+    parser.add_argument("arguments", nargs=argparse.REMAINDER, metavar="ARGS", help="The command's arguments.")
+    return parser
+
+
+def command_parser(name: str) -> tuple[argparse.ArgumentParser, Callable[..., None]]:
+    """The parser of command `name` (its module imported), and the function it runs."""
+    module = importlib.import_module(f"{__package__}.commands.{COMMANDS[name][0]}")
+    parser = _Parser(prog=f"bertconv {name}", description=cleandoc(module.command.__doc__),
+                     formatter_class=_HelpFormatter)
+    add_all(parser, module.ARGUMENTS)
+    return parser, module.command
+
+
+def main(args: list[str] | None = None) -> NoReturn:
+    """Run `bertconv ARGS` (default: the process's arguments) and exit with its status."""
+    args = sys.argv[1:] if args is None else [str(a) for a in args]
+    raise SystemExit(_run(args))
+
+
+def _run(args: list[str]) -> int:
+    """Parse `args`, run the command, and return its exit status; what went wrong goes to stderr.
+    Options may come before, between or after the positional arguments (`parse_intermixed_args`)."""
+    if not args:
+        _main_parser().print_help(sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        if args[0] not in COMMANDS:  # --help, --version or a mistake: the main parser answers
+            chosen = _main_parser().parse_args(args)
+            args = [chosen.command, *chosen.arguments]
+        parser, command = command_parser(args[0])
+        command(**vars(parser.parse_intermixed_args(args[1:])))
+    except UsageError as exc:
+        sys.stderr.write(f"{exc.parser.format_usage()}{exc.parser.prog}: error: {exc}\n")
+        _print_error_object(args, str(exc), None)
+        return EXIT_BAD_INPUT
+    except BertconvError as exc:
+        sys.stderr.write(f"bertconv: error: {exc}\n")
+        _print_error_object(args, str(exc), exc.path)
+        return exc.exit_status
+    except KeyboardInterrupt:
+        sys.stderr.write("bertconv: interrupted\n")
+        return SIGNAL_EXIT_BASE + signal.SIGINT
+    except Terminated as exc:
+        sys.stderr.write(f"bertconv: stopped by {signal.Signals(exc.signum).name}\n")
+        return SIGNAL_EXIT_BASE + exc.signum
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_OK
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EIO, errno.EBADF) or not _is_output_error(exc):
             raise
-        except KeyboardInterrupt:
-            click.echo("bertconv: interrupted", err=True)
-            ctx.exit(SIGNAL_EXIT_BASE + signal.SIGINT)
-        except Terminated as exc:
-            click.echo(f"bertconv: stopped by {signal.Signals(exc.signum).name}", err=True)
-            ctx.exit(SIGNAL_EXIT_BASE + exc.signum)
-        except BrokenPipeError:
-            _silence_stdout()
-            ctx.exit(0)
-        except OSError as exc:
-            if exc.errno not in (errno.ENOSPC, errno.EIO, errno.EBADF) or not _is_output_error(exc):
-                raise
-            click.echo(f"bertconv: error: cannot write the output: {exc.strerror}", err=True)
-            _silence_stdout()
-            ctx.exit(EXIT_BAD_INPUT)
+        sys.stderr.write(f"bertconv: error: cannot write the output: {exc.strerror}\n")
+        _silence_stdout()
+        return EXIT_BAD_INPUT
+    return EXIT_OK
 
 
-def _json_requested(ctx) -> bool:
+def _json_requested(args: list[str]) -> bool:
     """Whether the command line asks for `--json` (read from the arguments themselves, so that
     an error while parsing the others is still answered in JSON)."""
-    arguments = ctx.meta.get(ARGUMENTS, [])
-    if "--" in arguments:
-        arguments = arguments[:arguments.index("--")]
-    return "--json" in arguments
+    if "--" in args:
+        args = args[:args.index("--")]
+    return "--json" in args
 
 
-def _print_error_object(ctx, message: str, path: str | None) -> None:
+def _print_error_object(args: list[str], message: str, path: str | None) -> None:
     """With --json, the error as the command's JSON object on stdout (see `commands.output`)."""
-    command = ctx.invoked_subcommand
-    if command in COMMANDS and _json_requested(ctx):
-        output.write(command, output.error_object(message, path))
+    if args and args[0] in COMMANDS and _json_requested(args):
+        output.write(args[0], output.error_object(message, path))
 
 
 def _is_output_error(exc: OSError) -> bool:
@@ -110,12 +191,6 @@ def _silence_stdout() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
-
-
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="bertconv")
-def main() -> None:
-    """Convert BERT checkpoints between Google TF, bert4keras and Hugging Face, and check them."""
 
 
 def run() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Iterator
 
@@ -114,6 +115,7 @@ _BY_TEMPLATE = {role.template: role for role in ROLES}
 _LAYER_INDEX = re.compile(r"^layers\.(\d+)\.")
 
 
+@cache  # asked of every name several times per command (order, heads, shapes, counts)
 def role_of(name: str) -> Role:
     """The role of a canonical name such as `layers.3.ffn.output.bias`; KeyError if none."""
     match = _LAYER_INDEX.match(name)
@@ -160,12 +162,16 @@ def canonical_names(config: BertConfig, heads: Heads, *, conditional: bool = Fal
     return sorted(names, key=model_order_key)
 
 
+#: Sort ranks for `model_order_key`: the encoder's roles before each head's, then each role's place in ROLES.
+_HEAD_RANK = {None: 0, **{head: rank for rank, head in enumerate(HEAD_NAMES, start=1)}}
+_ROLE_RANK = {role.template: rank for rank, role in enumerate(ROLES)}
+
+
 def model_order_key(name: str) -> tuple[int, int, int]:
     role = role_of(name)
     layer = layer_of(name)
-    head_rank = {None: 0, **{head: rank for rank, head in enumerate(HEAD_NAMES, start=1)}}[role.head]
     section = 0 if name.startswith("embeddings.") else 1 if layer is not None else 2
-    return (section * 10 + head_rank, layer if layer is not None else -1, ROLES.index(role))
+    return (section * 10 + _HEAD_RANK[role.head], layer if layer is not None else -1, _ROLE_RANK[role.template])
 
 
 # --- the tree ---------------------------------------------------------------------------

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,13 +60,24 @@ def minilm() -> Path:
 
 def run_in_process(*args: str | os.PathLike) -> Result:
     """Run `bertconv ARGS...` inside the test process (fast; the exit status and both streams as
-    a user sees them), for sweeps over every fixture that a process each would make slow."""
-    from click.testing import CliRunner
-
+    a user sees them, stdin empty), for sweeps over every fixture that a process each would make slow."""
     from bertconv.cli import main
 
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise AssertionError(f"bertconv {' '.join(map(str, args))}: uncaught {result.exception!r}") \
-            from result.exception
-    return Result(result.exit_code, result.stdout, result.stderr)
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err), _stdin(io.StringIO()):
+        try:
+            main([str(a) for a in args])
+        except SystemExit as exit:
+            status = exit.code
+        except Exception as exc:
+            raise AssertionError(f"bertconv {' '.join(map(str, args))}: uncaught {exc!r}") from exc
+    return Result(status, out.getvalue(), err.getvalue())
+
+
+@contextmanager
+def _stdin(stream):
+    saved, sys.stdin = sys.stdin, stream
+    try:
+        yield
+    finally:
+        sys.stdin = saved

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, run_in_process
 
 HF = FIXTURES / "hf"
 AUDIT_KEYS = {"format", "config", "parameters", "expected_parameters", "components", "heads", "ignored", "ok"}
@@ -94,7 +94,43 @@ def test_convert_refuses_to_overwrite_its_own_input(cli, tmp_path):
 
 
 def test_unknown_flag_is_usage_error(cli):
-    assert cli("audit", HF / "pretraining", "--bogus").exit_code == 2
+    result = cli("audit", HF / "pretraining", "--bogus")
+    assert result.exit_code == 2 and "usage: bertconv audit" in result.stderr and "--bogus" in result.stderr
+
+
+def test_help_lists_every_command_with_the_first_line_of_its_docstring():
+    import importlib
+
+    from bertconv.cli import COMMANDS
+
+    result = run_in_process("--help")
+    assert result.exit_code == 0
+    for name, (module, summary) in COMMANDS.items():
+        assert summary == importlib.import_module(f"bertconv.commands.{module}").command.__doc__.split("\n")[0]
+        assert f"{name}" in result.stdout and summary in result.stdout
+        details = run_in_process(name, "--help")
+        assert details.exit_code == 0 and details.stdout.startswith(f"usage: bertconv {name}")
+    assert run_in_process().exit_code == 2
+
+
+def test_options_may_come_before_between_and_after_the_paths():
+    a, b = HF / "pretraining", HF / "masked_lm"
+    expected = run_in_process("audit", a, b, "--json", "--jobs", "1").stdout
+    assert run_in_process("audit", "--json", a, "-j", "1", b).stdout == expected
+    assert len(expected.splitlines()) == 2
+
+
+def test_usage_errors_name_the_option_and_exit_two():
+    for args, named in [(["audit", HF / "pretraining", "--jobs", "0"], "--jobs"),
+                        (["diff", HF / "pretraining", HF / "pretraining", "--atol", "nan"], "--atol"),
+                        (["convert", HF / "pretraining", "out", "--to", "nope"], "--to"),
+                        (["convert", HF / "pretraining", "out"], "--to"),
+                        (["convert", HF / "pretraining", "out", "--to", "hf", "--max-shard-size", "5XB"],
+                         "--max-shard-size"),
+                        (["audit", HF / "pretraining", "--config", HF / "pretraining"], "--config"),
+                        (["nope"], "COMMAND")]:
+        result = run_in_process(*args)
+        assert result.exit_code == 2 and named in result.stderr and "usage: bertconv" in result.stderr, args
 
 
 def test_minilm_real_encoder_only_model(cli, minilm):

@@ -131,6 +131,7 @@ def test_numerics_flags_reach_the_runtime(cli):
                                for m in expected]
     bad = cli("fill-mask", TIED, "the [MASK]", "--mask-adder", "lots")
     assert bad.exit_code == 2 and "dtype-min" in bad.stderr
+    assert cli("fill-mask", TIED, "the [MASK]", "--mask-adder=-inf", "--json").exit_code == 0
 
 
 def test_a_google_checkpoint_uses_googles_numerics(cli):

@@ -1,5 +1,7 @@
 """Header-only commands import only what they use: no h5py unless the file is HDF5, no NumPy
-where no tensor data is read, no rich where nothing is drawn (each checked in a fresh process)."""
+where no tensor data is read, no rich where nothing is drawn, no click at all (the command line is
+argparse's; click's import alone took as long as the interpreter's start-up). Each is checked in a
+fresh process."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import pytest
 
 from conftest import FIXTURES, ROOT
 
-HEAVY = ("numpy", "h5py", "rich", "torch", "msgpack")
+HEAVY = ("numpy", "h5py", "rich", "torch", "msgpack", "click")
 #: What reading a torch checkpoint needs and a safetensors file does not.
 TORCH_CONTAINER = ("zipfile", "pickle", "bertconv.containers.torch_pickle")
 #: The format modules; a command imports only those whose container its path may be.

@@ -18,12 +18,11 @@ from pathlib import Path
 import pytest
 
 from bertconv import formats
-from bertconv.cli import main
+from bertconv.cli import COMMANDS
 from conftest import FIXTURES, run_cli, run_in_process
 
 #: Fixture paths relative to FIXTURES: a directory holding one checkpoint, or a checkpoint file.
 CASES = [str(path.relative_to(FIXTURES)) for fmt in formats.FORMATS for path in fmt.fixture_paths(FIXTURES)]
-COMMAND_NAMES = {command.name for command in main.commands.values()}
 
 
 #: For fill-mask on fixtures without a vocab.txt of their own (V=99 throughout).
@@ -34,7 +33,7 @@ def commands(path: Path, out: Path) -> list[list[str]]:
     runs = [["inspect", path], ["inspect", "--json", path], ["audit", path], ["verify", path],
             ["verify", "--deep", path], ["diff", path, path]]
     runs += [["convert", path, out / f"{target}-out", "--to", target] for target in formats.TARGETS]
-    if "fill-mask" in COMMAND_NAMES:
+    if "fill-mask" in COMMANDS:
         beside = path if path.is_dir() else path.parent
         vocab = [] if (beside / "vocab.txt").exists() else ["--vocab", out.parent / "vocab" / "vocab.txt"]
         runs.append(["fill-mask", path, "the [MASK] sat on the mat .", *vocab])

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import click
-
 from ..checks.audit import audit, ignored_summary
-from . import batch
-from .batch import batch_options, expand
-from .common import Table, checkpoint_options, finish, human, load, selected_model, stdout
+from .arguments import json_flag, option
+from .common import BATCH_OPTIONS, CHECKPOINT_OPTIONS, Table, finish, human, load, stdout
 
 
 #: The config fields the human report shows (`--json` has them all, with their provenance).
@@ -42,19 +39,25 @@ def print_report(report: dict) -> None:
     stdout.print("[green]audit ok[/]" if report["ok"] else "[red]audit FAILED[/]")
 
 
-@click.command("audit")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@checkpoint_options
-@batch_options
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (several checkpoints: one per line).")
-def command(paths: tuple[Path, ...], config_path, num_heads, recursive: bool, jobs: int | None, as_json: bool) -> None:
+ARGUMENTS = (
+    option("paths", nargs="+", type=Path, metavar="PATH", help="A checkpoint: a file, or a directory holding one."),
+    *CHECKPOINT_OPTIONS,
+    *BATCH_OPTIONS,
+    json_flag("Print one JSON object (several checkpoints: one per line)."),
+)
+
+
+def command(paths: list[Path], config_path: Path | None, num_heads: int | None, model: str | None, recursive: bool,
+            jobs: int | None, as_json: bool) -> None:
     """Count parameters per component against the closed form from the config (reads no tensor data).
 
-    Several PATHS (or --recursive) print one row per checkpoint; the exit status is the worst.
+    Several PATHs (or --recursive) print one row per checkpoint; the exit status is the worst.
     """
     if len(paths) > 1 or recursive:
-        batch.run(expand(paths, recursive), audit, dict(config_path=config_path, num_heads=num_heads, model=selected_model()),
-                  jobs=jobs, as_json=as_json)
+        from . import batch  # a run over one checkpoint does without
+
+        batch.run("audit", batch.expand(paths, recursive), audit,
+                  dict(config_path=config_path, num_heads=num_heads, model=model), jobs=jobs, as_json=as_json)
         return
-    report = audit(load(paths[0], config_path, num_heads))
-    finish(report, as_json, print_report)
+    report = audit(load(paths[0], config_path, num_heads, model))
+    finish("audit", report, as_json, print_report)

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
-import click
-
 from .. import formats
 from ..errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, BertconvError, bad_input
 from ..tree import ParameterTree
@@ -28,19 +26,6 @@ if TYPE_CHECKING:
 
 #: Width of the summary table when stdout is not a terminal: wide enough for any row.
 UNWRAPPED_WIDTH = 10_000
-
-
-def batch_options(function):
-    """`--recursive` and `--jobs N`, for the commands that take several checkpoints."""
-    function = click.option(
-        "--jobs", "-j", type=click.IntRange(min=1), default=None,
-        help="Checkpoints read at once, each in a process of its own (default: the number of cores).",
-    )(function)
-    function = click.option(
-        "--recursive", "-r", is_flag=True,
-        help="Every checkpoint in the directory trees given, one row each (a directory without one is skipped).",
-    )(function)
-    return function
 
 
 def checkpoints_below(root: Path) -> list[Path]:
@@ -178,10 +163,10 @@ def print_table(table: Table) -> None:
     sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
 
 
-def run(paths: list[Path], report_of: Callable[[ParameterTree], dict], load_options: dict, *,
+def run(command: str, paths: list[Path], report_of: Callable[[ParameterTree], dict], load_options: dict, *,
         jobs: int | None, as_json: bool) -> None:
-    """Check every checkpoint of `paths`, print a table (or JSON Lines) and exit with the worst status."""
-    command = click.get_current_context().command.name
+    """Check every checkpoint of `paths` for `command`, print a table (or JSON Lines) and exit with
+    the worst status."""
     rows = []
     for status, report in results(Job(report_of, load_options), paths, jobs or os.cpu_count() or 1):
         rows.append((status, report))

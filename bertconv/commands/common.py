@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import sys
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
-
-import click
 
 from .. import formats
 from ..errors import EXIT_CHECK_FAILED
 from ..paths import require_file_or_directory
 from ..tree import ParameterTree
 from . import output
+from .arguments import file_path, option, positive_int
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -38,16 +35,13 @@ def plain(markup: str) -> str:
     return MARKUP_TAG.sub(untag, markup)
 
 
-@dataclass
 class Table:
     """Columns of text (cells may hold rich markup): printed as rich's `Table(box=None,
     pad_edge=False)` on a terminal, as the same columns in plain text elsewhere."""
 
-    headers: tuple[str, ...]
-    rows: list[tuple[str, ...]] = field(default_factory=list)
-
     def __init__(self, *headers: str):
-        self.headers, self.rows = headers, []
+        self.headers: tuple[str, ...] = headers
+        self.rows: list[tuple[str, ...]] = []
 
     def add_row(self, *cells: str) -> None:
         self.rows.append(cells)
@@ -110,76 +104,44 @@ stdout = _LazyConsole(highlight=False, soft_wrap=True)
 stderr = _LazyConsole(stderr=True, highlight=False)
 
 
-#: Where `--model` leaves its value for `load` (click's per-invocation store), so that the
-#: commands' signatures do not all grow a parameter only ELECTRA checkpoints use.
-MODEL_KEY = "bertconv.model"
+#: `--recursive` and `--jobs N`, for the commands that take several checkpoints (see `batch`).
+BATCH_OPTIONS = (
+    option("--recursive", "-r", action="store_true",
+           help="Every checkpoint in the directory trees given, one row each (a directory without one is skipped)."),
+    option("--jobs", "-j", type=positive_int, metavar="N",
+           help="Checkpoints read at once, each in a process of its own (default: the number of cores)."),
+)
 
-
-def _remember_model(ctx: click.Context, _param, value: str | None) -> str | None:
-    ctx.meta[MODEL_KEY] = value
-    return value
-
-
-def checkpoint_options(function):
-    """`--config FILE`, `--heads N` and `--model NAME`, for what a checkpoint and its neighbours
-    do not tell."""
-    function = click.option(
-        "--model", type=click.Choice(formats.MODELS), default=None, expose_value=False,
-        callback=_remember_model,
-        help="Which model of an ELECTRA pre-training checkpoint to read: the generator (the masked LM, the "
-             "default) or the discriminator.",
-    )(function)
-    function = click.option(
-        "--heads", "num_heads", type=click.IntRange(min=1), default=None,
-        help="Number of attention heads, when no config file says it (default: hidden_size / 64).",
-    )(function)
-    function = click.option(
-        "--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-        help="A bert_config.json or Hugging Face config.json to use instead of the one beside the checkpoint.",
-    )(function)
-    return function
-
-
-class Tolerance(click.ParamType):
-    """A finite, non-negative number (`--atol`): NaN and infinity compare with nothing."""
-
-    name = "tolerance"
-
-    def convert(self, value, param, ctx) -> float:
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a number", param, ctx)
-        if not math.isfinite(number) or number < 0:
-            self.fail(f"{value!r} is not a finite, non-negative number", param, ctx)
-        return number
-
-
-def selected_model() -> str | None:
-    """The `--model` of the running command, or None."""
-    context = click.get_current_context(silent=True)
-    return context.meta.get(MODEL_KEY) if context is not None else None
+#: `--config FILE`, `--heads N` and `--model NAME`, for what a checkpoint and its neighbours do not tell.
+CHECKPOINT_OPTIONS = (
+    option("--config", dest="config_path", type=file_path, metavar="FILE",
+           help="A bert_config.json or Hugging Face config.json to use instead of the one beside the checkpoint."),
+    option("--heads", dest="num_heads", type=positive_int, metavar="N",
+           help="Number of attention heads, when no config file says it (default: hidden_size / 64)."),
+    option("--model", choices=formats.MODELS,
+           help="Which model of an ELECTRA pre-training checkpoint to read: the generator (the masked LM, the "
+                "default) or the discriminator."),
+)
 
 
 def load(path: Path, config_path: Path | None, num_heads: int | None, model: str | None = None) -> ParameterTree:
-    """Read the checkpoint at `path`, with `model` or else the `--model` of the running command
-    (a worker process of a batch has no command running: it is given `model`)."""
+    """Read the checkpoint at `path` (`model`: which model of an ELECTRA pre-training checkpoint)."""
     require_file_or_directory(Path(path), "checkpoint")
     if config_path is not None:
         require_file_or_directory(Path(config_path), "config")
     return formats.read(Path(path), config_path=config_path, num_heads=num_heads,
-                        model=model or selected_model())
+                        model=model)
 
 
-def print_json(data: dict) -> None:
-    """Print a report as the running command's `--json` object (stamped: see `output`)."""
-    output.write(click.get_current_context().command.name, data)
+def print_json(command: str, data: dict) -> None:
+    """Print a report as `command`'s `--json` object (stamped: see `output`)."""
+    output.write(command, data)
 
 
-def finish(report: dict, as_json: bool, print_report: Callable[[dict], None]) -> None:
+def finish(command: str, report: dict, as_json: bool, print_report: Callable[[dict], None]) -> None:
     """Print a check's report (JSON or for people) and exit 1 when it says not ok."""
     if as_json:
-        print_json(report)
+        print_json(command, report)
     else:
         print_report(report)
     if not report["ok"]:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import click
-
 from ..checks.arrays import BIT_EXACT, format_value
 from ..checks.diff import diff
 from ..checks.outputs import OUTPUTS_ATOL, compare_outputs
 from ..checks.trained import RUNTIMES
-from .common import Tolerance, byte_progress, finish, load, stdout
+from .arguments import json_flag, option, tolerance
+from .common import byte_progress, finish, load, stdout
 
 #: How many tensor names a line about differing dtypes shows.
 DTYPE_NAMES_SHOWN = 3
@@ -107,19 +106,22 @@ def _print_outputs(report: dict, outputs: dict) -> None:
         stdout.print("[red]DIFFERENT[/]: the checkpoints do not hold the same tensors")
 
 
-@click.command("diff")
-@click.argument("a", type=click.Path(path_type=Path))
-@click.argument("b", type=click.Path(path_type=Path))
-@click.option("--atol", type=Tolerance(), default=BIT_EXACT, show_default=True,
-              help="Largest absolute difference allowed per value; 0 compares bits exactly.")
-@click.option("--outputs", "with_outputs", is_flag=True,
-              help="Also run both on the same batch of random tokens and compare their MLM logits; the "
-                   "outputs, not the bits, then decide whether values agree.")
-@click.option("--outputs-atol", type=Tolerance(), default=OUTPUTS_ATOL, show_default=True,
-              help="Largest absolute logit difference allowed with --outputs.")
-@click.option("--runtime", type=click.Choice(RUNTIMES), default="numpy", show_default=True,
-              help="Runtime that computes the outputs: NumPy, or torch (an optional extra).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+ARGUMENTS = (
+    option("a", type=Path, metavar="A", help="A checkpoint: a file, or a directory holding one."),
+    option("b", type=Path, metavar="B", help="The checkpoint to compare it with, in any format."),
+    option("--atol", type=tolerance, default=BIT_EXACT,
+           help="Largest absolute difference allowed per value; 0 compares bits exactly (default: %(default)s)."),
+    option("--outputs", dest="with_outputs", action="store_true",
+           help="Also run both on the same batch of random tokens and compare their MLM logits; the outputs, not "
+                "the bits, then decide whether values agree."),
+    option("--outputs-atol", type=tolerance, default=OUTPUTS_ATOL,
+           help="Largest absolute logit difference allowed with --outputs (default: %(default)s)."),
+    option("--runtime", choices=RUNTIMES, default="numpy",
+           help="Runtime that computes the outputs: NumPy, or torch (an optional extra) (default: %(default)s)."),
+    json_flag("Print one JSON object."),
+)
+
+
 def command(a: Path, b: Path, atol: float, with_outputs: bool, outputs_atol: float, runtime: str,
             as_json: bool) -> None:
     """Compare two checkpoints tensor by tensor in canonical space (any two formats).
@@ -140,4 +142,4 @@ def command(a: Path, b: Path, atol: float, with_outputs: bool, outputs_atol: flo
             [] if outputs["ok"] else [f"outputs: largest difference {format_value(outputs['max_abs_diff'])} "
                                       f"beyond --outputs-atol {outputs['atol']:g}"])
         report["ok"] = not report["problems"]
-    finish(report, as_json, print_report)
+    finish("diff", report, as_json, print_report)

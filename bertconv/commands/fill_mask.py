@@ -4,9 +4,9 @@ from any format, with the checkpoint's own tokenizer."""
 from __future__ import annotations
 
 import sys
+from argparse import ArgumentTypeError
 from pathlib import Path
 
-import click
 from rich.markup import escape
 from rich.table import Table
 
@@ -18,23 +18,24 @@ from ..runtime.fill_mask import check_text, check_vocabulary, predict
 from ..runtime.numerics import DTYPE_MIN, Numerics, family_of
 from ..runtime.tokenizer import find, open_tokenizer
 from . import output
-from .common import byte_progress, checkpoint_options, load, stdout
+from .arguments import Toggle, file_path, json_flag, option, positive_float, positive_int
+from .common import CHECKPOINT_OPTIONS, byte_progress, load, stdout
 
 RUNTIMES = ("numpy", "torch")
 EXIT_BAD_INPUT = 2
 
 
-def parse_mask_adder(ctx, param, text: str | None) -> float | str | None:
+def parse_mask_adder(text: str) -> float | str:
     """`--mask-adder`: a number, or DTYPE_MIN."""
-    if text is None or text == DTYPE_MIN:
+    if text == DTYPE_MIN:
         return text
     try:
         return float(text)
     except ValueError:
-        raise click.BadParameter(f"{text!r} is neither a number (e.g. -10000) nor {DTYPE_MIN!r}") from None
+        raise ArgumentTypeError(f"{text!r} is neither a number (e.g. -10000) nor {DTYPE_MIN!r}") from None
 
 
-def read_texts(texts: tuple[str, ...], file: str | None) -> list[str]:
+def read_texts(texts: list[str], file: str | None) -> list[str]:
     """The texts of the arguments, then the lines of `file` ("-": stdin), blank lines skipped."""
     lines: list[str] = []
     if file is not None:
@@ -49,48 +50,52 @@ def read_texts(texts: tuple[str, ...], file: str | None) -> list[str]:
     return found
 
 
-@click.command("fill-mask")
-@click.argument("path", type=click.Path(path_type=Path))
-@click.argument("texts", nargs=-1)
-@click.option("--file", "texts_file", default=None,
-              help="Also read texts from this file, one a line (- reads stdin).")
-@click.option("--vocab", "--tokenizer", "vocab_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="The tokenizer file: a tokenizer.json, vocab.txt (WordPiece), vocab.json (byte-level BPE, with "
-                   "merges.txt beside it) or spiece.model (SentencePiece) (default: the first of these beside the "
-                   "checkpoint).")
-@click.option("--top-k", type=click.IntRange(min=1), default=5, show_default=True,
-              help="Predictions per [MASK].")
-@click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True,
-              help="Texts run through the model at once.")
-@click.option("--runtime", type=click.Choice(RUNTIMES), default="numpy", show_default=True,
-              help="The NumPy runtime, or torch (an optional extra).")
-@click.option("--json", "as_json", is_flag=True,
-              help='Print one JSON object per text (JSON Lines for several); its "masks" hold per [MASK] its '
-                   'position and {"token", "id", "prob"} each.')
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar while the model loads.")
-@click.option("--cased/--uncased", "cased", default=None,
-              help="Keep case and accents, or lower-case (for a vocab.txt or spiece.model; default: do_lower_case "
-                   "of a tokenizer_config.json beside it, else for a vocab.txt uncased unless it has upper-case "
-                   "letters, for a spiece.model uncased).")
-@checkpoint_options
-@click.option("--act", "activation", type=click.Choice(ACTIVATIONS), default=None,
-              help="Activation (default: the config's, as its source format means it: gelu_tanh for Google "
-                   "checkpoints, gelu (erf) for Hugging Face and bert4keras).")
-@click.option("--layer-norm-eps", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="LayerNorm epsilon (default: the config's, else 1e-12).")
-@click.option("--mask-adder", default=None, callback=parse_mask_adder,
-              help=f"Added to attention scores of padding: a number, or {DTYPE_MIN} (default: the source "
-                   f"format's: -10000 Google, {DTYPE_MIN} Hugging Face, -inf bert4keras).")
-def command(path: Path, texts: tuple[str, ...], texts_file: str | None, vocab_path: Path | None, top_k: int,
-            batch_size: int, runtime: str, as_json: bool, quiet: bool, cased: bool | None, config_path, num_heads,
-            activation: str | None, layer_norm_eps: float | None, mask_adder: float | str | None) -> None:
+ARGUMENTS = (
+    option("path", type=Path, metavar="PATH",
+           help="A checkpoint with an MLM head: a file, or a directory holding one."),
+    option("texts", nargs="*", metavar="TEXT", help="A text holding one or more [MASK] tokens."),
+    option("--file", dest="texts_file", metavar="FILE",
+           help="Also read texts from this file, one a line (- reads stdin)."),
+    option("--vocab", "--tokenizer", dest="vocab_path", type=file_path, metavar="FILE",
+           help="The tokenizer file: a tokenizer.json, vocab.txt (WordPiece), vocab.json (byte-level BPE, with "
+                "merges.txt beside it) or spiece.model (SentencePiece) (default: the first of these beside the "
+                "checkpoint)."),
+    option("--top-k", type=positive_int, default=5, metavar="K", help="Predictions per [MASK] (default: %(default)s)."),
+    option("--batch-size", type=positive_int, default=16, metavar="N",
+           help="Texts run through the model at once (default: %(default)s)."),
+    option("--runtime", choices=RUNTIMES, default="numpy",
+           help="The NumPy runtime, or torch (an optional extra) (default: %(default)s)."),
+    json_flag('Print one JSON object per text (JSON Lines for several); its "masks" hold per [MASK] its position '
+              'and {"token", "id", "prob"} each.'),
+    option("--quiet", "-q", action="store_true", help="No progress bar while the model loads."),
+    option("--cased", "--uncased", action=Toggle,
+           help="Keep case and accents, or lower-case (for a vocab.txt or spiece.model; default: do_lower_case of a "
+                "tokenizer_config.json beside it, else for a vocab.txt uncased unless it has upper-case letters, for "
+                "a spiece.model uncased)."),
+    *CHECKPOINT_OPTIONS,
+    option("--act", dest="activation", choices=ACTIVATIONS,
+           help="Activation (default: the config's, as its source format means it: gelu_tanh for Google "
+                "checkpoints, gelu (erf) for Hugging Face and bert4keras)."),
+    option("--layer-norm-eps", type=positive_float, metavar="EPS",
+           help="LayerNorm epsilon (default: the config's, else 1e-12)."),
+    option("--mask-adder", type=parse_mask_adder, metavar="NUMBER",
+           help=f"Added to attention scores of padding: a number, or {DTYPE_MIN} (default: the source format's: "
+                f"-10000 Google, {DTYPE_MIN} Hugging Face, -inf bert4keras). Write -inf or -1e9 with an equals "
+                f"sign, --mask-adder=-inf, or it reads as an option."),
+)
+
+
+def command(path: Path, texts: list[str], texts_file: str | None, vocab_path: Path | None, top_k: int,
+            batch_size: int, runtime: str, as_json: bool, quiet: bool, cased: bool | None, config_path: Path | None,
+            num_heads: int | None, model: str | None, activation: str | None, layer_norm_eps: float | None,
+            mask_adder: float | str | None) -> None:
     """Predict every [MASK] in each TEXT with the checkpoint's MLM head.
 
     Exit status 1 when the checkpoint has no MLM head, 2 when an input (or one of the texts) cannot
     be read or filled.
     """
     all_texts = read_texts(texts, texts_file)
-    tree = load(path, config_path, num_heads)
+    tree = load(path, config_path, num_heads, model)
     numerics = Numerics.for_tree(tree, activation=activation, layer_norm_eps=layer_norm_eps,
                                  mask_adder=mask_adder)
     plan = weights.plan(tree)

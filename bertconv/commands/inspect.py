@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import click
-
 from ..checks.report import checkpoint
-from . import batch
-from .batch import batch_options, expand
-from .common import Table, checkpoint_options, human, load, print_json, selected_model, stdout
+from .arguments import json_flag, option
+from .common import BATCH_OPTIONS, CHECKPOINT_OPTIONS, Table, human, load, print_json, stdout
 
 
 def describe(tree) -> dict:
@@ -42,24 +39,30 @@ def _shape(shape: list[int]) -> str:
     return "x".join(map(str, shape)) or "scalar"
 
 
-@click.command("inspect")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@checkpoint_options
-@batch_options
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (several checkpoints: one per line).")
-def command(paths: tuple[Path, ...], config_path, num_heads, recursive: bool, jobs: int | None, as_json: bool) -> None:
+ARGUMENTS = (
+    option("paths", nargs="+", type=Path, metavar="PATH", help="A checkpoint: a file, or a directory holding one."),
+    *CHECKPOINT_OPTIONS,
+    *BATCH_OPTIONS,
+    json_flag("Print one JSON object (several checkpoints: one per line)."),
+)
+
+
+def command(paths: list[Path], config_path: Path | None, num_heads: int | None, model: str | None, recursive: bool,
+            jobs: int | None, as_json: bool) -> None:
     """Show a checkpoint's format, config, tensors and ignored entries (reads headers only).
 
-    Several PATHS (or --recursive) print one row per checkpoint.
+    Several PATHs (or --recursive) print one row per checkpoint.
     """
     if len(paths) > 1 or recursive:
-        batch.run(expand(paths, recursive), describe, dict(config_path=config_path, num_heads=num_heads, model=selected_model()),
-                  jobs=jobs, as_json=as_json)
+        from . import batch  # a run over one checkpoint does without
+
+        batch.run("inspect", batch.expand(paths, recursive), describe,
+                  dict(config_path=config_path, num_heads=num_heads, model=model), jobs=jobs, as_json=as_json)
         return
-    tree = load(paths[0], config_path, num_heads)
+    tree = load(paths[0], config_path, num_heads, model)
     report = describe(tree)
     if as_json:
-        print_json(report)
+        print_json("inspect", report)
         return
     stdout.print(f"[bold]{report['path']}[/]  format [cyan]{report['format']}[/]"
                  + (f"  under scope [cyan]{report['scope']}[/]" if report["scope"] else "")

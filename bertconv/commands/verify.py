@@ -5,13 +5,10 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
-import click
-
 from ..checks import trained
 from ..checks.verify import verify
-from . import batch
-from .batch import batch_options, expand
-from .common import byte_progress, checkpoint_options, finish, human, load, selected_model, stdout
+from .arguments import Toggle, json_flag, option
+from .common import BATCH_OPTIONS, CHECKPOINT_OPTIONS, byte_progress, finish, human, load, stdout
 
 #: Colours of the head, tying and training verdicts in the human report.
 VERDICT_STYLE = {"complete": "green", "tied": "green", "partial": "red", "missing": "red",
@@ -105,45 +102,50 @@ def print_report(report: dict) -> None:
         stdout.print(f"[red]verify FAILED[/] ({len(report['problems'])} problem(s))")
 
 
-@click.command("verify")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@checkpoint_options
-@batch_options
-@click.option("--deep", is_flag=True,
-              help="Read every tensor once (streaming): finite values, checksums, LayerNorm gammas and "
-                   "heads not all zero.")
-@click.option("--allow-missing-mlm", is_flag=True,
-              help="Accept a checkpoint without an MLM head (an encoder-only file verified on purpose).")
-@click.option("--allow-untrained-mlm", is_flag=True,
-              help="Accept an MLM head that is not trained (initializer values, or failing the probe): "
-                   "reported as a note.")
-@click.option("--probe/--no-probe", default=None,
-              help="Run the MLM head on a fixed batch of random tokens and check that it reconstructs them "
-                   "(default: with --deep).")
-@click.option("--runtime", type=click.Choice(trained.RUNTIMES), default="numpy", show_default=True,
-              help="Runtime of the probe: NumPy, or torch (an optional extra).")
-@click.option("--headers-only", is_flag=True,
-              help="Verify the headers alone: absent or short data files (an index published without its "
-                   "data) are noted, not failed.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (several checkpoints: one per line).")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar for --deep.")
-def command(paths: tuple[Path, ...], config_path, num_heads, recursive: bool, jobs: int | None, deep: bool,
-            allow_missing_mlm: bool, allow_untrained_mlm: bool, probe: bool | None, runtime: str,
-            headers_only: bool, as_json: bool, quiet: bool) -> None:
+ARGUMENTS = (
+    option("paths", nargs="+", type=Path, metavar="PATH", help="A checkpoint: a file, or a directory holding one."),
+    *CHECKPOINT_OPTIONS,
+    *BATCH_OPTIONS,
+    option("--deep", action="store_true",
+           help="Read every tensor once (streaming): finite values, checksums, LayerNorm gammas and heads not all "
+                "zero."),
+    option("--allow-missing-mlm", action="store_true",
+           help="Accept a checkpoint without an MLM head (an encoder-only file verified on purpose)."),
+    option("--allow-untrained-mlm", action="store_true",
+           help="Accept an MLM head that is not trained (initializer values, or failing the probe): reported as a "
+                "note."),
+    option("--probe", "--no-probe", action=Toggle,
+           help="Run the MLM head on a fixed batch of random tokens and check that it reconstructs them (default: "
+                "with --deep)."),
+    option("--runtime", choices=trained.RUNTIMES, default="numpy",
+           help="Runtime of the probe: NumPy, or torch (an optional extra) (default: %(default)s)."),
+    option("--headers-only", action="store_true",
+           help="Verify the headers alone: absent or short data files (an index published without its data) are "
+                "noted, not failed."),
+    json_flag("Print one JSON object (several checkpoints: one per line)."),
+    option("--quiet", "-q", action="store_true", help="No progress bar for --deep."),
+)
+
+
+def command(paths: list[Path], config_path: Path | None, num_heads: int | None, model: str | None, recursive: bool,
+            jobs: int | None, deep: bool, allow_missing_mlm: bool, allow_untrained_mlm: bool, probe: bool | None,
+            runtime: str, headers_only: bool, as_json: bool, quiet: bool) -> None:
     """Check that the MLM head is present, trained and its decoder tied, and that shapes agree with the config.
 
-    Several PATHS (or --recursive) print one row per checkpoint; the exit status is the worst.
+    Several PATHs (or --recursive) print one row per checkpoint; the exit status is the worst.
 
     Exit status: 0 ok, 1 a check failed, 2 the input cannot be read.
     """
     checks = dict(deep=deep, allow_missing_mlm=allow_missing_mlm, allow_untrained_mlm=allow_untrained_mlm,
                   probe=probe, runtime=runtime, headers_only=headers_only)
     if len(paths) > 1 or recursive:
-        batch.run(expand(paths, recursive), partial(verify, **checks),
-                  dict(config_path=config_path, num_heads=num_heads, model=selected_model()), jobs=jobs, as_json=as_json)
+        from . import batch  # a run over one checkpoint does without
+
+        batch.run("verify", batch.expand(paths, recursive), partial(verify, **checks),
+                  dict(config_path=config_path, num_heads=num_heads, model=model), jobs=jobs, as_json=as_json)
         return
-    tree = load(paths[0], config_path, num_heads)
+    tree = load(paths[0], config_path, num_heads, model)
     work = sum(p.tensor.nbytes for p in tree) if deep else 0
     with byte_progress(f"reading {tree.path.name}", work, quiet) as advance:
         report = verify(tree, **checks, on_tensor=advance)
-    finish(report, as_json, print_report)
+    finish("verify", report, as_json, print_report)
