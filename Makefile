@@ -53,7 +53,7 @@ fixtures: $(VENV)/.test $(TF2_VENV)/.done
 	$(MAKE) $(ORACLE)
 	$(ORACLE_VENV)/bin/python fixtures/make_hf_tf_flax_fixtures.py
 
-# The core: numpy, h5py, google-crc32c, cramjam, rich, msgpack.
+# The core: numpy, h5py, google-crc32c, cramjam, rich, msgpack, threadpoolctl.
 $(VENV)/.core: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip

@@ -12,6 +12,7 @@ import argparse
 import errno
 import importlib
 import os
+import re
 import signal
 import sys
 from inspect import cleandoc  # loaded anyway: dataclasses imports inspect
@@ -61,8 +62,18 @@ class UsageError(Exception):
         self.parser = parser
 
 
+#: What reads as a negative number, not an option, after an option that takes a value: argparse's
+#: own pattern knows only -10000 and -0.5, so `--mask-adder -1e9` or `-inf` would read as options.
+NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-inf(inity)?$", re.IGNORECASE)
+
+
 class _Parser(argparse.ArgumentParser):
-    """Raises a usage error instead of printing it, so that `main` can also answer it in JSON."""
+    """Raises a usage error instead of printing it, so that `main` can also answer it in JSON, and
+    takes every spelling of a negative number as a value (see `NEGATIVE_NUMBER`)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = NEGATIVE_NUMBER  # argparse's hook for this, private but stable
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(self, message)

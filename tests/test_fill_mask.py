@@ -131,7 +131,10 @@ def test_numerics_flags_reach_the_runtime(cli):
                                for m in expected]
     bad = cli("fill-mask", TIED, "the [MASK]", "--mask-adder", "lots")
     assert bad.exit_code == 2 and "dtype-min" in bad.stderr
-    assert cli("fill-mask", TIED, "the [MASK]", "--mask-adder=-inf", "--json").exit_code == 0
+    for spelling in (["--mask-adder=-inf"], ["--mask-adder", "-inf"], ["--mask-adder", "-1e9"],
+                     ["--mask-adder", "-1.5E+4"], ["--mask-adder", "-.5"]):
+        assert cli("fill-mask", TIED, "the [MASK]", *spelling, "--json").exit_code == 0, spelling
+    assert cli("fill-mask", TIED, "the [MASK]", "--mask-adder", "-q").exit_code == 2  # an option, not a number
 
 
 def test_a_google_checkpoint_uses_googles_numerics(cli):

@@ -109,6 +109,26 @@ def test_the_plain_report_is_what_rich_prints_to_a_pipe():
     assert plain("[red]problem:[/] a\\[b] c") == "problem: a[b] c"
 
 
+@pytest.mark.parametrize("text", ["plain", "a [bold] b", "[/]", "[not a tag", "\\[red]x", "\\\\[red]x", "ends \\",
+                                  "ends \\\\", "[#ff0000]hex[/]", "[@click]x", "path/[model]/w.bin", "[1] [a b]", ""])
+def test_escape_is_rich_markup_escape(text):
+    """`commands.common.escape` escapes as rich does (it exists so that printing to a pipe needs
+    no rich): the same markup, printed the same by rich and by `plain` (as the text itself, but for
+    rich's own doubling of a trailing backslash)."""
+    from io import StringIO
+
+    from rich.console import Console
+    from rich.markup import escape as rich_escape
+
+    from bertconv.commands.common import escape, plain
+
+    assert escape(text) == rich_escape(text)
+    drawn = StringIO()
+    Console(file=drawn, width=200, highlight=False, soft_wrap=True).print(escape(text), end="")
+    assert drawn.getvalue() == plain(escape(text))
+    assert drawn.getvalue() == text or text.endswith("\\")
+
+
 def test_registry_entries_state_what_their_modules_say():
     """The registry states names, files and models as values (so that nothing is imported to
     read them); they must be the modules' own."""

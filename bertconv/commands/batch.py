@@ -18,7 +18,7 @@ from .. import formats
 from ..errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, BertconvError, bad_input
 from ..tree import ParameterTree
 from . import output
-from .common import human, load, stdout
+from .common import escape, human, load, stdout
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -115,7 +115,6 @@ def _parameters(report: dict) -> str:
 
 
 def _verdict(status: int, report: dict) -> str:
-    from rich.markup import escape
 
     if "error" in report:
         return f"[red]error:[/] {escape(report['error']['message'])}"
@@ -128,7 +127,6 @@ def _verdict(status: int, report: dict) -> str:
 
 def summary_table(rows: list[tuple[int, dict]]) -> Table:
     """One row per checkpoint: path, format, family, parameters, heads, MLM head, verdict."""
-    from rich.markup import escape
     from rich.table import Table  # rich is imported where a table is drawn
 
     table = Table(box=None, pad_edge=False)

@@ -35,6 +35,16 @@ def plain(markup: str) -> str:
     return MARKUP_TAG.sub(untag, markup)
 
 
+def escape(text: str) -> str:
+    """`text` as rich markup that prints as itself (`rich.markup.escape`, without importing rich:
+    a report printed to a pipe never needs it)."""
+    def escape_tag(match: re.Match) -> str:
+        backslashes = match.group(1)
+        return f"{backslashes}{backslashes}\\[{match.group(2)}]"
+    escaped = MARKUP_TAG.sub(escape_tag, text)
+    return escaped + "\\" if escaped.endswith("\\") and not escaped.endswith("\\\\") else escaped
+
+
 class Table:
     """Columns of text (cells may hold rich markup): printed as rich's `Table(box=None,
     pad_edge=False)` on a terminal, as the same columns in plain text elsewhere."""

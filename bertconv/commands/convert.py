@@ -6,14 +6,13 @@ import re
 from argparse import ArgumentTypeError
 from pathlib import Path
 
-from rich.markup import escape
 
 from .. import formats
 from ..checks.audit import ignored_summary
 from ..config import COMPUTATION_FIELDS
 from ..convert import WriteOptions, convert, warnings_for
 from .arguments import json_flag, option
-from .common import CHECKPOINT_OPTIONS, byte_progress, load, print_json, stderr
+from .common import CHECKPOINT_OPTIONS, byte_progress, escape, load, print_json, stderr
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]i?B|B)?\s*$", re.IGNORECASE)
 _UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}

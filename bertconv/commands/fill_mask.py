@@ -7,8 +7,6 @@ import sys
 from argparse import ArgumentTypeError
 from pathlib import Path
 
-from rich.markup import escape
-from rich.table import Table
 
 from ..checks.report import checkpoint
 from ..config import ACTIVATIONS
@@ -19,7 +17,7 @@ from ..runtime.numerics import DTYPE_MIN, Numerics, family_of
 from ..runtime.tokenizer import find, open_tokenizer
 from . import output
 from .arguments import Toggle, file_path, json_flag, option, positive_float, positive_int
-from .common import CHECKPOINT_OPTIONS, byte_progress, load, stdout
+from .common import CHECKPOINT_OPTIONS, Table, byte_progress, escape, load, stdout
 
 RUNTIMES = ("numpy", "torch")
 EXIT_BAD_INPUT = 2
@@ -80,8 +78,7 @@ ARGUMENTS = (
            help="LayerNorm epsilon (default: the config's, else 1e-12)."),
     option("--mask-adder", type=parse_mask_adder, metavar="NUMBER",
            help=f"Added to attention scores of padding: a number, or {DTYPE_MIN} (default: the source format's: "
-                f"-10000 Google, {DTYPE_MIN} Hugging Face, -inf bert4keras). Write -inf or -1e9 with an equals "
-                f"sign, --mask-adder=-inf, or it reads as an option."),
+                f"-10000 Google, {DTYPE_MIN} Hugging Face, -inf bert4keras)."),
 )
 
 
@@ -158,7 +155,7 @@ def _print_text(index: int, text: str, masks, error: BadInput | None, tokenizer,
         return
     for number, mask in enumerate(masks, start=1):
         stdout.print(escape(f"{tokenizer.mask_token} #{number} (token {mask.position}):"))
-        table = Table("prob", "token", "id", box=None, pad_edge=False)
+        table = Table("prob", "token", "id")
         for p in mask.predictions:
             token = escape(p.token) if p.token is not None else "(not in the vocabulary)"
             table.add_row(f"{p.prob:.4f}", token, str(p.id))
