@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
+from typing import Callable
 
 
 def option(*names: str, **settings) -> tuple[tuple[str, ...], dict]:
@@ -27,37 +28,31 @@ def add_all(parser: argparse.ArgumentParser, arguments) -> None:
         parser.add_argument(*names, **settings)
 
 
+def _number(text: str, kind: type, accepted: Callable[[float], bool], requirement: str):
+    """`text` as an int or a float, if `accepted` by the option (else a usage error saying `requirement`)."""
+    try:
+        number = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+    if not accepted(number):
+        raise argparse.ArgumentTypeError(f"{text!r} is not {requirement}")
+    return number
+
+
 def positive_int(text: str) -> int:
     """An integer of at least 1 (`--jobs`, `--heads`, `--top-k`)."""
-    try:
-        number = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not in the range x>=1")
-    return number
+    return _number(text, int, lambda number: number >= 1, "in the range x>=1")
 
 
 def positive_float(text: str) -> float:
     """A number above 0 (`--layer-norm-eps`)."""
-    try:
-        number = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not number > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not in the range x>0")
-    return number
+    return _number(text, float, lambda number: number > 0, "in the range x>0")
 
 
 def tolerance(text: str) -> float:
     """A finite, non-negative number (`--atol`): NaN and infinity compare with nothing."""
-    try:
-        number = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(number) or number < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite, non-negative number")
-    return number
+    return _number(text, float, lambda number: math.isfinite(number) and number >= 0,
+                   "a finite, non-negative number")
 
 
 def file_path(text: str) -> Path:
