@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from ..errors import bad_input
 from ..lazy import lazy_module
 from ..tensor import LazyTensor
+from .writeback import EarlyWriteback
 
 if TYPE_CHECKING:
     import h5py
@@ -154,8 +155,10 @@ def write_at_offsets(path: Path, placed: Iterable[tuple[int | None, str, LazyTen
     dataset, in row chunks (memory stays near one chunk even for a transposed source);
     `on_tensor(nbytes)` is called after each tensor."""
     with open(path, "r+b") as out:
+        writeback = EarlyWriteback(out)
         for offset, where, tensor in placed:
             _write_tensor(out, offset, where, tensor)
+            writeback.written(out.tell())
             if on_tensor:
                 on_tensor(tensor.nbytes)
 

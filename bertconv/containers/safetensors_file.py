@@ -21,6 +21,7 @@ from ..dtypes import DType
 from ..errors import bad_input
 from ..lazy import lazy_module
 from ..tensor import LazyTensor, MappedTensor, check_span
+from .writeback import EarlyWriteback
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -192,7 +193,8 @@ def write_file(path: Path, tensors: Iterable[TensorSource], metadata: dict[str, 
     A source that is a `LazyTensor` with a `copy_span()` of the planned dtype and shape is copied
     from its file by the kernel (`os.copy_file_range`: no page of it enters this process);
     anything else is loaded (a memory map or a transposed copy is fine) and its bytes written
-    row-major, the next such tensor being loaded meanwhile (see `PREFETCH_MAX_BYTES`).
+    row-major, the next such tensor being loaded meanwhile (see `PREFETCH_MAX_BYTES`). What is
+    written goes to the disk as it accumulates (`EarlyWriteback`), not all at the final fsync.
     `on_tensor(nbytes)` is called after each one.
     """
     ordered = plan(tensors)
@@ -203,6 +205,7 @@ def write_file(path: Path, tensors: Iterable[TensorSource], metadata: dict[str, 
 
     with open(path, "wb") as out, ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertconv-load") as pool:
         loading: dict[int, Future] = {}
+        writeback = EarlyWriteback(out)
 
         def load_next(limit: float = math.inf) -> None:
             nonlocal cursor
@@ -214,6 +217,7 @@ def write_file(path: Path, tensors: Iterable[TensorSource], metadata: dict[str, 
         out.write(encode_header(ordered, metadata))
         for i, (name, dtype, shape, source) in enumerate(ordered):
             if spans[i] is not None and copy_bytes(out, spans[i], _planned_nbytes(ordered[i])):
+                writeback.written(out.tell())
                 if on_tensor:
                     on_tensor(_planned_nbytes(ordered[i]))
                 continue
@@ -228,6 +232,7 @@ def write_file(path: Path, tensors: Iterable[TensorSource], metadata: dict[str, 
                 raise ValueError(f"{name}: source gave {array.dtype} {list(array.shape)}, "
                                  f"planned {dtype} {list(shape)}")
             write_array(out, array)
+            writeback.written(out.tell())
             if on_tensor:
                 on_tensor(array.nbytes)
             del array
