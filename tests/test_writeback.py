@@ -167,3 +167,55 @@ def test_keras_h5_writer(tmp_path, monkeypatch, recorder):
         path, layers, backend="tensorflow", keras_version="2.21.0"))
     weights = keras_h5.read_weights_file(tmp_path / "with")
     assert [np.array_equal(w.tensor.read(), a) for w, a in zip(weights.layers[0].weights, values.values())] == [True] * 6
+
+
+# --- the safetensors writer's loader runs ahead within its budget -----------------------------
+
+
+def test_safetensors_loader_runs_ahead_past_small_tensors_within_its_budget(tmp_path, monkeypatch):
+    """Names sort a large kernel between small tensors (bias, kernel, bias, kernel, ...): while
+    one kernel is written, the next kernel is already being loaded, and what is submitted and
+    not yet written never exceeds the tensor in hand + PREFETCH_MAX_BYTES."""
+    import concurrent.futures
+
+    budget = 4000
+    monkeypatch.setattr(safetensors_file, "PREFETCH_MAX_BYTES", budget)
+    log: list[tuple[str, str, int]] = []  # ("submit" | "written", name, nbytes), in the main thread
+
+    class Recording(concurrent.futures.ThreadPoolExecutor):
+        def submit(self, fn, source, *args):
+            log.append(("submit", source.name, source.nbytes))
+            return super().submit(fn, source, *args)
+
+    monkeypatch.setattr(concurrent.futures, "ThreadPoolExecutor", Recording)
+    original_write = safetensors_file.write_array
+
+    def recording_write(out, array):
+        original_write(out, array)
+        log.append(("written", "", array.nbytes))
+
+    monkeypatch.setattr(safetensors_file, "write_array", recording_write)
+    rng = np.random.default_rng(2)
+    tensors = {}
+    for layer in range(4):
+        tensors[f"l{layer}.a_bias"] = rng.standard_normal((10,), dtype=np.float32)  # 40 bytes
+        tensors[f"l{layer}.b_kernel"] = rng.standard_normal((30, 25), dtype=np.float32)  # 3000 bytes
+    sources = []
+    for name, values in tensors.items():
+        tensor = ArrayTensor(values, dtypes.FLOAT32)
+        tensor.name = name
+        sources.append((name, dtypes.FLOAT32, values.shape, tensor))  # in memory: loaded, not copied
+    safetensors_file.write_file(tmp_path / "m.safetensors", sources)
+
+    header = safetensors_file.read_header(tmp_path / "m.safetensors")
+    assert all(np.array_equal(header.tensors[name].read(), values) for name, values in tensors.items())
+    submitted = [name for kind, name, _ in log if kind == "submit"]
+    assert submitted == sorted(tensors)  # each once, in write order
+    # The kernel after the next bias is submitted before the current kernel is written.
+    writes = [k for k, (kind, _, _) in enumerate(log) if kind == "written"]
+    first_kernel_written = writes[1]  # l0.a_bias, then l0.b_kernel
+    assert log.index(("submit", "l1.b_kernel", 3000)) < first_kernel_written
+    outstanding, largest = 0, 3000
+    for kind, _, nbytes in log:
+        outstanding += nbytes if kind == "submit" else -nbytes
+        assert outstanding <= largest + budget
