@@ -627,3 +627,31 @@ def test_a_google_checkpoint_written_by_bertconv_loads_in_bert4keras(loaded, ora
     model = build_transformer_model(str(B4K / name / "bert_config.json"), str(out / "bert_model.ckpt"), **flags)
     for got, expected in zip(model.weights, loaded(name).weights, strict=True):
         assert np.array_equal(got.numpy(), expected.numpy()), expected.name
+
+
+def test_the_global_heap_check_reads_without_mapping_the_file(tmp_path, monkeypatch):
+    """check_global_heaps reads the metadata with pread, never through a memory map: touching a
+    few bytes of a mapped 2 MiB page-cache folio maps all of it (a warm BERT-large tf_model.h5
+    counted 300 MiB resident). The loop-prone heap is still refused, and a signature across two
+    of its reads is still found."""
+    import mmap
+
+    def no_mapping(*args, **kwargs):
+        raise AssertionError("check_global_heaps mapped the file")
+
+    monkeypatch.setattr(mmap, "mmap", no_mapping)
+    monkeypatch.setattr(np, "memmap", no_mapping)
+    hdf5_workarounds.check_global_heaps(weights("v50-mlm"))  # a sound file passes
+
+    data = bytearray(weights("v50-mlm").read_bytes())
+    start = data.index(hdf5_workarounds.GLOBAL_HEAP_SIGNATURE)
+    position = start + 16
+    while int.from_bytes(data[position:position + 2], "little") != 0:
+        position += 16 + -(-int.from_bytes(data[position + 8:position + 16], "little") // 8) * 8
+    data[position + 8:position + 16] = bytes(8)
+    path = tmp_path / WEIGHTS
+    path.write_bytes(bytes(data))
+    for read_size in (1 << 20, 7, 5):  # whole ranges; reads so small most signatures cross two
+        monkeypatch.setattr(hdf5_workarounds, "_SCAN_BYTES", read_size)
+        with pytest.raises(BadInput, match="global heap"):
+            hdf5_workarounds.check_global_heaps(path)

@@ -19,15 +19,15 @@ Layout-agnostic: `containers/keras_h5.py` applies both to Keras' files.
 from __future__ import annotations
 
 import errno
-import mmap
 import os
 import struct
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from ..errors import bad_input
 from ..lazy import lazy_module
 from ..tensor import LazyTensor
+from .writeback import EarlyWriteback
 
 if TYPE_CHECKING:
     import h5py
@@ -62,22 +62,43 @@ def check_global_heaps(path: Path) -> None:
     Every "GCOL" signature followed by a plausible header (version 1, zero reserved bytes, a
     size of at least 4096 bytes inside the file) is walked object by object as HDF5 walks it;
     an object that does not advance the walk is corruption. Only the metadata is searched, not
-    the tensors' bytes, so checking a multi-GB file reads kilobytes.
+    the tensors' bytes, so checking a multi-GB file reads kilobytes. It is read with `pread`,
+    not through a memory map: the page cache may hold the file in 2 MiB folios (a file just
+    read or written), and touching a few bytes of a mapped folio maps all of it, so the scattered
+    metadata of a BERT-large tf_model.h5 counted 300 MiB of resident memory.
     """
     try:
-        with open(path, "rb") as f:
+        with open(path, "rb", buffering=0) as f:
             size = os.fstat(f.fileno()).st_size
             if size == 0:
                 return
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                data.madvise(mmap.MADV_RANDOM)
-                for begin, end in _metadata_ranges(path, size):
-                    start = data.find(GLOBAL_HEAP_SIGNATURE, begin, end)
-                    while start >= 0:
-                        _walk_global_heap(path, data, start, size)
-                        start = data.find(GLOBAL_HEAP_SIGNATURE, start + 1, end)
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_RANDOM)  # no readahead around each range
+            for begin, end in _metadata_ranges(path, size):
+                for start in _signatures(f.fileno(), begin, end):
+                    _walk_global_heap(path, f.fileno(), start, size)
     except OSError as exc:
         raise bad_input(path, f"cannot read: {exc.strerror or exc}") from None
+
+
+#: How much of a metadata range is read at a time while searching it (a damaged file's whole
+#: length is searched).
+_SCAN_BYTES = 1 << 20
+
+
+def _signatures(fd: int, begin: int, end: int) -> Iterator[int]:
+    """The offsets of every GLOBAL_HEAP_SIGNATURE lying wholly in bytes [begin, end) of the file."""
+    overlap = len(GLOBAL_HEAP_SIGNATURE) - 1  # a signature across two reads is found in the second
+    position = begin
+    while position < end:
+        want = min(_SCAN_BYTES, end - position)
+        chunk = os.pread(fd, want, position)
+        found = chunk.find(GLOBAL_HEAP_SIGNATURE)
+        while found >= 0:
+            yield position + found
+            found = chunk.find(GLOBAL_HEAP_SIGNATURE, found + 1)
+        if len(chunk) < want or position + len(chunk) >= end:
+            return
+        position += len(chunk) - overlap
 
 
 def _metadata_ranges(path: Path, size: int) -> list[tuple[int, int]]:
@@ -106,15 +127,22 @@ def _metadata_ranges(path: Path, size: int) -> list[tuple[int, int]]:
     return ranges
 
 
-def _walk_global_heap(path: Path, data: mmap.mmap, start: int, size: int) -> None:
+def _read_exactly(fd: int, offset: int, count: int) -> bytes:
+    data = os.pread(fd, count, offset)
+    if len(data) != count:  # the file shrank under us
+        raise OSError(errno.EIO, f"short read of {count} bytes at byte {offset}")
+    return data
+
+
+def _walk_global_heap(path: Path, fd: int, start: int, size: int) -> None:
     if start + _HEAP_HEADER_BYTES > size:
         return
-    version, reserved, length = struct.unpack_from("<B3sQ", data, start + 4)
+    version, reserved, length = struct.unpack("<B3sQ", _read_exactly(fd, start + 4, 12))
     if version != GLOBAL_HEAP_VERSION or reserved != bytes(3) or not GLOBAL_HEAP_MIN_SIZE <= length <= size - start:
         return  # not a collection HDF5 would accept; it reports its own error if one is used
     position, end = start + _HEAP_HEADER_BYTES, start + length
     while position + _HEAP_OBJECT_HEADER_BYTES <= end:
-        index, _, _, object_size = struct.unpack_from("<HH4sQ", data, position)
+        index, _, _, object_size = struct.unpack("<HH4sQ", _read_exactly(fd, position, _HEAP_OBJECT_HEADER_BYTES))
         # HDF5's step, in its size_t arithmetic: the free space (index 0) spans `size` bytes,
         # any other object its header plus its size rounded up to 8.
         step = object_size if index == 0 else (_HEAP_OBJECT_HEADER_BYTES + ((object_size + 7) & ~7)) % 2**64
@@ -154,8 +182,10 @@ def write_at_offsets(path: Path, placed: Iterable[tuple[int | None, str, LazyTen
     dataset, in row chunks (memory stays near one chunk even for a transposed source);
     `on_tensor(nbytes)` is called after each tensor."""
     with open(path, "r+b") as out:
+        writeback = EarlyWriteback(out)
         for offset, where, tensor in placed:
             _write_tensor(out, offset, where, tensor)
+            writeback.written(out.tell())
             if on_tensor:
                 on_tensor(tensor.nbytes)
 

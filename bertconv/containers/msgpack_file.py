@@ -47,6 +47,7 @@ from .. import dtypes
 from ..errors import BadInput, bad_input
 from ..lazy import lazy_module
 from ..tensor import ArrayTensor, LazyTensor, MappedTensor
+from .writeback import EarlyWriteback
 
 if TYPE_CHECKING:
     import msgpack
@@ -392,15 +393,15 @@ def write_file(path: Path, arrays: Sequence[tuple[tuple[str, ...], LazyTensor]],
         node[keys[-1]] = tensor
     packer = msgpack.Packer(use_bin_type=True)
     with open(path, "wb") as out:
-        _write_node(out, packer, tree, on_tensor)
+        _write_node(out, packer, tree, on_tensor, EarlyWriteback(out))
 
 
-def _write_node(out, packer: msgpack.Packer, node, on_tensor) -> None:
+def _write_node(out, packer: msgpack.Packer, node, on_tensor, writeback: EarlyWriteback) -> None:
     if isinstance(node, dict):
         out.write(packer.pack_map_header(len(node)))
         for key in node:
             out.write(packer.pack(key))
-            _write_node(out, packer, node[key], on_tensor)
+            _write_node(out, packer, node[key], on_tensor, writeback)
         return
     tensor: LazyTensor = node
     prefix = packer.pack_array_header(3) + packer.pack(list(tensor.shape)) + packer.pack(tensor.dtype.name)
@@ -416,5 +417,6 @@ def _write_node(out, packer: msgpack.Packer, node, on_tensor) -> None:
         for begin in range(0, flat.shape[0], step):
             out.write(np.ascontiguousarray(flat[begin:begin + step], dtype=tensor.dtype.numpy).data)
         del array, flat
+        writeback.written(out.tell())
     if on_tensor:
         on_tensor(tensor.nbytes)

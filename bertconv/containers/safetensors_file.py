@@ -21,6 +21,7 @@ from ..dtypes import DType
 from ..errors import bad_input
 from ..lazy import lazy_module
 from ..tensor import LazyTensor, MappedTensor, check_span
+from .writeback import EarlyWriteback
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -179,10 +180,14 @@ def encode_header(ordered: list[TensorSource], metadata: dict[str, str] | None) 
     return struct.pack("<Q", len(text)) + text
 
 
-#: While one tensor is written, the next one is loaded (read, checked, transposed) by a helper
-#: thread, if it is at most this large: the two overlap on a second core, and resident memory
-#: grows by at most this much over one tensor at a time.
-PREFETCH_MAX_BYTES = 64 << 20
+#: While one tensor is written, the tensors after it are loaded (read, checked, transposed) by a
+#: helper thread, as many as fit in this many bytes together: the two overlap on a second core,
+#: and resident memory grows by at most this much over one tensor at a time. More than one:
+#: BERT's names sort a large kernel between small biases and norms, and a loader that held
+#: only the next small tensor would sit idle while the large one is written, then the writer
+#: idle while the next kernel is transposed. 32 MiB holds BERT-large's next FFN kernel (16 MiB)
+#: with the small tensors around it.
+PREFETCH_MAX_BYTES = 32 << 20
 
 
 def write_file(path: Path, tensors: Iterable[TensorSource], metadata: dict[str, str] | None = None,
@@ -192,7 +197,8 @@ def write_file(path: Path, tensors: Iterable[TensorSource], metadata: dict[str, 
     A source that is a `LazyTensor` with a `copy_span()` of the planned dtype and shape is copied
     from its file by the kernel (`os.copy_file_range`: no page of it enters this process);
     anything else is loaded (a memory map or a transposed copy is fine) and its bytes written
-    row-major, the next such tensor being loaded meanwhile (see `PREFETCH_MAX_BYTES`).
+    row-major, the following such tensors being loaded meanwhile (see `PREFETCH_MAX_BYTES`). What
+    is written goes to the disk as it accumulates (`EarlyWriteback`), not all at the final fsync.
     `on_tensor(nbytes)` is called after each one.
     """
     ordered = plan(tensors)
@@ -202,36 +208,48 @@ def write_file(path: Path, tensors: Iterable[TensorSource], metadata: dict[str, 
     from concurrent.futures import ThreadPoolExecutor  # here: reading headers needs no thread pool
 
     with open(path, "wb") as out, ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertconv-load") as pool:
-        loading: dict[int, Future] = {}
+        loading: dict[int, Future] = {}  # submitted, not yet taken; loaded in this order
+        ahead = 0  # their bytes
+        writeback = EarlyWriteback(out)
 
-        def load_next(limit: float = math.inf) -> None:
-            nonlocal cursor
-            if not loading and cursor < len(pending) and _planned_nbytes(ordered[pending[cursor]]) <= limit:
+        def load_ahead(holding: int) -> None:
+            """Submit the next tensors while they fit in PREFETCH_MAX_BYTES beside those already
+            submitted; with no array in hand (`holding` 0 bytes) and none submitted, the next one
+            whatever its size."""
+            nonlocal cursor, ahead
+            while cursor < len(pending):
+                nbytes = _planned_nbytes(ordered[pending[cursor]])
+                if ahead + nbytes > PREFETCH_MAX_BYTES and (loading or holding):
+                    return
                 loading[pending[cursor]] = pool.submit(_load, ordered[pending[cursor]][3])
+                ahead += nbytes
                 cursor += 1
 
-        load_next()
+        load_ahead(holding=0)
         out.write(encode_header(ordered, metadata))
         for i, (name, dtype, shape, source) in enumerate(ordered):
             if spans[i] is not None and copy_bytes(out, spans[i], _planned_nbytes(ordered[i])):
+                writeback.written(out.tell())
                 if on_tensor:
                     on_tensor(_planned_nbytes(ordered[i]))
                 continue
             if i in loading:
+                ahead -= _planned_nbytes(ordered[i])
                 array = loading.pop(i).result()
-            else:
+            else:  # not submitted (a kernel copy that failed, or too large to load ahead)
                 if cursor < len(pending) and pending[cursor] == i:
                     cursor += 1
                 array = _load(source)
-            load_next(limit=PREFETCH_MAX_BYTES)  # the next one loads while this one is written
+            load_ahead(holding=array.nbytes)  # the next ones load while this one is written
             if tuple(array.shape) != tuple(shape) or array.dtype != dtype.numpy:
                 raise ValueError(f"{name}: source gave {array.dtype} {list(array.shape)}, "
                                  f"planned {dtype} {list(shape)}")
             write_array(out, array)
+            writeback.written(out.tell())
             if on_tensor:
                 on_tensor(array.nbytes)
             del array
-            load_next()
+            load_ahead(holding=0)
 
 
 def _planned_nbytes(source: TensorSource) -> int:

@@ -38,6 +38,7 @@ from ..tensor import MappedTensor, check_span
 from . import protowire as pw
 from .sstable import (TF_BLOCK_SIZE, UINT32_MASK, UINT32_SIZE, TableBuilder, mask_crc, read_table, read_uint32,
                       show_key, unmask_crc)
+from .writeback import EarlyWriteback
 
 if TYPE_CHECKING:
     import numpy as np
@@ -494,6 +495,7 @@ def write_bundle(prefix: str | Path, tensors: Iterable[TensorSource], *, compres
     with (open(f"{prefix}.data-00000-of-00001", "wb") as data_file,
           ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertconv-load") as pool):
         upcoming = pool.submit(sources[0][3]) if sources else None
+        writeback = EarlyWriteback(data_file)
         for k, (name, dtype, shape, _) in enumerate(sources):
             array = upcoming.result()
             following = sources[k + 1] if k + 1 < len(sources) else None
@@ -502,6 +504,7 @@ def write_bundle(prefix: str | Path, tensors: Iterable[TensorSource], *, compres
                 upcoming = pool.submit(following[3])  # loads while this one is written
             size, crc = _write_tensor(data_file, name, dtype, tuple(shape), array)
             del array
+            writeback.written(offset + size)
             if upcoming is None and following is not None:
                 upcoming = pool.submit(following[3])
             entry = encode_entry(TF_DTYPE_CODES[dtype], tuple(shape), shard_id=0, offset=offset,
