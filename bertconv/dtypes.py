@@ -7,6 +7,7 @@ when a value is needed for arithmetic.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -77,3 +78,48 @@ def as_float32(values: np.ndarray, dtype: DType) -> np.ndarray:
     if dtype is BFLOAT16:
         return (np.asarray(values).astype(np.uint32) << 16).view(np.float32)
     return np.asarray(values, dtype=np.float32)
+
+
+#: struct's format of one little-endian element of each float type that struct knows; bfloat16 is
+#: the top half of a float32.
+_STRUCT_FLOATS = {"float32": "<f", "float16": "<e", "float64": "<d"}
+
+
+def element_bytes(value: float, dtype: DType) -> bytes:
+    """The stored bytes of `value` as one element of `dtype` (little-endian); ValueError unless
+    `dtype` holds `value` exactly."""
+    if dtype is BFLOAT16:
+        encoded = struct.pack("<f", value)[2:]
+        decoded = struct.unpack("<f", bytes(2) + encoded)[0]
+    elif dtype.name in _STRUCT_FLOATS:
+        encoded = struct.pack(_STRUCT_FLOATS[dtype.name], value)
+        decoded = struct.unpack(_STRUCT_FLOATS[dtype.name], encoded)[0]
+    elif dtype is BOOL or float(value).is_integer():
+        encoded = int(value).to_bytes(dtype.itemsize, "little", signed=dtype.storage[1] == "i")
+        decoded = value
+    else:
+        raise ValueError(f"{dtype} has no element equal to {value!r}")
+    if decoded != value:
+        raise ValueError(f"{dtype} holds {value!r} only approximately")
+    return encoded
+
+
+def all_elements_equal(data: bytes, dtype: DType, value: float) -> bool:
+    """Whether every element of `data` (little-endian `dtype` elements) equals `value` exactly, as
+    float comparison has it (0.0 and -0.0 are equal), decided from the bytes: no NumPy.
+
+    A float other than zero has one bit pattern; zero has two, differing in the sign bit, which is
+    the top bit of an element's last byte.
+    """
+    count, remainder = divmod(len(data), dtype.itemsize)
+    if remainder:
+        raise ValueError(f"{len(data)} bytes are not whole {dtype} elements")
+    if value != 0 or not dtype.is_float:
+        return data == element_bytes(value, dtype) * count
+    last = dtype.itemsize - 1
+    signs = data[last::dtype.itemsize]
+    if signs.translate(None, b"\x00\x80"):
+        return False
+    magnitudes = bytearray(data)
+    magnitudes[last::dtype.itemsize] = bytes(count)  # sign bytes checked: clear them
+    return magnitudes.count(0) == len(magnitudes)

@@ -52,6 +52,21 @@ class LazyTensor:
         base is C-ordered), not a row-major copy."""
         return self.read()
 
+    def read_bytes(self) -> bytes:
+        """The bytes of `read()`'s values (row-major, little-endian, `dtype.storage`): read from the
+        file with one `pread`, no NumPy, where a blind copy of them is allowed (`copy_span`); else
+        through `read()`, so that what reading checks (a checksum) is checked."""
+        span = self.copy_span()
+        if span is None:
+            return self.read().tobytes()
+        path, offset = span
+        with open(path, "rb") as file:
+            data = os.pread(file.fileno(), self.nbytes, offset)
+        if len(data) != self.nbytes:
+            raise bad_input(path, f"ends before byte {offset + self.nbytes}: the file changed or was truncated "
+                                  f"while being read")
+        return data
+
     def byte_span(self) -> tuple[Path, int] | None:
         """(file, offset) where this tensor's bytes lie contiguous, row-major, little-endian, or
         None when they do not (a computed or non-contiguous tensor)."""

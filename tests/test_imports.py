@@ -80,6 +80,15 @@ def test_audit_reads_headers_without_numpy_h5py_rich_or_other_formats(checkpoint
         assert not imported & set(TORCH_CONTAINER)
 
 
+@pytest.mark.parametrize("checkpoint", ["hf/pretraining/model.safetensors", "trained/hf"])
+def test_plain_verify_judges_the_head_without_numpy(checkpoint):
+    """Plain verify reads the head's sign tensors as bytes (`LazyTensor.read_bytes`), so a
+    safetensors file is verified, trained-head checks included, with no NumPy."""
+    status, imported = imported_by("verify", str(FIXTURES / checkpoint))
+    assert status == 0
+    assert not imported & set(HEAVY)
+
+
 def test_audit_json_draws_nothing_and_imports_nothing_heavy():
     status, imported = imported_by("audit", "--json", str(FIXTURES / "hf/pretraining/model.safetensors"))
     assert (status, imported - {"zipfile"}) == (0, {"bertconv.formats.hf"})  # zipfile: importlib.metadata's

@@ -18,7 +18,7 @@ import pytest
 from bertconv import formats
 from bertconv.checks import trained
 from bertconv.checks.verify import verify
-from bertconv.dtypes import FLOAT16, FLOAT32
+from bertconv.dtypes import BFLOAT16, FLOAT16, FLOAT32, FLOAT64, all_elements_equal, as_float32
 from bertconv.tensor import ArrayTensor
 from bertconv.tree import ParameterTree
 
@@ -159,6 +159,51 @@ def test_values_near_the_initializer_are_no_sign():
     report = verify(with_array(tree, "mlm.norm.gamma", gamma))
     assert "norm_gamma_one" not in report["mlm_trained"]["signs"]
     assert len(report["mlm_trained"]["signs"]) == len(trained.SIGNS) - 1
+
+
+def _bits_of(values: np.ndarray, dtype) -> np.ndarray:
+    """float32 values in `dtype`'s storage (bfloat16: the top halves of the float32 bits)."""
+    if dtype is BFLOAT16:
+        return (values.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    return values.astype(dtype.numpy)
+
+
+_ALMOST_ZERO = np.float32(1e-30)  # 0 in float16; float32 and bfloat16 keep it
+
+
+@pytest.mark.parametrize("dtype", [FLOAT32, FLOAT16, BFLOAT16, FLOAT64], ids=lambda d: d.name)
+@pytest.mark.parametrize("values", [
+    [0.0, 0.0, 0.0], [0.0, -0.0, 0.0], [-0.0], [1.0, 1.0], [1.0, -1.0], [0.0, 1.0], [1.0, 1.0000001],
+    [0.0, _ALMOST_ZERO], [float("nan")], [0.0, float("nan")], [1.0, float("inf")], [2.0, 2.0], [-2.0, 0.0],
+    [0.5, 1.0], [np.float32(1) + np.float32(2**-7)], [0.0, 2**-24], [np.float32(-2**-149)],
+], ids=str)
+def test_sign_values_compare_by_their_bytes_as_numpy_compares_the_values(dtype, values):
+    """`dtypes.all_elements_equal` (plain verify's test for 0 and 1, on the stored bytes, no
+    NumPy) says what NumPy's comparison of the widened values says, -0.0 and NaN included."""
+    stored = _bits_of(np.array(values, np.float64), dtype)
+    widened = as_float32(stored, dtype) if dtype is not FLOAT64 else stored
+    for value in (0.0, 1.0):
+        assert all_elements_equal(stored.tobytes(), dtype, value) == bool(np.all(widened == value)), value
+
+
+def test_a_sign_is_read_from_the_file_bytes_without_numpy(tmp_path):
+    """Plain verify reads the head's small tensors with `LazyTensor.read_bytes`: one pread of the
+    bytes where they lie, the same bytes `read()` gives, and a truncated file is bad input."""
+    from bertconv.errors import BadInput
+
+    tree = formats.read(TRAINED / "hf")
+    tensor = tree["mlm.norm.gamma"].tensor
+    assert tensor.copy_span() is not None
+    assert tensor.read_bytes() == np.asarray(tensor.read()).tobytes()
+    copy = tmp_path / "model.safetensors"
+    data = (TRAINED / "hf" / "model.safetensors").read_bytes()
+    copy.write_bytes(data)
+    short = formats.read(copy)["mlm.norm.gamma"].tensor
+    _, offset = short.copy_span()
+    with open(copy, "r+b") as file:
+        file.truncate(offset + short.nbytes - 1)
+    with pytest.raises(BadInput, match="ends before byte"):
+        short.read_bytes()
 
 
 def test_an_untied_models_unused_output_bias_is_no_sign_but_its_decoder_bias_is():

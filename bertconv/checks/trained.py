@@ -26,13 +26,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import numpy as np
-
-from ..dtypes import as_float32
+from ..dtypes import all_elements_equal
 from ..errors import BadInput, CheckFailed
+from ..lazy import lazy_module
 from ..tree import ParameterTree
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported by the probe: plain verify reads the signs' bytes without NumPy
+    np = lazy_module("numpy")
 
 # --- signs of fresh initialization -------------------------------------------------------------
 
@@ -109,24 +113,21 @@ def sign_tensor(tree: ParameterTree, sign: Sign) -> str:
     return sign.tensor
 
 
-def seen_signs(tree: ParameterTree, read: Callable[[str], np.ndarray | None],
+def seen_signs(tree: ParameterTree, read_bytes: Callable[[str], bytes | None],
                signs: tuple[Sign, ...] = SIGNS) -> list[Sign]:
     """The `signs` of fresh initialization (the MLM head's by default) that `tree` shows.
 
-    `read(name)` returns a tensor's stored values (or None when they cannot be read, which the
-    caller reports); a tensor the tree lacks shows no sign. float16 and bfloat16 values are
-    widened exactly, so 0 and 1 compare exactly in every dtype (-0.0 counts as zero).
+    `read_bytes(name)` returns a tensor's stored bytes (or None when they cannot be read, which
+    the caller reports); a tensor the tree lacks shows no sign. Values compare exactly in every
+    dtype (-0.0 counts as zero; see `dtypes.all_elements_equal`).
     """
     seen = []
     for sign in signs:
         name = sign_tensor(tree, sign)
         if name not in tree.params:
             continue
-        values = read(name)
-        if values is None or values.size == 0:
-            continue
-        widened = as_float32(np.asarray(values), tree[name].tensor.dtype)
-        if np.all(widened == np.float32(sign.value)):
+        data = read_bytes(name)
+        if data and all_elements_equal(data, tree[name].tensor.dtype, sign.value):
             seen.append(sign)
     return seen
 

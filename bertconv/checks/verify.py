@@ -43,7 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 from ..dtypes import DType, as_float32
 from ..errors import BadInput, bad_input
@@ -54,6 +54,15 @@ from .files import data_file_problems
 from .report import checkpoint
 from .vocab import vocab_problem
 from .arrays import chunk_indices, compare_arrays, format_value, global_position
+from ..lazy import lazy_module
+from ..tensor import LazyTensor
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported where tensor values are compared or scanned: plain verify reads only bytes
+    np = lazy_module("numpy")
+
+T = TypeVar("T")
 
 WORD = "embeddings.word"
 DECODER = "mlm.decoder"
@@ -137,20 +146,31 @@ class TensorReader:
 
     def read(self, name: str, *, keep: bool = False) -> np.ndarray | None:
         """The values of parameter `name` in its storage dtype, or None when unreadable."""
-        if name in self._failed:
-            return None
         if name in self._kept:
             return self._kept[name] if keep else self._kept.pop(name)
+        array = self._reading(name, lambda tensor: tensor.read())
+        if keep and array is not None:
+            self._kept[name] = array
+        return array
+
+    def read_bytes(self, name: str) -> bytes | None:
+        """The stored bytes of parameter `name` (`LazyTensor.read_bytes`: without NumPy where they
+        lie as stored), or None when unreadable. An array `read` keeps is used, and stays kept."""
+        if name in self._kept:
+            return self._kept[name].tobytes()
+        return self._reading(name, lambda tensor: tensor.read_bytes())
+
+    def _reading(self, name: str, read: Callable[[LazyTensor], T]) -> T | None:
+        """`read(tensor of name)`, or None with a problem naming the tensor when it cannot be read."""
+        if name in self._failed:
+            return None
         param = self.tree[name]
         try:
-            array = param.tensor.read()
+            return read(param.tensor)
         except (BadInput, OSError) as exc:
             self._failed.add(name)
             self.findings.problems.append(f"{label(param)}: cannot be read: {exc}")
             return None
-        if keep:
-            self._kept[name] = array
-        return array
 
 
 # --- the MLM head ---------------------------------------------------------------------------
@@ -372,19 +392,20 @@ def _deep(tree: ParameterTree, reader: TensorReader, findings: Findings, on_tens
 # --- is the head trained? ------------------------------------------------------------------
 
 
-def _fresh_init_signs(tree: ParameterTree, head: str, reader: TensorReader, keep: bool) -> tuple[list, bool]:
+def _fresh_init_signs(tree: ParameterTree, head: str, reader: TensorReader) -> tuple[list, bool]:
     """(the signs of fresh initialization the head shows, whether they could be looked for).
 
-    Reads the four small head tensors (kept for the deep pass when `keep`). A tensor whose data
-    file is absent (an index-only checkpoint, verified from its headers) is left unread, and the
-    signs are then not checked; one that cannot be read is a problem (`TensorReader`).
+    Reads the bytes of the four small head tensors (kilobytes; the deep pass reads them again with
+    the rest). A tensor whose data file is absent (an index-only checkpoint, verified from its
+    headers) is left unread, and the signs are then not checked; one that cannot be read is a
+    problem (`TensorReader`).
     """
     if head != COMPLETE:
         return [], False
     names = {trained.sign_tensor(tree, sign) for sign in trained.SIGNS} & set(tree.params)
     if not all(Path(tree[name].file).exists() for name in names):
         return [], False
-    return trained.seen_signs(tree, lambda name: reader.read(name, keep=keep)), True
+    return trained.seen_signs(tree, reader.read_bytes), True
 
 
 def _mlm_trained(tree: ParameterTree, head: str, signs: list, signs_checked: bool, reader: TensorReader,
@@ -467,7 +488,7 @@ def rtd_head(tree: ParameterTree) -> tuple[str, list[str]]:
     return (PARTIAL, missing) if missing else (COMPLETE, [])
 
 
-def _rtd(tree: ParameterTree, reader: TensorReader, keep: bool, allow_missing: bool, allow_untrained: bool,
+def _rtd(tree: ParameterTree, reader: TensorReader, allow_missing: bool, allow_untrained: bool,
          findings: Findings) -> dict:
     """The `rtd` report: the head (complete, partial, missing), what a partial one lacks, and
     whether it is trained by its signs (`trained.RTD_SIGNS`). There is no probe: what a trained
@@ -489,7 +510,7 @@ def _rtd(tree: ParameterTree, reader: TensorReader, keep: bool, allow_missing: b
         judged["evidence"] = "data file absent"
         findings.notes.append("whether the RTD head is trained was not checked: its data file is absent")
     else:
-        signs = trained.seen_signs(tree, lambda name: reader.read(name, keep=keep), trained.RTD_SIGNS)
+        signs = trained.seen_signs(tree, reader.read_bytes, trained.RTD_SIGNS)
         judged.update(verdict=trained.UNTRAINED if signs else trained.TRAINED, evidence="signs",
                       signs=[sign.key for sign in signs])
         if signs:
@@ -540,7 +561,7 @@ def verify(tree: ParameterTree, *, deep: bool = False, allow_missing_mlm: bool =
         tying, tying_detail = _tying(tree, head, reader, deep, findings)
     else:
         tying, tying_detail = NOT_APPLICABLE, NOT_AN_MLM
-    rtd = _rtd(tree, reader, deep, allow_missing_mlm, allow_untrained_mlm, findings) if checked == "rtd" else None
+    rtd = _rtd(tree, reader, allow_missing_mlm, allow_untrained_mlm, findings) if checked == "rtd" else None
     decoder_bias = _decoder_bias(tree, reader, deep, findings)
     data_files = data_file_problems(tree)
     if headers_only:
@@ -553,7 +574,7 @@ def verify(tree: ParameterTree, *, deep: bool = False, allow_missing_mlm: bool =
     vocab = vocab_problem(tree)
     if vocab:
         findings.problems.append(vocab)
-    signs, signs_checked = _fresh_init_signs(tree, head, reader, deep)
+    signs, signs_checked = _fresh_init_signs(tree, head, reader)
     deep_counts = _deep(tree, reader, findings, on_tensor) if deep else None
     run_probe = deep if probe is None else probe
     if checked == "mlm":
