@@ -107,10 +107,19 @@ def _kill_midway(source: Path, destination: Path, target: str,
     pytest.fail(f"convert --to {target} finished {KILL_ATTEMPTS} times before it could be caught mid-write")
 
 
+def _as_a_shell_starts_it() -> None:
+    """In the child before exec: the terminating signals at their defaults, as an interactive
+    shell starts a command. A child inherits ignored signals, and whatever ran before in this test
+    process may have left SIGINT ignored: Python then installs no KeyboardInterrupt handler."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def _try_to_kill_midway(source: Path, destination: Path, target: str,
                         signum: int) -> tuple[int, list[int], int] | None:
     proc = subprocess.Popen([sys.executable, "-m", "bertconv.cli", "convert", str(source), str(destination),
-                             "--to", target, "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             "--to", target, "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            preexec_fn=_as_a_shell_starts_it)
     partial = destination.parent / f".{destination.name}{PARTIAL_MARK}{proc.pid}"
     deadline = time.monotonic() + WAIT_LIMIT_SECONDS
     try:

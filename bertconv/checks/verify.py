@@ -153,11 +153,13 @@ class TensorReader:
             self._kept[name] = array
         return array
 
-    def read_bytes(self, name: str) -> bytes | None:
-        """The stored bytes of parameter `name` (`LazyTensor.read_bytes`: without NumPy where they
-        lie as stored), or None when unreadable. An array `read` keeps is used, and stays kept."""
-        if name in self._kept:
-            return self._kept[name].tobytes()
+    def read_bytes(self, name: str, *, keep: bool = False) -> bytes | None:
+        """The stored bytes of parameter `name`, or None when unreadable: with `keep`, those of
+        the array `read(name, keep=True)` holds for the deep pass; else `LazyTensor.read_bytes`
+        (without NumPy where they lie as stored)."""
+        if keep or name in self._kept:
+            array = self.read(name, keep=True)
+            return None if array is None else array.tobytes()
         return self._reading(name, lambda tensor: tensor.read_bytes())
 
     def _reading(self, name: str, read: Callable[[LazyTensor], T]) -> T | None:
@@ -392,11 +394,11 @@ def _deep(tree: ParameterTree, reader: TensorReader, findings: Findings, on_tens
 # --- is the head trained? ------------------------------------------------------------------
 
 
-def _fresh_init_signs(tree: ParameterTree, head: str, reader: TensorReader) -> tuple[list, bool]:
+def _fresh_init_signs(tree: ParameterTree, head: str, reader: TensorReader, keep: bool) -> tuple[list, bool]:
     """(the signs of fresh initialization the head shows, whether they could be looked for).
 
-    Reads the bytes of the four small head tensors (kilobytes; the deep pass reads them again with
-    the rest). A tensor whose data file is absent (an index-only checkpoint, verified from its
+    Reads the bytes of the four small head tensors (kept for the deep pass when `keep`, which
+    reads each tensor once). A tensor whose data file is absent (an index-only checkpoint, verified from its
     headers) is left unread, and the signs are then not checked; one that cannot be read is a
     problem (`TensorReader`).
     """
@@ -405,7 +407,7 @@ def _fresh_init_signs(tree: ParameterTree, head: str, reader: TensorReader) -> t
     names = {trained.sign_tensor(tree, sign) for sign in trained.SIGNS} & set(tree.params)
     if not all(Path(tree[name].file).exists() for name in names):
         return [], False
-    return trained.seen_signs(tree, reader.read_bytes), True
+    return trained.seen_signs(tree, lambda name: reader.read_bytes(name, keep=keep)), True
 
 
 def _mlm_trained(tree: ParameterTree, head: str, signs: list, signs_checked: bool, reader: TensorReader,
@@ -488,7 +490,7 @@ def rtd_head(tree: ParameterTree) -> tuple[str, list[str]]:
     return (PARTIAL, missing) if missing else (COMPLETE, [])
 
 
-def _rtd(tree: ParameterTree, reader: TensorReader, allow_missing: bool, allow_untrained: bool,
+def _rtd(tree: ParameterTree, reader: TensorReader, keep: bool, allow_missing: bool, allow_untrained: bool,
          findings: Findings) -> dict:
     """The `rtd` report: the head (complete, partial, missing), what a partial one lacks, and
     whether it is trained by its signs (`trained.RTD_SIGNS`). There is no probe: what a trained
@@ -510,7 +512,7 @@ def _rtd(tree: ParameterTree, reader: TensorReader, allow_missing: bool, allow_u
         judged["evidence"] = "data file absent"
         findings.notes.append("whether the RTD head is trained was not checked: its data file is absent")
     else:
-        signs = trained.seen_signs(tree, reader.read_bytes, trained.RTD_SIGNS)
+        signs = trained.seen_signs(tree, lambda name: reader.read_bytes(name, keep=keep), trained.RTD_SIGNS)
         judged.update(verdict=trained.UNTRAINED if signs else trained.TRAINED, evidence="signs",
                       signs=[sign.key for sign in signs])
         if signs:
@@ -561,7 +563,7 @@ def verify(tree: ParameterTree, *, deep: bool = False, allow_missing_mlm: bool =
         tying, tying_detail = _tying(tree, head, reader, deep, findings)
     else:
         tying, tying_detail = NOT_APPLICABLE, NOT_AN_MLM
-    rtd = _rtd(tree, reader, allow_missing_mlm, allow_untrained_mlm, findings) if checked == "rtd" else None
+    rtd = _rtd(tree, reader, deep, allow_missing_mlm, allow_untrained_mlm, findings) if checked == "rtd" else None
     decoder_bias = _decoder_bias(tree, reader, deep, findings)
     data_files = data_file_problems(tree)
     if headers_only:
@@ -574,7 +576,7 @@ def verify(tree: ParameterTree, *, deep: bool = False, allow_missing_mlm: bool =
     vocab = vocab_problem(tree)
     if vocab:
         findings.problems.append(vocab)
-    signs, signs_checked = _fresh_init_signs(tree, head, reader)
+    signs, signs_checked = _fresh_init_signs(tree, head, reader, deep)
     deep_counts = _deep(tree, reader, findings, on_tensor) if deep else None
     run_probe = deep if probe is None else probe
     if checked == "mlm":
