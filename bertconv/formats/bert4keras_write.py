@@ -18,7 +18,7 @@ from ..tensor import Bfloat16Widened
 from ..tree import ParameterTree
 from .bert4keras_graph import model_layers
 from .bert4keras_table import ALBERT, CONFIG_FILE, FAMILY_BY_TYPE, Family
-from .table import UNTIED_DECODER, refuse_unwritten
+from .table import UNTIED_DECODER, refuse_sentence_head_without_pooler, refuse_untied_decoder, refuse_unwritten
 
 WEIGHTS_FILE = "bert4keras_model.h5"
 #: What the writer records as the file's producer: the layout is tf-keras 2.21's.
@@ -35,14 +35,9 @@ def layers_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) -
         raise bad_input(tree.path, f"is a {tree.config.model_type} model; bert4keras builds BERT, ALBERT and ELECTRA "
                                    f"here (model='bert', 'albert', 'electra'): convert it --to hf")
     _refuse_what_family_cannot_hold(tree, family)
-    if (heads.nsp or heads.sop) and not heads.pooler:
-        raise bad_input(tree.path, "has an NSP head but no pooler; bert4keras' NSP-Proba sits on Pooler-Dense "
-                                   "(with_nsp implies with_pool), so it cannot be written --to bert4keras")
-    if tree.has_untied_decoder and not drop_untied_decoder:
-        raise bad_input(tree.path, f"{tree['mlm.decoder'].source} is an MLM decoder of its own (not tied to the "
-                                   f"word embeddings); bert4keras ties the decoder to Embedding-Token by "
-                                   f"construction. Pass --drop-untied-decoder to write without it (the word "
-                                   f"embeddings then serve as the decoder; its values are lost)")
+    refuse_sentence_head_without_pooler(tree, ("nsp", "sop"), "bert4keras' NSP-Proba sits on Pooler-Dense (with_nsp "
+                                        "implies with_pool), so it cannot be written --to bert4keras")
+    refuse_untied_decoder(tree, drop_untied_decoder, "bert4keras ties the decoder to Embedding-Token by construction")
     names = model_layers(tree.config.num_hidden_layers, heads, segments="embeddings.token_type" in tree,
                          conditional=tree.conditional, family=family,
                          projection="embeddings.projection.kernel" in tree)

@@ -52,7 +52,7 @@ from ..tree import Ignored, ParameterTree
 from .assemble import Entry, assemble
 from .configs import config_beside, find_config
 from .scope import find_scope, unscoped
-from .table import TRANSPOSE, Row, Skip, Table, dense_rows, norm_rows
+from .table import TRANSPOSE, Row, Skip, Table, dense_rows, norm_rows, refuse_untied_decoder
 
 FORMAT = "google-tf"
 #: google-research/bert's, albert's and electra's "gelu" are all the tanh approximation.
@@ -440,12 +440,8 @@ def tensors_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) 
     if tree.conditional:
         raise bad_input(tree.path, "conditional LayerNorm (bert4keras layer_norm_cond) has no Google "
                                    "TF equivalent; convert it --to bert4keras instead")
-    if tree.has_untied_decoder and not drop_untied_decoder:
-        decoder = tree["mlm.decoder"]
-        raise bad_input(tree.path, f"{decoder.source} is an untied MLM decoder (tie_word_embeddings is false), "
-                                   f"and Google checkpoints have no decoder matrix: writing one would lose it. "
-                                   f"Pass --drop-untied-decoder to write it without (the word embeddings then "
-                                   f"serve as the decoder)")
+    refuse_untied_decoder(tree, drop_untied_decoder, "Google checkpoints have no decoder matrix "
+                                                     "(tie_word_embeddings is false)")
     model = model_to_write(tree)
     sources, unwritten = [], []
     for param in tree:

@@ -41,7 +41,8 @@ from ..tensor import Bfloat16Widened, LazyTensor
 from ..tree import ParameterTree
 from . import hf_files
 from .assemble import Entry, assemble
-from .table import UNTIED_DECODER, Row, Skip, Table, dense_rows, norm_rows, refuse_unwritten
+from .table import (UNTIED_DECODER, Row, Skip, Table, dense_rows, norm_rows, refuse_sentence_head_without_pooler,
+                    refuse_untied_decoder, refuse_unwritten)
 
 FORMAT = "hf-tf-h5"
 TF_FILE = "tf_model.h5"
@@ -195,14 +196,10 @@ def layers_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) -
     """The main layers of the transformers TF model for `tree`'s heads, in `model.layers` order,
     each with its weights named and ordered as `save_weights` writes them."""
     heads = tree.heads
-    if heads.nsp and not heads.pooler:
-        raise bad_input(tree.path, "has an NSP head but no pooler; transformers' TF NSP head sits on the pooler, "
-                                   "so it cannot be written --to hf-tf")
-    if tree.has_untied_decoder and not drop_untied_decoder:
-        raise bad_input(tree.path, f"{tree['mlm.decoder'].source} is an MLM decoder of its own (not tied to the "
-                                   f"word embeddings); transformers' TF BERT ties the decoder to the word "
-                                   f"embeddings by construction. Pass --drop-untied-decoder to write without it "
-                                   f"(the word embeddings then serve as the decoder; its values are lost)")
+    refuse_sentence_head_without_pooler(tree, ("nsp",), "transformers' TF NSP head sits on the pooler, so it cannot "
+                                                        "be written --to hf-tf")
+    refuse_untied_decoder(tree, drop_untied_decoder, "transformers' TF BERT ties the decoder to the word embeddings "
+                                                     "by construction")
     model = MODEL_NAMES[hf_files.architecture(tree)]
     written: set[str] = set()
     missing: list[str] = []

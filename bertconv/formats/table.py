@@ -143,6 +143,22 @@ def dense_rows(canonical: str, name: str, *, kernel: str = "kernel", bias: str =
 UNTIED_DECODER = frozenset({"mlm.decoder", "mlm.decoder_bias"})
 
 
+def refuse_untied_decoder(tree: ParameterTree, drop: bool, why: str) -> None:
+    """Refuse a tree whose MLM decoder is a matrix of its own, which the target cannot hold (`why`
+    says so), unless the user chose to `drop` it (--drop-untied-decoder)."""
+    if tree.has_untied_decoder and not drop:
+        raise bad_input(tree.path, f"{tree['mlm.decoder'].source} is an MLM decoder of its own (not tied to the "
+                                   f"word embeddings); {why}. Pass --drop-untied-decoder to write without it (the "
+                                   f"word embeddings then serve as the decoder; its values are lost)")
+
+
+def refuse_sentence_head_without_pooler(tree: ParameterTree, heads: tuple[str, ...], why: str) -> None:
+    """Refuse a tree with one of the sentence `heads` ("nsp", "sop") but no pooler, where the
+    target's sentence head sits on the pooler (`why`)."""
+    if any(getattr(tree.heads, head) for head in heads) and not tree.heads.pooler:
+        raise bad_input(tree.path, f"has an NSP head but no pooler; {why}")
+
+
 def refuse_unwritten(tree: ParameterTree, written: set[str], target: str, *, dropped: frozenset[str] = frozenset()) -> None:
     """Refuse to write a tree holding a counted parameter that the writer placed nowhere: neither
     `written` nor knowingly `dropped`. `target` names what has no place for it."""
