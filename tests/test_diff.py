@@ -236,6 +236,58 @@ def test_chunked_comparison_matches_whole_array_arithmetic(rows, columns, chunk,
         assert result.max_abs_diff == float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
 
 
+def _layout(array: np.ndarray, layout: str) -> np.ndarray:
+    """`array`'s values in a stored layout: row-major, the transposed view of a row-major copy of
+    its transpose (a Hugging Face kernel read as canonical), or a column block of a wider array."""
+    if layout == "transposed":
+        return np.ascontiguousarray(array.T).T
+    if layout == "column block":
+        wider = np.zeros((array.shape[0], array.shape[1] + 3), array.dtype)
+        wider[:, 1:-2] = array
+        return wider[:, 1:-2]
+    return array.copy()
+
+
+@settings(max_examples=80, deadline=None)
+@given(rows=st.integers(1, 9), columns=st.integers(1, 9), seed=st.integers(0, 2**16),
+       layout_a=st.sampled_from(["row-major", "transposed", "column block"]),
+       layout_b=st.sampled_from(["row-major", "transposed", "column block"]),
+       change=st.sampled_from([None, "bit", "negative zero", "nan payload"]))
+def test_same_bits_agrees_with_comparing_every_bit(rows, columns, seed, layout_a, layout_b, change):
+    rng = np.random.default_rng(seed)
+    values = rng.standard_normal((rows, columns)).astype(np.float32)
+    values[0, 0] = 0.0
+    values[-1, -1] = np.float32("nan")
+    other = values.copy()
+    at = (rng.integers(rows), rng.integers(columns))
+    if change == "bit":
+        other.view(np.uint32)[at] ^= 1
+    elif change == "negative zero":
+        other[0, 0] = -0.0
+    elif change == "nan payload":
+        other.view(np.uint32)[-1, -1] ^= 1
+    expected = bool(np.array_equal(values.view(np.uint32), other.view(np.uint32)))
+    assert arrays.same_bits(_layout(values, layout_a), _layout(other, layout_b)) is expected
+
+
+def test_a_transposed_view_is_compared_with_one_copy_per_chunk():
+    """A Hugging Face kernel (a transposed view) against a TF one: each chunk of one side is
+    copied, the other side's chunk is read where it lies."""
+    import tracemalloc
+
+    rows, columns = 1024, 2048  # two chunks of 2**20 values (4 MiB): [1024, 1024] column blocks of the TF kernel
+    kernel = np.random.default_rng(0).standard_normal((rows, columns)).astype(np.float32)
+    chunk_bytes = arrays.CHUNK_ELEMENTS * kernel.itemsize
+    hf_view, tf_kernel = np.ascontiguousarray(kernel.T).T, kernel
+    tracemalloc.start()
+    try:
+        assert compare_arrays(hf_view, FLOAT32, tf_kernel, FLOAT32).bit_equal
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1.5 * chunk_bytes, f"peak {peak} bytes: more than one copy of a {chunk_bytes}-byte chunk"
+
+
 def test_hf_against_tf_compares_stored_layouts_without_whole_transposes(flipped, tmp_path, monkeypatch):
     tf = tmp_path / "tf"
     convert(formats.read(HF / "masked_lm"), tf, "tf")  # TF stores kernels [in, out], HF [out, in]
