@@ -241,6 +241,34 @@ def test_truncated_index(tmp_path):
         tb.BundleReader(prefix)
 
 
+def test_an_index_is_parsed_once_however_often_it_is_opened(tmp_path, monkeypatch):
+    """Telling formats apart opens a bundle's index several times: one parse serves them all."""
+    from bertconv import formats
+
+    prefix = copy_bundle("full", tmp_path)
+    parses = []
+    real_read_table = tb.read_table
+    monkeypatch.setattr(tb, "read_table", lambda *args: parses.append(args[1]) or real_read_table(*args))
+    tb._parse_index.cache_clear()
+    formats.read(prefix)
+    assert parses == [Path(f"{prefix}.index")]
+
+
+def test_an_index_rewritten_in_place_is_parsed_again(tmp_path):
+    """Same size, same timestamps, other bytes: the reader parses the new bytes (and finds their
+    checksum wrong) instead of answering from the parse of the old ones."""
+    prefix = copy_bundle("encoder_only", tmp_path)
+    index = Path(f"{prefix}.index")
+    tb.BundleReader(prefix)
+    stat = index.stat()
+    data = bytearray(index.read_bytes())
+    data[40] ^= 0x01
+    index.write_bytes(bytes(data))
+    os.utime(index, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    with pytest.raises(BadInput, match=r"corrupt index: data block"):
+        tb.BundleReader(prefix)
+
+
 def test_wrong_magic(tmp_path):
     prefix = copy_bundle("encoder_only", tmp_path)
     index = Path(f"{prefix}.index")
