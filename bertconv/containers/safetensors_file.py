@@ -21,6 +21,7 @@ from ..dtypes import DType
 from ..errors import bad_input
 from ..lazy import lazy_module
 from ..tensor import LazyTensor, MappedTensor, check_span
+from .direct_output import DirectOutput, open_output
 from .writeback import EarlyWriteback
 
 if TYPE_CHECKING:
@@ -198,7 +199,9 @@ def write_file(path: Path, tensors: Iterable[TensorSource], metadata: dict[str, 
     from its file by the kernel (`os.copy_file_range`: no page of it enters this process);
     anything else is loaded (a memory map or a transposed copy is fine) and its bytes written
     row-major, the following such tensors being loaded meanwhile (see `PREFETCH_MAX_BYTES`). What
-    is written goes to the disk as it accumulates (`EarlyWriteback`), not all at the final fsync.
+    is written goes to the disk as it accumulates, not all at the final fsync: a large file past the
+    page cache (`DirectOutput`, where a span is read straight into its staging block instead of
+    copied by the kernel), a small one through it (`EarlyWriteback`).
     `on_tensor(nbytes)` is called after each one.
     """
     ordered = plan(tensors)
@@ -207,10 +210,12 @@ def write_file(path: Path, tensors: Iterable[TensorSource], metadata: dict[str, 
     cursor = 0  # pending[cursor] is the next one to start loading
     from concurrent.futures import ThreadPoolExecutor  # here: reading headers needs no thread pool
 
-    with open(path, "wb") as out, ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertconv-load") as pool:
+    header = encode_header(ordered, metadata)
+    size = len(header) + sum(_planned_nbytes(t) for t in ordered)
+    with open_output(path, size) as out, ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertconv-load") as pool:
         loading: dict[int, Future] = {}  # submitted, not yet taken; loaded in this order
         ahead = 0  # their bytes
-        writeback = EarlyWriteback(out)
+        writeback = None if isinstance(out, DirectOutput) else EarlyWriteback(out)
 
         def load_ahead(holding: int) -> None:
             """Submit the next tensors while they fit in PREFETCH_MAX_BYTES beside those already
@@ -226,10 +231,11 @@ def write_file(path: Path, tensors: Iterable[TensorSource], metadata: dict[str, 
                 cursor += 1
 
         load_ahead(holding=0)
-        out.write(encode_header(ordered, metadata))
+        out.write(header)
         for i, (name, dtype, shape, source) in enumerate(ordered):
             if spans[i] is not None and copy_bytes(out, spans[i], _planned_nbytes(ordered[i])):
-                writeback.written(out.tell())
+                if writeback:
+                    writeback.written(out.tell())
                 if on_tensor:
                     on_tensor(_planned_nbytes(ordered[i]))
                 continue
@@ -245,7 +251,8 @@ def write_file(path: Path, tensors: Iterable[TensorSource], metadata: dict[str, 
                 raise ValueError(f"{name}: source gave {array.dtype} {list(array.shape)}, "
                                  f"planned {dtype} {list(shape)}")
             write_array(out, array)
-            writeback.written(out.tell())
+            if writeback:
+                writeback.written(out.tell())
             if on_tensor:
                 on_tensor(array.nbytes)
             del array
@@ -275,13 +282,17 @@ def _load(source) -> np.ndarray:
 _NO_KERNEL_COPY = {errno.ENOSYS, errno.EXDEV, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF, errno.EPERM}
 
 
-def copy_bytes(out: BinaryIO, span: tuple[Path, int], nbytes: int) -> bool:
-    """Append `nbytes` of file `span[0]` from offset `span[1]` to `out` with `os.copy_file_range`.
+def copy_bytes(out: BinaryIO | DirectOutput, span: tuple[Path, int], nbytes: int) -> bool:
+    """Append `nbytes` of file `span[0]` from offset `span[1]` to `out` with `os.copy_file_range`
+    (to a `DirectOutput`: read into its staging block, which a kernel copy would bypass).
 
     Returns False, with `out` where it was, when the kernel cannot copy between these files (the
     caller writes the bytes itself). A source shorter than the reader found it is `BadInput`.
     """
     source_path, offset = span
+    if isinstance(out, DirectOutput):
+        out.copy_from(source_path, offset, nbytes)
+        return True
     out.flush()
     start = out.tell()
     copied = 0

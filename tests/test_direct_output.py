@@ -1,0 +1,167 @@
+"""`containers/direct_output.py`: large outputs written past the page cache, byte for byte what a
+buffered write makes, with every fallback a file system can force."""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from benchmarks.measure import resident_bytes
+from bertconv import formats
+from bertconv.containers import direct_output, safetensors_file
+from bertconv.containers.direct_output import ALIGNMENT, DirectOutput, open_output
+from bertconv.convert import convert
+from bertconv.dtypes import FLOAT32
+from bertconv.errors import BadInput
+
+from conftest import FIXTURES
+
+BLOCK = 2 * ALIGNMENT  # small blocks: a few kilobytes cross many block boundaries
+SOURCE_BYTES = 5 * BLOCK + 123
+
+
+def direct_or_skip(path: Path, size: int = 0, **kwargs) -> DirectOutput:
+    try:
+        return DirectOutput(path, size, **kwargs)
+    except OSError as error:
+        if error.errno in (errno.EINVAL, errno.EOPNOTSUPP):
+            pytest.skip(f"the file system of {path.parent} does not take O_DIRECT")
+        raise
+
+
+@pytest.fixture
+def source(tmp_path) -> tuple[Path, bytes]:
+    data = os.urandom(SOURCE_BYTES)
+    path = tmp_path / "source.bin"
+    path.write_bytes(data)
+    return path, data
+
+
+pieces = st.lists(st.one_of(
+    st.tuples(st.just("write"), st.integers(0, 3 * BLOCK)),
+    st.tuples(st.just("copy"), st.integers(0, SOURCE_BYTES - 1), st.integers(0, 3 * BLOCK)),
+), max_size=12)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pieces=pieces, seed=st.integers(0, 255))
+def test_the_file_holds_exactly_what_was_written_and_copied(tmp_path, source, pieces, seed):
+    source_path, source_data = source
+    out_path = tmp_path / "out.bin"
+    expected = bytearray()
+    with direct_or_skip(out_path, 0, block_bytes=BLOCK) as out:
+        for piece in pieces:
+            if piece[0] == "write":
+                data = bytes((seed + i) % 256 for i in range(piece[1]))
+                assert out.write(data) == len(data)
+            else:
+                _, offset, nbytes = piece
+                nbytes = min(nbytes, SOURCE_BYTES - offset)
+                out.copy_from(source_path, offset, nbytes)
+                data = source_data[offset:offset + nbytes]
+            expected += data
+            assert out.tell() == len(expected)
+    assert out_path.read_bytes() == bytes(expected)
+
+
+def test_a_reserved_size_longer_than_written_is_cut_to_what_was_written(tmp_path):
+    out_path = tmp_path / "out.bin"
+    with direct_or_skip(out_path, 10 * BLOCK, block_bytes=BLOCK) as out:
+        out.write(b"x" * (BLOCK + 5))
+    assert out_path.read_bytes() == b"x" * (BLOCK + 5)
+
+
+def test_a_source_shorter_than_its_span_is_bad_input_naming_it(tmp_path, source):
+    source_path, _ = source
+    with pytest.raises(BadInput, match=r"source\.bin.*ends before byte"):
+        with direct_or_skip(tmp_path / "out.bin", 0, block_bytes=BLOCK) as out:
+            out.copy_from(source_path, SOURCE_BYTES - 10, 20)
+    assert not [t for t in threading.enumerate() if t.name.startswith("bertconv-write")], \
+        "a writer thread outlived the output"
+
+
+def test_an_error_while_writing_waits_for_the_writes_in_flight_and_closes(tmp_path):
+    out = direct_or_skip(tmp_path / "out.bin", 0, block_bytes=BLOCK)
+    with pytest.raises(RuntimeError, match="the caller failed"):
+        with out:
+            out.write(b"y" * (3 * BLOCK))  # blocks in flight when the error comes
+            raise RuntimeError("the caller failed")
+    with pytest.raises(OSError):
+        os.fstat(out.fileno())  # closed
+    assert not [t for t in threading.enumerate() if t.name.startswith("bertconv-write")]
+
+
+def test_a_file_system_refusing_an_aligned_direct_write_gets_buffered_writes(tmp_path, monkeypatch):
+    """EINVAL from an O_DIRECT write (a device wanting larger alignment): the descriptor drops
+    O_DIRECT and the same bytes are written through the page cache."""
+    real_pwritev = os.pwritev
+    refused = []
+
+    def refuse_direct(fd, buffers, offset):
+        import fcntl
+
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
+            refused.append(offset)
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_pwritev(fd, buffers, offset)
+
+    monkeypatch.setattr(os, "pwritev", refuse_direct)
+    out_path = tmp_path / "out.bin"
+    data = os.urandom(3 * BLOCK + 7)
+    with direct_or_skip(out_path, 0, block_bytes=BLOCK) as out:
+        out.write(data)
+    assert refused and out_path.read_bytes() == data
+
+
+def test_open_output_falls_back_to_a_buffered_file(tmp_path, monkeypatch):
+    small = open_output(tmp_path / "small.bin", direct_output.DIRECT_MIN_BYTES - 1)
+    with small:
+        assert not isinstance(small, DirectOutput)
+
+    def no_direct(*args, **kwargs):
+        raise OSError(errno.EINVAL, "Invalid argument")
+
+    monkeypatch.setattr(direct_output, "DirectOutput", no_direct)
+    refused = open_output(tmp_path / "large.bin", direct_output.DIRECT_MIN_BYTES)
+    with refused:
+        refused.write(b"z")
+    assert (tmp_path / "large.bin").read_bytes() == b"z"
+
+
+def test_a_safetensors_file_written_direct_leaves_no_page_cache(tmp_path, monkeypatch):
+    with direct_or_skip(tmp_path / "probe.bin"):
+        pass
+    values = np.arange(3 * BLOCK, dtype=np.float32).reshape(3, -1)
+    tensors = [("a", FLOAT32, values.shape, lambda: values), ("b", FLOAT32, (7,), lambda: values[0, :7].copy())]
+    buffered, direct = tmp_path / "buffered.safetensors", tmp_path / "direct.safetensors"
+    safetensors_file.write_file(buffered, tensors)
+    assert resident_bytes(buffered) > 0  # a buffered write leaves its pages cached: the measure sees them
+    monkeypatch.setattr(direct_output, "DIRECT_MIN_BYTES", 0)
+    monkeypatch.setattr(direct_output, "BLOCK_BYTES", BLOCK)
+    safetensors_file.write_file(direct, tensors)
+    assert resident_bytes(direct) == 0, "the output went through the page cache"
+    assert direct.read_bytes() == buffered.read_bytes()
+
+
+@pytest.mark.parametrize("fixture", [FIXTURES / "hf" / "masked_lm", FIXTURES / "tf" / "full" / "bert_model.ckpt"])
+def test_a_conversion_written_direct_is_byte_identical(fixture, tmp_path, monkeypatch):
+    """Kernel-copied spans (Hugging Face) and loaded, transposed arrays (TF) alike."""
+    with direct_or_skip(tmp_path / "probe.bin"):
+        pass
+    buffered, direct = tmp_path / "buffered", tmp_path / "direct"
+    convert(formats.read(fixture), buffered, "hf")
+    monkeypatch.setattr(direct_output, "DIRECT_MIN_BYTES", 0)
+    monkeypatch.setattr(direct_output, "BLOCK_BYTES", BLOCK)
+    opened = []
+    real_init = DirectOutput.__init__
+    monkeypatch.setattr(DirectOutput, "__init__", lambda self, *a, **k: opened.append(a[0]) or real_init(self, *a, **k))
+    convert(formats.read(fixture), direct, "hf")
+    assert len(opened) == 1
+    assert (direct / "model.safetensors").read_bytes() == (buffered / "model.safetensors").read_bytes()
