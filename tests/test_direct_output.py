@@ -165,3 +165,30 @@ def test_a_conversion_written_direct_is_byte_identical(fixture, tmp_path, monkey
     convert(formats.read(fixture), direct, "hf")
     assert len(opened) == 1
     assert (direct / "model.safetensors").read_bytes() == (buffered / "model.safetensors").read_bytes()
+
+
+def test_an_interrupted_direct_conversion_leaves_nothing_behind(tmp_path, monkeypatch):
+    """Ctrl-C while blocks are in flight: the writes are waited for, the descriptor closed, and
+    the partial output removed, as for a buffered one."""
+    with direct_or_skip(tmp_path / "probe.bin"):
+        pass
+    (tmp_path / "probe.bin").unlink()
+    monkeypatch.setattr(direct_output, "DIRECT_MIN_BYTES", 0)
+    monkeypatch.setattr(direct_output, "BLOCK_BYTES", BLOCK)
+    opened, copies = [], []
+    real_init, real_preadv = DirectOutput.__init__, os.preadv
+    monkeypatch.setattr(DirectOutput, "__init__", lambda self, *a, **k: opened.append(a[0]) or real_init(self, *a, **k))
+
+    def interrupted(fd, buffers, offset):
+        if opened:
+            copies.append(offset)
+            if len(copies) == 5:
+                raise KeyboardInterrupt
+        return real_preadv(fd, buffers, offset)
+
+    monkeypatch.setattr(os, "preadv", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        convert(formats.read(FIXTURES / "hf" / "masked_lm"), tmp_path / "out", "hf")
+    assert opened and len(copies) == 5
+    assert list(tmp_path.iterdir()) == []
+    assert not [t for t in threading.enumerate() if t.name.startswith("bertconv-write")]

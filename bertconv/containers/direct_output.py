@@ -81,8 +81,8 @@ class DirectOutput:
     file (read straight into the staging block), `tell()` is the length written so far. Used as
     a context manager: on leaving normally the last block is written and the file cut to its
     length; on an error the writes in flight are waited for and the file is left to the caller
-    (`atomic.py` removes it). `size`, the expected length, is reserved up front (`posix_fallocate`:
-    one extent, and a full disk is found before anything is written). `block_bytes` is for tests.
+    (`atomic.py` removes it). `size`, the expected length, is reserved up front (`_reserve`: one
+    extent, and a full disk is found before anything is written). `block_bytes` is for tests.
     """
 
     def __init__(self, path: Path, size: int, *, block_bytes: int | None = None):
@@ -175,11 +175,22 @@ class DirectOutput:
 
 
 def _reserve(fd: int, size: int) -> None:
-    """Allocate `size` bytes for the file; a file system without fallocate is simply not asked.
-    Only a file system that took O_DIRECT gets here, and those (ext4, xfs, btrfs) support it,
-    so glibc's slow emulation (a byte written per block) is not what runs."""
+    """Allocate `size` bytes for the file with fallocate(2) itself, where the file system has it.
+
+    Not `os.posix_fallocate`: where the file system lacks fallocate (NFS before 4.2 takes
+    O_DIRECT but not fallocate), glibc emulates it by writing a byte into every block, hundreds
+    of thousands of small writes for a large checkpoint. A full disk (ENOSPC) is raised here,
+    before anything is written.
+    """
+    import ctypes  # here: only a large output reserves space
+
     try:
-        os.posix_fallocate(fd, 0, size)
-    except OSError as error:
-        if error.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
-            raise
+        fallocate = ctypes.CDLL(None, use_errno=True).fallocate
+    except (OSError, AttributeError):
+        return
+    fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+    fallocate.restype = ctypes.c_int
+    if fallocate(fd, 0, 0, size) != 0:
+        code = ctypes.get_errno()
+        if code not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+            raise OSError(code, os.strerror(code))
