@@ -129,7 +129,8 @@ class Runner:
             if first.exit_code not in exit_codes:
                 raise CommandFailed(f"{' '.join(map(str, command))} exited {first.exit_code}")
             m = measure(command, reps=reps, env=env, cwd=ROOT, check=checked_exit,
-                        before_each=remove(output) if output else None, stdout=stdout, idle_wait=self.idle_wait)
+                        before_each=_before_each_run(command, output, self.out_dir), stdout=stdout,
+                        idle_wait=self.idle_wait)
             if check is not None:
                 self._checks[tuple(map(str, command))] = check(output)
         except CommandFailed as exc:
@@ -146,6 +147,41 @@ class Runner:
 
     def out(self, name: str) -> Path:
         return self.out_dir / name
+
+
+def _before_each_run(command: list[str], output: Path | None, out_dir: Path) -> Callable[[], None]:
+    """Untimed, before each run: remove the previous output, then read the command's inputs
+    (`command_inputs`) so that they are in the page cache. Reading them once per section is not
+    enough on a machine that reclaims idle page cache: on this one, a quarter of a file read
+    20 s earlier had been evicted, three quarters after a minute, and a row runs after minutes
+    of reference tools."""
+    inputs_read = command_inputs(command, outputs=out_dir)
+
+    def prepare() -> None:
+        if output:
+            remove(output)()
+        warm(inputs_read)
+    return prepare
+
+
+def command_inputs(command: list[str], *, outputs: Path) -> list[Path]:
+    """The bench input files a command names: a file, the files of a directory, or the index and
+    data shards of a TF prefix (bert_model.ckpt), for arguments inside the bench directory and
+    not inside `outputs` (where commands write)."""
+    bench, outputs = inputs.bench_dir().resolve(), Path(outputs).resolve()
+    found: list[Path] = []
+    for argument in command[1:]:
+        path = Path(argument) if Path(argument).is_absolute() else ROOT / argument
+        where = path.resolve()
+        if bench not in where.parents or where == outputs or outputs in where.parents:
+            continue
+        if path.is_file():
+            found.append(path)
+        elif path.is_dir():
+            found += sorted(f for f in path.iterdir() if f.is_file())
+        elif Path(f"{path}.index").is_file():
+            found += sorted(path.parent.glob(f"{path.name}.*"))
+    return found
 
 
 def _short(text: str) -> str:
@@ -252,7 +288,8 @@ def size_section(size: str, runner: Runner, *, with_b4k: bool, with_keras_object
     section.rows.append(Row("read model.safetensors once", "cat > /dev/null", cat, note="from the page cache"))
     section.notes.append("bertconv writes into a temporary sibling, fsyncs it and renames it into place (atomic and "
                          "durable); `cp` does not fsync, `cp + sync` does. Inputs are in the page cache for every "
-                         "timed run; outputs are removed and `sync` run between runs.")
+                         "timed run (each run's input files are read just before it: this machine reclaims "
+                         "idle page cache within a minute); outputs are removed and `sync` run between runs.")
 
     # every pair of formats
     targets = [t for t in available_targets() if t != "bert4keras" or with_b4k]
