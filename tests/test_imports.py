@@ -32,7 +32,7 @@ with contextlib.redirect_stdout(io.StringIO()):
     except SystemExit as exit:
         status = exit.code
 print(json.dumps({"status": status, "imported": sorted(m for m in %r if m in sys.modules)}))
-""" % (HEAVY + FORMAT_MODULES + TORCH_CONTAINER,)
+""" % (HEAVY + FORMAT_MODULES + TORCH_CONTAINER + ("importlib.metadata",),)
 
 
 def imported_by(*args: str) -> tuple[int, set[str]]:
@@ -90,8 +90,18 @@ def test_plain_verify_judges_the_head_without_numpy(checkpoint):
 
 
 def test_audit_json_draws_nothing_and_imports_nothing_heavy():
+    """Nor importlib.metadata (and its zipfile): the stamp's version is bertconv.__version__."""
     status, imported = imported_by("audit", "--json", str(FIXTURES / "hf/pretraining/model.safetensors"))
-    assert (status, imported - {"zipfile"}) == (0, {"bertconv.formats.hf"})  # zipfile: importlib.metadata's
+    assert (status, imported) == (0, {"bertconv.formats.hf"})
+
+
+def test_the_stamped_version_is_the_installed_packages():
+    from importlib import metadata
+
+    import bertconv
+    from bertconv.commands import output
+
+    assert output.version() == bertconv.__version__ == metadata.version("bertconv")
 
 
 def test_on_a_terminal_the_report_is_drawn_with_rich(monkeypatch):
