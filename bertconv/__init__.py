@@ -4,8 +4,7 @@
     tree = load("path/to/checkpoint")      # any format: a canonical ParameterTree (headers only)
 """
 
-__version__ = "0.1.0"
-
-from .formats import read as load  # noqa: E402
+from .formats import read as load
+from .version import __version__
 
 __all__ = ["__version__", "load"]
