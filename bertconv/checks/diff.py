@@ -42,24 +42,19 @@ from typing import Callable
 import numpy as np
 
 from ..config import COMPUTATION_FIELDS
-from ..tensor import LazyTensor, TransposedTensor
+from ..tensor import LazyTensor
 from ..tree import Parameter, ParameterTree, model_order_key, role_of
 from .arrays import BIT_EXACT, Comparison, compare_arrays, format_value
 from .report import checkpoint
 
 
 def stored_view(tensor: LazyTensor) -> np.ndarray:
-    """`tensor`'s values in its own (canonical) shape, as a view of the array it is stored as.
-
-    A `TransposedTensor` is not read (its `read()` copies the whole transpose): the tensor under
-    its transposes is, and the view is that array's `.T` when their count is odd. A chunk of such
-    a view is a strided slice of the stored array, so only the chunk is ever copied.
+    """`tensor`'s values in its own (canonical) shape, as a view of the array it is stored as
+    (`LazyTensor.read_view`): a transposed tensor is the `.T` of its stored array, not its
+    `read()`, which copies the whole transpose. A chunk of such a view is a strided slice of the
+    stored array, so only the chunk is ever copied.
     """
-    transposes = 0
-    while isinstance(tensor, TransposedTensor):
-        tensor, transposes = tensor.base, transposes + 1
-    stored = np.asarray(tensor.read())  # a plain view: slicing a np.memmap makes a memmap object per chunk
-    return stored.T if transposes % 2 else stored
+    return np.asarray(tensor.read_view())  # a plain view: slicing a np.memmap makes a memmap object per chunk
 
 
 def compare_tensors(a: Parameter, b: Parameter) -> Comparison:

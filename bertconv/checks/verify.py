@@ -42,20 +42,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-
 from typing import TYPE_CHECKING, Callable, TypeVar
 
 from ..dtypes import DType, as_float32
 from ..errors import BadInput, bad_input
+from ..lazy import lazy_module
+from ..tensor import LazyTensor
 from ..tree import Parameter, ParameterTree, role_of
 from . import trained
+from .arrays import chunk_indices, compare_arrays, format_value, global_position
 from .audit import counts, ignored_summary
 from .files import data_file_problems
 from .report import checkpoint
 from .vocab import vocab_problem
-from .arrays import chunk_indices, compare_arrays, format_value, global_position
-from ..lazy import lazy_module
-from ..tensor import LazyTensor
 
 if TYPE_CHECKING:
     import numpy as np

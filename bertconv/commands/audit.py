@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..checks.audit import audit, ignored_summary
-from .arguments import json_flag, option
-from .common import BATCH_OPTIONS, CHECKPOINT_OPTIONS, Table, finish, human, load, stdout
+from .arguments import json_flag
+from .common import BATCH_OPTIONS, CHECKPOINT_OPTIONS, CHECKPOINT_PATHS, Table, finish, human, load, stdout
 
 
 #: The config fields the human report shows (`--json` has them all, with their provenance).
@@ -40,7 +40,7 @@ def print_report(report: dict) -> None:
 
 
 ARGUMENTS = (
-    option("paths", nargs="+", type=Path, metavar="PATH", help="A checkpoint: a file, or a directory holding one."),
+    CHECKPOINT_PATHS,
     *CHECKPOINT_OPTIONS,
     *BATCH_OPTIONS,
     json_flag("Print one JSON object (several checkpoints: one per line)."),

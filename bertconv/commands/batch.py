@@ -115,7 +115,6 @@ def _parameters(report: dict) -> str:
 
 
 def _verdict(status: int, report: dict) -> str:
-
     if "error" in report:
         return f"[red]error:[/] {escape(report['error']['message'])}"
     if status == EXIT_OK:

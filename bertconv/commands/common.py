@@ -114,6 +114,10 @@ stdout = _LazyConsole(highlight=False, soft_wrap=True)
 stderr = _LazyConsole(stderr=True, highlight=False)
 
 
+#: The checkpoints of a command that takes one or several (`inspect`, `audit`, `verify`).
+CHECKPOINT_PATHS = option("paths", nargs="+", type=Path, metavar="PATH",
+                          help="A checkpoint: a file, or a directory holding one.")
+
 #: `--recursive` and `--jobs N`, for the commands that take several checkpoints (see `batch`).
 BATCH_OPTIONS = (
     option("--recursive", "-r", action="store_true",

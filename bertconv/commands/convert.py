@@ -6,7 +6,6 @@ import re
 from argparse import ArgumentTypeError
 from pathlib import Path
 
-
 from .. import formats
 from ..checks.audit import ignored_summary
 from ..config import COMPUTATION_FIELDS

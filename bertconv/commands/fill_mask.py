@@ -7,7 +7,6 @@ import sys
 from argparse import ArgumentTypeError
 from pathlib import Path
 
-
 from ..checks.report import checkpoint
 from ..config import ACTIVATIONS
 from ..errors import BadInput, bad_input

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..checks.report import checkpoint
-from .arguments import json_flag, option
-from .common import BATCH_OPTIONS, CHECKPOINT_OPTIONS, Table, human, load, print_json, stdout
+from .arguments import json_flag
+from .common import BATCH_OPTIONS, CHECKPOINT_OPTIONS, CHECKPOINT_PATHS, Table, human, load, print_json, stdout
 
 
 def describe(tree) -> dict:
@@ -40,7 +40,7 @@ def _shape(shape: list[int]) -> str:
 
 
 ARGUMENTS = (
-    option("paths", nargs="+", type=Path, metavar="PATH", help="A checkpoint: a file, or a directory holding one."),
+    CHECKPOINT_PATHS,
     *CHECKPOINT_OPTIONS,
     *BATCH_OPTIONS,
     json_flag("Print one JSON object (several checkpoints: one per line)."),

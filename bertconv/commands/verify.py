@@ -8,7 +8,7 @@ from pathlib import Path
 from ..checks import trained
 from ..checks.verify import verify
 from .arguments import Toggle, json_flag, option
-from .common import BATCH_OPTIONS, CHECKPOINT_OPTIONS, byte_progress, finish, human, load, stdout
+from .common import BATCH_OPTIONS, CHECKPOINT_OPTIONS, CHECKPOINT_PATHS, byte_progress, finish, human, load, stdout
 
 #: Colours of the head, tying and training verdicts in the human report.
 VERDICT_STYLE = {"complete": "green", "tied": "green", "partial": "red", "missing": "red",
@@ -103,7 +103,7 @@ def print_report(report: dict) -> None:
 
 
 ARGUMENTS = (
-    option("paths", nargs="+", type=Path, metavar="PATH", help="A checkpoint: a file, or a directory holding one."),
+    CHECKPOINT_PATHS,
     *CHECKPOINT_OPTIONS,
     *BATCH_OPTIONS,
     option("--deep", action="store_true",
