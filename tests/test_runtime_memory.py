@@ -29,11 +29,19 @@ TIED = FIXTURES / "runtime" / "pretraining"
 ANON_GROWTH_MAX = 0.25
 
 
-def memory_map_of(array: np.ndarray) -> np.memmap | None:
-    """The np.memmap `array` is a view of, found through its bases, or None."""
-    while array is not None and not isinstance(array, np.memmap):
-        array = array.base
-    return array
+def mapped_file_of(array: np.ndarray) -> Path | None:
+    """The file whose memory map holds `array`'s first value (from /proc/self/maps), or None
+    when that memory is not a map of a file."""
+    if array.size == 0:
+        return None
+    address = array.__array_interface__["data"][0]
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            span, _, _, _, inode, *path = line.split(maxsplit=5)
+            start, end = (int(bound, 16) for bound in span.split("-"))
+            if start <= address < end:
+                return Path(path[0].strip()) if inode != "0" and path else None
+    return None
 
 
 def test_a_float32_checkpoints_weights_are_views_of_its_memory_maps():
@@ -41,8 +49,7 @@ def test_a_float32_checkpoints_weights_are_views_of_its_memory_maps():
     model = NumpyBert(tree)
     file = (TIED / "model.safetensors").resolve()
     copied = [name for name, values in model.params.items()
-              if values.flags.writeable or memory_map_of(values) is None
-              or Path(memory_map_of(values).filename).resolve() != file]
+              if values.flags.writeable or mapped_file_of(values) != file]
     assert not copied
     kernel = model.params["layers.0.attention.query.kernel"]  # stored [out, in]: its map, transposed
     assert kernel.flags.f_contiguous and not kernel.flags.c_contiguous
@@ -66,7 +73,7 @@ def test_layouts_blas_takes_are_shared(stored):
                              (TransposedTensor(TransposedTensor(mapped)), matrix)):
         values = float32_values(tensor)
         assert np.array_equal(values, expected)
-        assert memory_map_of(values) is not None and not values.flags.writeable, tensor
+        assert mapped_file_of(values) == path.resolve() and not values.flags.writeable, tensor
 
 
 def test_layouts_blas_does_not_take_are_copied(stored):
@@ -81,7 +88,7 @@ def test_layouts_blas_does_not_take_are_copied(stored):
         values = float32_values(tensor)
         assert np.array_equal(values, expected)
         assert values.dtype == np.float32 and values.flags.c_contiguous and values.flags.aligned
-        assert values.flags.owndata and memory_map_of(values) is None, tensor
+        assert values.flags.owndata and mapped_file_of(values) is None, tensor
     assert not np.shares_memory(float32_values(in_memory), matrix)
 
 
