@@ -133,22 +133,46 @@ def run_once(command: Sequence[str], *, env: dict[str, str] | None = None, cwd: 
         return sample
 
 
+@dataclass(frozen=True)
+class Job:
+    """A command to measure and what its runs need: `before_each()` runs (untimed) before every
+    run, e.g. to remove the previous run's output; `stdout` names a file for its output; with
+    `check`, a non-zero exit is a failure (`CommandFailed`)."""
+
+    command: Sequence[str]
+    before_each: Callable[[], None] | None = None
+    stdout: str | None = None
+    check: bool = True
+
+
 def measure(command: Sequence[str], *, reps: int = 3, env: dict[str, str] | None = None, cwd: Path | None = None,
             before_each: Callable[[], None] | None = None, timeout: float = 3600,
             stdout: str | None = None, idle_wait: float = 0, check: bool = True) -> Measurement:
-    """Run `command` `reps` times; `before_each()` runs (untimed) before every run, e.g. to
-    remove the previous run's output. Dirty pages are flushed (`sync`) before each run so one
-    run's write-back does not slow the next. With `idle_wait`, each run waits up to that many
-    seconds for the CPUs to be idle (see `wait_for_idle`); a run that starts busy is marked."""
-    samples = []
+    """Run `command` `reps` times (see `measure_alternating`)."""
+    job = Job(command, before_each, stdout, check)
+    return measure_alternating([job], reps=reps, env=env, cwd=cwd, timeout=timeout, idle_wait=idle_wait)[0]
+
+
+def measure_alternating(jobs: Sequence[Job], *, reps: int = 3, env: dict[str, str] | None = None,
+                        cwd: Path | None = None, timeout: float = 3600, idle_wait: float = 0) -> list[Measurement]:
+    """Run each job `reps` times, taking turns (A, B, A, B, ...); a Measurement per job.
+
+    Taking turns makes a ratio of two commands fair: measured one block after the other, the
+    ratio also measures whatever changed between the blocks (other work, page-cache reclaim, the
+    CPU's clock), which on this VM moved a 50 ms command by half. Dirty pages are flushed (`sync`)
+    before each run so one run's write-back does not slow the next. With `idle_wait`, each run
+    waits up to that many seconds for the CPUs to be idle (see `wait_for_idle`); a run that starts
+    busy is marked."""
+    samples: list[list[Sample]] = [[] for _ in jobs]
     for _ in range(reps):
-        if before_each:
-            before_each()
-        os.sync()
-        busy = bool(idle_wait) and not wait_for_idle(idle_wait)
-        sample = run_once(command, env=env, cwd=cwd, timeout=timeout, stdout=stdout, check=check)
-        samples.append(Sample(**{**sample.__dict__, "busy": busy}))
-    return Measurement(tuple(map(str, command)), tuple(samples))
+        for job, taken in zip(jobs, samples):
+            if job.before_each:
+                job.before_each()
+            os.sync()
+            busy = bool(idle_wait) and not wait_for_idle(idle_wait)
+            sample = run_once(job.command, env=env, cwd=cwd, timeout=timeout, stdout=job.stdout, check=job.check)
+            taken.append(Sample(**{**sample.__dict__, "busy": busy}))
+    return [Measurement(tuple(map(str, job.command)), tuple(taken)) for job, taken in zip(jobs, samples)]
 
 
 #: The machine counts as idle when at least this share of all CPU time was idle over the window.

@@ -213,3 +213,50 @@ def test_each_timed_run_reads_the_commands_inputs_first(tmp_path, monkeypatch):
     runner = conversions.Runner(reps=2, out_dir=out_dir, log=lambda line: None)
     assert runner.run([sys.executable, "-c", "pass", str(weights)]) is not None
     assert warmed == [[weights], [weights]]
+
+
+def _appender(log: Path, word: str, exit_code: int = 0) -> list[str]:
+    return [sys.executable, "-c", f"open({str(log)!r}, 'a').write({word!r} + ' '); raise SystemExit({exit_code})"]
+
+
+def test_measured_commands_take_turns(tmp_path):
+    """A ratio between two commands is measured with their runs interleaved, so both meet the
+    same machine: A B A B A B, not A A A B B B."""
+    log = tmp_path / "order"
+    a, b = measure.measure_alternating([measure.Job(_appender(log, "A")), measure.Job(_appender(log, "B"))], reps=3)
+    assert log.read_text().split() == ["A", "B"] * 3
+    assert (a.reps, b.reps) == (3, 3)
+    assert a.command[-1].endswith("SystemExit(0)") and "'B'" in b.command[-1]
+
+
+def test_runner_measures_commands_in_turns_and_a_failure_spares_the_others(tmp_path):
+    from benchmarks import conversions
+
+    log, messages = tmp_path / "order", []
+    runner = conversions.Runner(reps=2, out_dir=tmp_path / "out", log=messages.append)
+    output = tmp_path / "out" / "made"
+    output.parent.mkdir()
+    make = [sys.executable, "-c", f"open({str(log)!r}, 'a').write('M '); open({str(output)!r}, 'w').write('x')"]
+    fails, made, one = runner.run_alternating([conversions.Command(_appender(log, "F", exit_code=3)),
+                                               conversions.Command(make, output),
+                                               conversions.Command(_appender(log, "E", exit_code=1), exit_codes=(0, 1))])
+    assert fails is None and made is not None and one is not None
+    assert log.read_text().split() == ["F", "M", "E", "M", "E", "M", "E"]  # untimed first runs, then turns
+    assert not output.exists()  # removed after the last run
+    assert any("FAILED" in m and "exited 3" in m for m in messages)
+    again = runner.run_alternating([conversions.Command(_appender(log, "F", exit_code=3)),
+                                    conversions.Command(make, output),
+                                    conversions.Command(_appender(log, "E", exit_code=1), exit_codes=(0, 1))])
+    assert again == [None, made, one]  # the same command lines in one call share their measurement
+    assert log.read_text().split() == ["F", "M", "E", "M", "E", "M", "E"]
+
+
+def test_a_command_failing_after_its_first_run_is_not_measured(tmp_path):
+    from benchmarks import conversions
+
+    log, messages = tmp_path / "runs", []
+    runner = conversions.Runner(reps=2, out_dir=tmp_path / "out", log=messages.append)
+    flaky = [sys.executable, "-c", f"import os; p = {str(log)!r}; runs = os.path.getsize(p) if os.path.exists(p) else 0; "
+                                   f"open(p, 'a').write('x'); raise SystemExit(4 if runs else 0)"]
+    assert runner.run_alternating([conversions.Command(flaky), conversions.Command(_appender(tmp_path / "b", "B"))])[0] is None
+    assert any("FAILED" in m and "exited 4" in m for m in messages)
