@@ -159,7 +159,8 @@ def measure_alternating(jobs: Sequence[Job], *, reps: int = 3, env: dict[str, st
 
     Taking turns makes a ratio of two commands fair: measured one block after the other, the
     ratio also measures whatever changed between the blocks (other work, page-cache reclaim, the
-    CPU's clock), which on this VM moved a 50 ms command by half. Dirty pages are flushed (`sync`)
+    CPU's clock); on this VM the same `audit` took 80 ms in one block and 55 ms in the next
+    section's. Dirty pages are flushed (`sync`)
     before each run so one run's write-back does not slow the next. With `idle_wait`, each run
     waits up to that many seconds for the CPUs to be idle (see `wait_for_idle`); a run that starts
     busy is marked."""
