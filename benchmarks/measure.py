@@ -160,10 +160,9 @@ def measure_alternating(jobs: Sequence[Job], *, reps: int = 3, env: dict[str, st
     Taking turns makes a ratio of two commands fair: measured one block after the other, the
     ratio also measures whatever changed between the blocks (other work, page-cache reclaim, the
     CPU's clock); on this VM the same `audit` took 80 ms in one block and 55 ms in the next
-    section's. Dirty pages are flushed (`sync`)
-    before each run so one run's write-back does not slow the next. With `idle_wait`, each run
-    waits up to that many seconds for the CPUs to be idle (see `wait_for_idle`); a run that starts
-    busy is marked."""
+    section's. Dirty pages are flushed (`sync`) before each run so one run's write-back does not
+    slow the next. With `idle_wait`, each run waits up to that many seconds for the CPUs to be
+    idle (see `wait_for_idle`); a run that starts busy is marked."""
     samples: list[list[Sample]] = [[] for _ in jobs]
     for _ in range(reps):
         for job, taken in zip(jobs, samples):
