@@ -145,14 +145,6 @@ class Job:
     check: bool = True
 
 
-def measure(command: Sequence[str], *, reps: int = 3, env: dict[str, str] | None = None, cwd: Path | None = None,
-            before_each: Callable[[], None] | None = None, timeout: float = 3600,
-            stdout: str | None = None, idle_wait: float = 0, check: bool = True) -> Measurement:
-    """Run `command` `reps` times (see `measure_alternating`)."""
-    job = Job(command, before_each, stdout, check)
-    return measure_alternating([job], reps=reps, env=env, cwd=cwd, timeout=timeout, idle_wait=idle_wait)[0]
-
-
 def measure_alternating(jobs: Sequence[Job], *, reps: int = 3, env: dict[str, str] | None = None,
                         cwd: Path | None = None, timeout: float = 3600, idle_wait: float = 0) -> list[Measurement]:
     """Run each job `reps` times, taking turns (A, B, A, B, ...); a Measurement per job.

@@ -104,15 +104,14 @@ def mapped_array(path: Path, offset: int, dtype: np.dtype, shape: tuple[int, ...
     memory map of just those bytes (from the page boundary before them), unmapped when the last
     view of it goes. As np.memmap, without the ~30 µs of bookkeeping (a file object, a
     `Path.resolve()`) it spends on each map: a diff of bert-base makes 412 of them."""
-    dtype = np.dtype(dtype)
-    nbytes = math.prod(shape) * dtype.itemsize
+    dtype, count = np.dtype(dtype), math.prod(shape)
     start = offset - offset % mmap.ALLOCATIONGRANULARITY
     fd = os.open(path, os.O_RDONLY)
     try:
-        region = mmap.mmap(fd, offset - start + nbytes, access=mmap.ACCESS_READ, offset=start)
+        region = mmap.mmap(fd, offset - start + count * dtype.itemsize, access=mmap.ACCESS_READ, offset=start)
     finally:
         os.close(fd)
-    return np.frombuffer(region, dtype=dtype, count=math.prod(shape), offset=offset - start).reshape(shape)
+    return np.frombuffer(region, dtype=dtype, count=count, offset=offset - start).reshape(shape)
 
 
 class MappedTensor(LazyTensor):

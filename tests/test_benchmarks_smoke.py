@@ -39,8 +39,8 @@ def test_failing_command_raises_with_its_stderr(tmp_path):
 
 def test_measure_repeats_and_cleans_the_output(tmp_path):
     out = tmp_path / "converted"
-    m = measure.measure([*BERTCONV, "convert", FIXTURE, out, "--to", "hf", "--quiet"], reps=2, cwd=ROOT,
-                        before_each=measure.remove(out))
+    [m] = measure.measure_alternating([measure.Job([*BERTCONV, "convert", FIXTURE, out, "--to", "hf", "--quiet"],
+                                                   before_each=measure.remove(out))], reps=2, cwd=ROOT)
     assert m.reps == 2 and m.median_s > 0 and m.peak_rss_bytes > 0
     assert (out / "model.safetensors").exists()  # the last run's output, until the caller removes it
     measure.remove(out)()
@@ -144,13 +144,13 @@ def test_a_busy_machine_is_not_idle_and_its_runs_are_marked():
     try:
         time.sleep(0.3)  # the spinners are running
         assert measure.wait_for_idle(0) is False
-        m = measure.measure(["true"], reps=2, idle_wait=0.01)
+        [m] = measure.measure_alternating([measure.Job(["true"])], reps=2, idle_wait=0.01)
         assert m.busy_runs == 2 and all(s.exit_code == 0 for s in m.samples)
     finally:
         for spinner in spinners:
             spinner.kill()
             spinner.wait()
-    assert measure.measure(["true"], reps=1).busy_runs == 0  # no idle_wait: never marked
+    assert measure.measure_alternating([measure.Job(["true"])], reps=1)[0].busy_runs == 0  # no idle_wait: never marked
 
 
 def test_a_section_builds_its_inputs_in_an_empty_bench_dir(tmp_path, monkeypatch):
