@@ -99,6 +99,14 @@ class BertConfig:
     #: H -> H and maps back to E through the same matrix, transposed, before the tied [V, E]
     #: decoder. Google's ALBERT (`embedding_projection`) sums and normalizes at E, then projects.
     word_projection: bool = False
+    #: How attention sees positions (transformers 4 `BertSelfAttention`): "absolute" (the
+    #: embeddings' position table alone), or "relative_key" / "relative_key_query", which add
+    #: per-layer `distance_embedding` tables [2P - 1, D] to the scores (the position table is
+    #: then stored but not added to the embeddings).
+    position_embedding_type: str = "absolute"
+    #: Causal self-attention (transformers' `is_decoder`, as in `BertLMHeadModel`): each
+    #: position attends to itself and the positions before it only.
+    is_decoder: bool = False
     provenance: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
     #: The config file the values were read from, if any (an input the command reads).
     source: Path | None = field(default=None, compare=False, repr=False)
@@ -161,7 +169,14 @@ class BertConfig:
             "C": self.conditional_size or 0,
             "E": self.embedding_width,
             "W": self.summed_width,
+            "D": self.head_size if self.num_attention_heads else 0,
+            "R": 2 * self.max_position_embeddings - 1,
         }
+
+    @property
+    def relative_positions(self) -> bool:
+        """Whether attention adds learned relative-distance terms (`position_embedding_type`)."""
+        return self.position_embedding_type != "absolute"
 
     def summary(self) -> dict[str, Any]:
         """The fields reports print (the `config` object of `audit --json`)."""
@@ -197,6 +212,9 @@ class BertConfig:
         if self.word_projection and self.embedding_projection:
             out.append("word_projection and embedding_projection are both set: a model projects its "
                        "embeddings one way (brightmart's word-only projection, or the summed embeddings)")
+        if self.position_embedding_type not in POSITION_EMBEDDING_TYPES:
+            out.append(f"position_embedding_type {self.position_embedding_type!r} is not one of "
+                       f"{POSITION_EMBEDDING_TYPES}")
         if self.model_type not in FAMILIES:
             out.append(f"model_type {self.model_type!r} is not one of {FAMILIES}")
         return out
@@ -237,6 +255,7 @@ class BertConfig:
         if data.get("conditional_size"):
             values["conditional_size"] = _size(data, "conditional_size")
         values.update(_family_fields(data, family))
+        values.update(_attention_fields(data))
         provenance = {k: source if k in data else "default" for k in values}
         provenance["hidden_act"] = source if "hidden_act" in data else "default"
         return cls(**values, provenance=provenance)
@@ -318,7 +337,18 @@ class BertConfig:
             "type_vocab_size": self.type_vocab_size,
             "vocab_size": self.vocab_size,
             **self._family_dict(),
+            **self._attention_dict(),
         }
+
+    def _attention_dict(self) -> dict[str, Any]:
+        """`position_embedding_type` and `is_decoder`, where they differ from BERT's defaults
+        (a format without these keys reads the defaults back, and `convert` refuses the loss)."""
+        out: dict[str, Any] = {}
+        if self.relative_positions:
+            out["position_embedding_type"] = self.position_embedding_type
+        if self.is_decoder:
+            out["is_decoder"] = True
+        return out
 
 
 #: The fields that decide what a model computes: a conversion keeps each exactly (or refuses),
@@ -327,7 +357,10 @@ COMPUTATION_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_att
                       "intermediate_size", "max_position_embeddings", "type_vocab_size", "hidden_act",
                       "layer_norm_eps", "tie_word_embeddings", "conditional_size", "model_type",
                       "embedding_size", "embedding_projection", "num_hidden_groups", "inner_group_num",
-                      "position_offset", "word_projection")
+                      "position_offset", "word_projection", "position_embedding_type", "is_decoder")
+
+#: transformers 4's `position_embedding_type` values (transformers 5's BERT knows "absolute" only).
+POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query")
 
 #: A family's activation when its config states none (transformers' AlbertConfig: "gelu_new").
 _DEFAULT_HIDDEN_ACT = {"albert": "gelu_new"}
@@ -363,6 +396,29 @@ def _family_fields(data: dict[str, Any], family: str) -> dict[str, Any]:
         out["inner_group_num"] = _size(data, "inner_group_num") if "inner_group_num" in data else 1
     if model_type == "roberta":
         out["position_offset"] = (_size(data, "pad_token_id") if "pad_token_id" in data else 1) + 1
+    return out
+
+
+def _attention_fields(data: dict[str, Any]) -> dict[str, Any]:
+    """How attention sees positions and which keys it may see (transformers' config keys).
+
+    `add_cross_attention` adds cross-attention layers that the canonical tree has no place for:
+    refused when true.
+    """
+    out: dict[str, Any] = {}
+    if "position_embedding_type" in data:
+        kind = data["position_embedding_type"]
+        if kind not in POSITION_EMBEDDING_TYPES:
+            raise ValueError(f"position_embedding_type is {json.dumps(kind)}, expected one of "
+                             f"{', '.join(POSITION_EMBEDDING_TYPES)}")
+        out["position_embedding_type"] = kind
+    for key in ("is_decoder", "add_cross_attention"):
+        if not isinstance(data.get(key, False), bool):
+            raise ValueError(f"{key} is {json.dumps(data[key])}, expected true or false")
+    out["is_decoder"] = data.get("is_decoder", False)
+    if data.get("add_cross_attention", False):
+        raise ValueError("add_cross_attention is true: the model has cross-attention layers over an encoder's "
+                         "outputs, which bertconv's canonical tree does not hold")
     return out
 
 
@@ -465,6 +521,7 @@ def expected_components(config: BertConfig, heads: Heads) -> dict[str, int]:
     V, H, I, P, T, C, E, W = (config.vocab_size, config.hidden_size, config.intermediate_size,
                               config.max_position_embeddings, config.type_vocab_size,
                               config.conditional_size or 0, config.embedding_width, config.summed_width)
+    R, D = 2 * P - 1, config.hidden_size // max(config.num_attention_heads, 1)
     norm = 2 * H + 2 * C * H
     out: dict[str, int] = {"embeddings.word": V * E}
     if config.word_projection:
@@ -477,7 +534,7 @@ def expected_components(config: BertConfig, heads: Heads) -> dict[str, int]:
     if config.embedding_projection:
         out["embeddings.projection"] = E * H + H
     for i in range(config.stored_layers):
-        out[f"layers.{i}.attention"] = 4 * H * H + 4 * H
+        out[f"layers.{i}.attention"] = 4 * H * H + 4 * H + (R * D if config.relative_positions else 0)
         out[f"layers.{i}.attention_norm"] = norm
         out[f"layers.{i}.ffn"] = 2 * H * I + I + H
         out[f"layers.{i}.ffn_norm"] = norm

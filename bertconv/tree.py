@@ -86,6 +86,9 @@ ROLES: tuple[Role, ...] = (
     *_dense("layers.{i}.attention.key", "layers.{i}.attention", "H", "H"),
     *_dense("layers.{i}.attention.value", "layers.{i}.attention", "H", "H"),
     *_dense("layers.{i}.attention.output", "layers.{i}.attention", "H", "H"),
+    # transformers 4's relative positions (`position_embedding_type` relative_key[_query]): one
+    # embedding row per distance -(P-1)..P-1, D wide, shared by the layer's heads.
+    Role("layers.{i}.attention.distance_embedding", "layers.{i}.attention", ("R", "D")),
     *_norm("layers.{i}.attention_norm", "layers.{i}.attention_norm"),
     *_dense("layers.{i}.ffn.intermediate", "layers.{i}.ffn", "H", "I"),
     *_dense("layers.{i}.ffn.output", "layers.{i}.ffn", "I", "H"),
@@ -148,6 +151,8 @@ def canonical_names(config: BertConfig, heads: Heads, *, conditional: bool = Fal
         if role.component == "embeddings.projection" and not config.embedding_projection:
             continue
         if role.component == "embeddings.word_projection" and not config.word_projection:
+            continue
+        if role.template.endswith("distance_embedding") and not config.relative_positions:
             continue
         if role.component == "embeddings.token_type" and config.type_vocab_size == 0:
             continue  # no token types (fairseq's RoBERTa, bert4keras' segment_vocab_size=0)

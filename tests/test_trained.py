@@ -297,7 +297,12 @@ def test_diff_outputs_default_tolerance_is_float32_noise(float16_copy, cli):
 
 def test_diff_outputs_of_a_lossless_conversion_are_equal():
     code, report = diff_json(TRAINED / "tf", TRAINED / "hf")
-    assert code == EXIT_OK and report["tensors_ok"] and report["outputs"]["max_abs_diff"] == 0
+    # Equal bits, but the NumPy runtime multiplies by a Hugging Face kernel as the transposed view
+    # of its [out, in] map, and BLAS may sum in another order for that layout (OpenBLAS does on
+    # some processors: 9.5e-7 here), so the logits agree to float32 rounding, not always to the bit.
+    outputs = report["outputs"]
+    assert code == EXIT_OK and report["tensors_ok"] and outputs["max_abs_diff"] < 1e-5
+    assert outputs["top1_agreement"] == 1.0
 
 
 @pytest.mark.parametrize("other", ["copied_head", "perturbed_fresh"])

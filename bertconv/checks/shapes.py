@@ -25,6 +25,13 @@ def shape_problems(tree: ParameterTree) -> list[str]:
             problems.append(f"{param.source} ({param.name}): layer {layer} but the config has "
                             f"{config.stored_layers} stored layers")
     expected_names = set(canonical_names(config, tree.heads, conditional=tree.conditional))
+    surplus = [p for p in tree if p.name not in expected_names and role_of(p.name).copy_of is None
+               and (layer_of(p.name) is None or layer_of(p.name) < config.stored_layers)]
+    for param in surplus:
+        problems.append(f"{param.source} ({param.name}): the config's model has no such parameter "
+                        f"(position_embedding_type is {config.position_embedding_type!r})"
+                        if param.name.endswith("distance_embedding") else
+                        f"{param.source} ({param.name}): the config's model has no such parameter")
     missing = sorted(expected_names - set(tree.params), key=lambda n: (layer_of(n) or -1, n))
     if missing:
         shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")

@@ -147,6 +147,13 @@ def config_from_shapes(path: Path, params: dict[str, Parameter], activation: str
     if family == "albert":
         raise bad_input(path, "no config given, and an ALBERT checkpoint's shapes do not say how many times its "
                               "shared layers are applied; pass --config albert_config.json")
+    relative = sorted(n for n in params if n.endswith(".attention.distance_embedding"))
+    if relative:
+        raise bad_input(params[relative[0]].file,
+                        f"no config given, and {params[relative[0]].source!r} is a relative-position table: "
+                        f"whether attention adds it to the keys alone (relative_key) or to the queries too "
+                        f"(relative_key_query) is said only by the config's position_embedding_type; "
+                        f"pass --config config.json")
     width = dim("embeddings.word", 1)
     projected = "embeddings.projection.kernel" in params
     hidden = dim("embeddings.projection.kernel", 1) if projected else width

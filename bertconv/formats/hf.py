@@ -80,6 +80,7 @@ def _bert_layer_rows(layer: str) -> tuple[Row, ...]:
         *_linear_rows("layers.{i}.attention.key", f"{layer}.attention.self.key"),
         *_linear_rows("layers.{i}.attention.value", f"{layer}.attention.self.value"),
         *_linear_rows("layers.{i}.attention.output", f"{layer}.attention.output.dense"),
+        Row("layers.{i}.attention.distance_embedding", f"{layer}.attention.self.distance_embedding.weight"),
         *_norm_rows("layers.{i}.attention_norm", f"{layer}.attention.output.LayerNorm"),
         *_linear_rows("layers.{i}.ffn.intermediate", f"{layer}.intermediate.dense"),
         *_linear_rows("layers.{i}.ffn.output", f"{layer}.output.dense"),
