@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import companions, formats, paths
+from . import companions, families, formats, paths
 from .atomic import Replaceable, atomic_output
+from .checks.contract import require_read
 from .checks.report import checkpoint
 from .checks.shapes import shape_problems
 from .checks.vocab import vocab_problem
-from .config import COMPUTATION_FIELDS, FAMILY_NAMES
+from .config import COMPUTATION_FIELDS
 from .errors import bad_input
 from .tree import Ignored, ParameterTree
 
@@ -122,7 +123,7 @@ def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool 
                                      f"apart from the inputs")
     extra = companions.find(companions.source_directory(tree.path))
     replaceable = Replaceable(owned=fmt.owned_files, kept=companions.TOKENIZER_FILES) if fmt.writes_directory else None
-    result = Conversion(tree, destination, target, notes=_default_notes(tree))
+    result = Conversion(tree, destination, target, notes=[*require_read(tree, accept_loss), *_default_notes(tree)])
     try:
         with atomic_output(destination, directory=fmt.writes_directory, force=force,
                            replaceable=replaceable) as partial:
@@ -149,13 +150,13 @@ def _refuse_other_family(tree: ParameterTree, target: str, destination: Path) ->
     """A writer writes only the families its tables name: an ALBERT written with BERT's names
     would be a BERT file missing its projection and its layer schedule, not the model. A variant
     that computes otherwise (brightmart's albert_zh) is a family of its own here."""
-    family = tree.config.family
+    family = families.member(tree.config)
     writes = formats.TARGETS[target].families
     if family in writes:
         return
     able = [name for name, fmt in formats.TARGETS.items() if family in fmt.families]
     instead = f"convert it --to {' or --to '.join(able)}" if able else "no target writes it yet"
-    raise bad_input(destination, f"{tree.path} holds a {FAMILY_NAMES[family]} model (model_type "
+    raise bad_input(destination, f"{tree.path} holds a {families.display_name(family)} model (model_type "
                                  f"{tree.config.model_type!r}), and "
                                  f"the {target} writer has names for {', '.join(writes)} only: written there it "
                                  f"would be another model; {instead}. Nothing was written")

@@ -296,3 +296,20 @@ class ParameterTree:
     @property
     def conditional(self) -> bool:
         return any(role_of(n).conditional for n in self.params)
+
+    def missing_untied_decoder(self) -> str | None:
+        """Why the MLM head lacks its decoder, when the config says the decoder is untied
+        (tie_word_embeddings false) and the file stores none: a masked-LM loader would initialize
+        it fresh, so no runtime may stand in the word embeddings for it."""
+        if self.config.tie_word_embeddings or not self.heads.mlm or "mlm.decoder" in self.params:
+            return None
+        return ("the config says the MLM decoder is untied (tie_word_embeddings false), but the file stores no "
+                "decoder matrix (mlm.decoder): a masked-LM loader would initialize it fresh")
+
+    def missing_condition(self) -> str | None:
+        """Why the config does not fit, when it states a condition size and no conditional
+        LayerNorm kernel is stored."""
+        if not self.config.conditional_size or self.conditional:
+            return None
+        return (f"the config states conditional_size {self.config.conditional_size}, but the file has no "
+                f"conditional LayerNorm kernels: the config is not this checkpoint's")

@@ -26,6 +26,7 @@ from bertconv.checks.audit import audit
 from bertconv.convert import WriteOptions
 from bertconv.convert import convert as convert_tree
 from bertconv.errors import BadInput
+from bertconv.families.dialects import google_config_dict
 from bertconv.formats import bert4keras_graph, bert4keras_table, bert4keras_write
 from bertconv.tree import component_of
 
@@ -572,7 +573,7 @@ def test_hf_to_bert4keras_gives_transformers_predictions(oracle, tmp_path):
     model.save_pretrained(tmp_path / "hf")
     out = convert(tmp_path / "hf", tmp_path / "model-b4k", "bert4keras")
     bert_config = tmp_path / "bert_config.json"
-    bert_config.write_text(json.dumps(formats.read(tmp_path / "hf").config.to_google_dict()))
+    bert_config.write_text(json.dumps(google_config_dict(formats.read(tmp_path / "hf").config)))
     keras_model = oracle.build(bert_config, dict(with_pool=True, with_nsp=True, with_mlm=True), None)
     keras_model.load_weights(str(out))
     rng = np.random.default_rng(1)

@@ -16,6 +16,7 @@ import pytest
 from conftest import FIXTURES, run_cli
 from bertconv import formats
 from bertconv.checks.audit import audit
+from bertconv import families
 from bertconv.config import expected_components
 from bertconv.convert import convert
 from bertconv.errors import BadInput
@@ -50,7 +51,7 @@ def test_values_are_tensorflows_bit_for_bit_under_brightmarts_names():
 
 def test_config_states_the_word_only_projection_and_one_shared_layer():
     config = formats.read(TF_DIR).config
-    assert config.model_type == "albert" and config.family == "albert_zh"
+    assert config.model_type == "albert" and families.member(config) == "albert_zh"
     assert config.word_projection and not config.embedding_projection
     assert (config.embedding_width, config.summed_width, config.hidden_size) == (20, 28, 28)
     assert config.stored_layers == 1 and config.layer_schedule() == [0, 0, 0]

@@ -25,6 +25,7 @@ from bertconv.checks.diff import diff
 from bertconv.containers import keras_h5, msgpack_file
 from bertconv.convert import WriteOptions, convert
 from bertconv.errors import BadInput
+from bertconv.families.dialects import google_config_dict
 from bertconv.formats import hf_flax, hf_tf
 from bertconv.tensor import MappedTensor
 from bertconv.tree import canonical_names
@@ -201,7 +202,7 @@ def tree_config_file(source: Path, target: str, tmp_path: Path, tree) -> Path | 
     if target != "bert4keras":
         return None
     path = tmp_path / "bert_config.json"
-    path.write_text(json.dumps(tree.config.to_google_dict()))
+    path.write_text(json.dumps(google_config_dict(tree.config)))
     return path
 
 

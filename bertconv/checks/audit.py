@@ -7,6 +7,7 @@ word embeddings); buffers, optimizer slots and other entries in `ignored` are no
 from __future__ import annotations
 
 from ..config import expected_components
+from .contract import unread_notes
 from .report import checkpoint
 from .shapes import shape_problems
 from ..tree import ParameterTree, component_of
@@ -22,7 +23,7 @@ def audit(tree: ParameterTree) -> dict:
     then those of `counts`, and notes (one sentence per kind of ignored entry).
     """
     return {**checkpoint(tree), **counts(tree),
-            "notes": ignored_summary([i.as_dict() for i in tree.ignored])}
+            "notes": [*unread_notes(tree), *ignored_summary([i.as_dict() for i in tree.ignored])]}
 
 
 def counts(tree: ParameterTree) -> dict:

@@ -35,6 +35,7 @@ count or activation are another model, so a field that differs is a difference (
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -121,10 +122,24 @@ def _describe(entry: dict, atol: float) -> str:
 
 
 def _config_differences(a: ParameterTree, b: ParameterTree) -> list[dict]:
-    """Computation fields that differ, with where each side's value came from (file, shapes, default)."""
-    return [{"field": f, "a": getattr(a.config, f), "b": getattr(b.config, f),
-             "a_from": a.config.provenance.get(f, "default"), "b_from": b.config.provenance.get(f, "default")}
-            for f in COMPUTATION_FIELDS if getattr(a.config, f) != getattr(b.config, f)]
+    """Computation fields that differ, with where each side's value came from (file, shapes, default);
+    then the config keys bertconv does not compute with (`BertConfig.unread`, accepted by the user)
+    whose values differ: the library that reads them may compute otherwise, so they differ too."""
+    fields = [{"field": f, "a": getattr(a.config, f), "b": getattr(b.config, f),
+               "a_from": a.config.provenance.get(f, "default"), "b_from": b.config.provenance.get(f, "default")}
+              for f in COMPUTATION_FIELDS if getattr(a.config, f) != getattr(b.config, f)]
+    unread_a, unread_b = dict(a.config.unread), dict(b.config.unread)
+    for key in sorted(unread_a.keys() | unread_b.keys()):
+        if unread_a.get(key) != unread_b.get(key):
+            fields.append({"field": key, "a": _stated(unread_a, key), "b": _stated(unread_b, key),
+                           "a_from": "file" if key in unread_a else "default",
+                           "b_from": "file" if key in unread_b else "default"})
+    return fields
+
+
+def _stated(unread: dict[str, str], key: str):
+    """An unread key's value as the config states it, or None where it states none."""
+    return json.loads(unread[key]) if key in unread else None
 
 
 def diff(tree_a: ParameterTree, tree_b: ParameterTree, *, atol: float = BIT_EXACT,

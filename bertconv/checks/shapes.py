@@ -11,7 +11,7 @@ def shape_problems(tree: ParameterTree) -> list[str]:
     Each sentence names the tensor (its file name and canonical name).
     """
     config = tree.config
-    problems = list(config.problems())
+    problems = [*config.problems(), *filter(None, [tree.missing_condition()])]
     if problems:
         return problems
     for param in tree:

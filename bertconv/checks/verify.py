@@ -52,6 +52,7 @@ from ..tree import Parameter, ParameterTree, role_of
 from . import trained
 from .arrays import chunk_indices, compare_arrays, format_value, global_position
 from .audit import counts, ignored_summary
+from .contract import require_read
 from .files import data_file_problems
 from .report import checkpoint
 from .vocab import vocab_problem
@@ -183,8 +184,8 @@ def mlm_head(tree: ParameterTree) -> tuple[str, list[str]]:
     if not stored:
         return MISSING, []
     missing = [name for name in MLM_REQUIRED if name not in tree.params]
-    if DECODER not in tree.params and WORD not in tree.params:
-        missing.append(DECODER)
+    if DECODER not in tree.params and (WORD not in tree.params or not tree.config.tie_word_embeddings):
+        missing.append(DECODER)  # the table is the decoder only when tied
     return (PARTIAL, missing) if missing else (COMPLETE, [])
 
 
@@ -528,7 +529,7 @@ def _rtd(tree: ParameterTree, reader: TensorReader, keep: bool, allow_missing: b
 
 def verify(tree: ParameterTree, *, deep: bool = False, allow_missing_mlm: bool = False,
            allow_untrained_mlm: bool = False, probe: bool | None = None, runtime: str = "numpy",
-           headers_only: bool = False, on_tensor=None) -> dict:
+           headers_only: bool = False, accept_loss: tuple[str, ...] = (), on_tensor=None) -> dict:
     """Verify `tree`'s MLM head, tying, consistency and (with `deep`) values; a JSON-ready report.
 
     Keys: the checkpoint's (path, format, family, config, heads, ignored: see
@@ -549,11 +550,14 @@ def verify(tree: ParameterTree, *, deep: bool = False, allow_missing_mlm: bool =
     Every data file must exist and be long enough for the tensors its header places in it (a
     stat, no reads); with `headers_only` (an index published without its data) that is a note.
 
-    Raises `BadInput` when `deep` is asked of a checkpoint whose data files are absent.
+    Raises `BadInput` when `deep` is asked of a checkpoint whose data files are absent, or when
+    its config states a key bertconv would not compute with that is not in `accept_loss`
+    (`contract.require_read`).
     """
+    accepted = require_read(tree, accept_loss)
     if deep:
         _require_data_files(tree)
-    findings = Findings()
+    findings = Findings(notes=accepted)
     reader = TensorReader(tree, findings)
     checked = verified_head(tree)
     head, missing = mlm_head(tree)

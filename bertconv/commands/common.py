@@ -138,6 +138,12 @@ CHECKPOINT_OPTIONS = (
 )
 
 
+#: `--accept-loss KEY`, for the commands that compute or convert (see `checks.contract`).
+ACCEPT_LOSS = option("--accept-loss", action="append", default=[], metavar="FIELD",
+                     help="Go on although FIELD would not be kept: a config key bertconv does not compute with, or "
+                          "(convert) a config field the output cannot hold; the loss is printed (repeatable).")
+
+
 def load(path: Path, config_path: Path | None, num_heads: int | None, model: str | None = None) -> ParameterTree:
     """Read the checkpoint at `path` (`model`: which model of an ELECTRA pre-training checkpoint)."""
     require_file_or_directory(Path(path), "checkpoint")

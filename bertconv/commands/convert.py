@@ -8,10 +8,9 @@ from pathlib import Path
 
 from .. import formats
 from ..checks.audit import ignored_summary
-from ..config import COMPUTATION_FIELDS
 from ..convert import WriteOptions, convert, warnings_for
 from .arguments import json_flag, option
-from .common import CHECKPOINT_OPTIONS, byte_progress, escape, load, print_json, stderr
+from .common import ACCEPT_LOSS, CHECKPOINT_OPTIONS, byte_progress, escape, load, print_json, stderr
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]i?B|B)?\s*$", re.IGNORECASE)
 _UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
@@ -38,9 +37,7 @@ ARGUMENTS = (
            help="Hugging Face shard size limit (default: %(default)s)."),
     option("--drop-untied-decoder", action="store_true",
            help="Write a format that has no decoder matrix even if the source's decoder differs from the embeddings."),
-    option("--accept-loss", action="append", default=[], choices=COMPUTATION_FIELDS, metavar="FIELD",
-           help="Convert even though the output cannot keep this config field (repeatable); the loss is printed. "
-                "One of: " + ", ".join(COMPUTATION_FIELDS) + "."),
+    ACCEPT_LOSS,
     json_flag("Print one JSON object: files written, tensors, ignored entries."),
     option("--quiet", "-q", action="store_true", help="No progress bar and no summary."),
 )

@@ -9,7 +9,8 @@ from ..checks.diff import diff
 from ..checks.outputs import OUTPUTS_ATOL, compare_outputs
 from ..checks.trained import RUNTIMES
 from .arguments import json_flag, option, tolerance
-from .common import byte_progress, finish, load, stdout
+from ..checks.contract import require_read
+from .common import ACCEPT_LOSS, byte_progress, finish, load, stdout
 
 #: How many tensor names a line about differing dtypes shows.
 DTYPE_NAMES_SHOWN = 3
@@ -118,12 +119,13 @@ ARGUMENTS = (
            help="Largest absolute logit difference allowed with --outputs (default: %(default)s)."),
     option("--runtime", choices=RUNTIMES, default="numpy",
            help="Runtime that computes the outputs: NumPy, or torch (an optional extra) (default: %(default)s)."),
+    ACCEPT_LOSS,
     json_flag("Print one JSON object."),
 )
 
 
 def command(a: Path, b: Path, atol: float, with_outputs: bool, outputs_atol: float, runtime: str,
-            as_json: bool) -> None:
+            accept_loss: list[str], as_json: bool) -> None:
     """Compare two checkpoints tensor by tensor in canonical space (any two formats).
 
     With --outputs, the tensors must still be the same names and shapes, and their values are
@@ -132,6 +134,7 @@ def command(a: Path, b: Path, atol: float, with_outputs: bool, outputs_atol: flo
     Exit status: 0 equal (within --atol, or by the outputs), 1 they differ, 2 an input cannot be read.
     """
     tree_a, tree_b = load(a, None, None), load(b, None, None)
+    accepted = [*require_read(tree_a, accept_loss), *require_read(tree_b, accept_loss)]
     work = sum(p.tensor.nbytes for p in tree_a) + sum(p.tensor.nbytes for p in tree_b)
     with byte_progress(f"comparing {tree_a.path.name} and {tree_b.path.name}", work, as_json) as advance:
         report = diff(tree_a, tree_b, atol=atol, on_tensor=advance)
@@ -142,4 +145,5 @@ def command(a: Path, b: Path, atol: float, with_outputs: bool, outputs_atol: flo
             [] if outputs["ok"] else [f"outputs: largest difference {format_value(outputs['max_abs_diff'])} "
                                       f"beyond --outputs-atol {outputs['atol']:g}"])
         report["ok"] = not report["problems"]
+    report["notes"] = [*accepted, *report["notes"]]
     finish("diff", report, as_json, print_report)

@@ -7,6 +7,7 @@ import sys
 from argparse import ArgumentTypeError
 from pathlib import Path
 
+from ..checks.contract import require_read
 from ..checks.report import checkpoint
 from ..config import ACTIVATIONS
 from ..errors import BadInput, bad_input
@@ -16,7 +17,7 @@ from ..runtime.numerics import DTYPE_MIN, Numerics, family_of
 from ..runtime.tokenizer import find, open_tokenizer
 from . import output
 from .arguments import Toggle, file_path, json_flag, option, positive_float, positive_int
-from .common import CHECKPOINT_OPTIONS, Table, byte_progress, escape, load, stdout
+from .common import ACCEPT_LOSS, CHECKPOINT_OPTIONS, Table, byte_progress, escape, load, stderr, stdout
 
 RUNTIMES = ("numpy", "torch")
 EXIT_BAD_INPUT = 2
@@ -70,6 +71,7 @@ ARGUMENTS = (
                 "tokenizer_config.json beside it, else for a vocab.txt uncased unless it has upper-case letters, for "
                 "a spiece.model uncased)."),
     *CHECKPOINT_OPTIONS,
+    ACCEPT_LOSS,
     option("--act", dest="activation", choices=ACTIVATIONS,
            help="Activation (default: the config's, as its source format means it: gelu_tanh for Google "
                 "checkpoints, gelu (erf) for Hugging Face and bert4keras)."),
@@ -84,7 +86,7 @@ ARGUMENTS = (
 def command(path: Path, texts: list[str], texts_file: str | None, vocab_path: Path | None, top_k: int,
             batch_size: int, runtime: str, as_json: bool, quiet: bool, cased: bool | None, config_path: Path | None,
             num_heads: int | None, model: str | None, activation: str | None, layer_norm_eps: float | None,
-            mask_adder: float | str | None) -> None:
+            mask_adder: float | str | None, accept_loss: list[str]) -> None:
     """Predict every [MASK] in each TEXT with the checkpoint's MLM head.
 
     Exit status 1 when the checkpoint has no MLM head, 2 when an input (or one of the texts) cannot
@@ -92,6 +94,7 @@ def command(path: Path, texts: list[str], texts_file: str | None, vocab_path: Pa
     """
     all_texts = read_texts(texts, texts_file)
     tree = load(path, config_path, num_heads, model)
+    notes = require_read(tree, accept_loss)
     numerics = Numerics.for_tree(tree, activation=activation, layer_norm_eps=layer_norm_eps,
                                  mask_adder=mask_adder)
     plan = weights.plan(tree)
@@ -129,11 +132,13 @@ def command(path: Path, texts: list[str], texts_file: str | None, vocab_path: Pa
                 report = {**fields, "ok": True, "index": index, "text": text,
                           "masks": [{"position": mask.position, "predictions": [p.as_dict() for p in mask.predictions]}
                                     for mask in results[index]],
-                          "problems": [], "notes": []}
+                          "problems": [], "notes": notes}
             output.write("fill-mask", report, lines=len(all_texts) > 1)
         else:
             if index == 0:
                 _print_header(tree, runtime, numerics, vocab_path, tokenizer)
+                for note in notes:
+                    stderr.print(f"note: {escape(note)}", soft_wrap=True)
             _print_text(index, text, results.get(index), errors.get(index), tokenizer, len(all_texts) > 1)
     if errors:
         raise SystemExit(EXIT_BAD_INPUT)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..checks.contract import unread_notes
 from ..checks.report import checkpoint
 from .arguments import json_flag
 from .common import BATCH_OPTIONS, CHECKPOINT_OPTIONS, CHECKPOINT_PATHS, Table, human, load, print_json, stdout
@@ -30,8 +31,8 @@ def describe(tree) -> dict:
             for p in tree
         ],
         "problems": [],
-        "notes": [f"{f} is named by the checkpoint but absent; headers were read without it"
-                  for f in files if not f.is_file()],
+        "notes": [*unread_notes(tree), *(f"{f} is named by the checkpoint but absent; headers were read without it"
+                                         for f in files if not f.is_file())],
     }
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 from ..checks import trained
 from ..checks.verify import verify
 from .arguments import Toggle, json_flag, option
-from .common import BATCH_OPTIONS, CHECKPOINT_OPTIONS, CHECKPOINT_PATHS, byte_progress, finish, human, load, stdout
+from .common import (ACCEPT_LOSS, BATCH_OPTIONS, CHECKPOINT_OPTIONS, CHECKPOINT_PATHS, byte_progress, finish, human,
+                     load, stdout)
 
 #: Colours of the head, tying and training verdicts in the human report.
 VERDICT_STYLE = {"complete": "green", "tied": "green", "partial": "red", "missing": "red",
@@ -105,6 +106,7 @@ def print_report(report: dict) -> None:
 ARGUMENTS = (
     CHECKPOINT_PATHS,
     *CHECKPOINT_OPTIONS,
+    ACCEPT_LOSS,
     *BATCH_OPTIONS,
     option("--deep", action="store_true",
            help="Read every tensor once (streaming): finite values, checksums, LayerNorm gammas and heads not all "
@@ -129,7 +131,7 @@ ARGUMENTS = (
 
 def command(paths: list[Path], config_path: Path | None, num_heads: int | None, model: str | None, recursive: bool,
             jobs: int | None, deep: bool, allow_missing_mlm: bool, allow_untrained_mlm: bool, probe: bool | None,
-            runtime: str, headers_only: bool, as_json: bool, quiet: bool) -> None:
+            runtime: str, headers_only: bool, accept_loss: list[str], as_json: bool, quiet: bool) -> None:
     """Check that the MLM head is present, trained and its decoder tied, and that shapes agree with the config.
 
     Several PATHs (or --recursive) print one row per checkpoint; the exit status is the worst.
@@ -137,7 +139,7 @@ def command(paths: list[Path], config_path: Path | None, num_heads: int | None, 
     Exit status: 0 ok, 1 a check failed, 2 the input cannot be read.
     """
     checks = dict(deep=deep, allow_missing_mlm=allow_missing_mlm, allow_untrained_mlm=allow_untrained_mlm,
-                  probe=probe, runtime=runtime, headers_only=headers_only)
+                  probe=probe, runtime=runtime, headers_only=headers_only, accept_loss=tuple(accept_loss))
     if len(paths) > 1 or recursive:
         from . import batch  # a run over one checkpoint does without
 

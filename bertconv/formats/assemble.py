@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Hashable
 
+from .. import families
 from ..config import BertConfig, default_heads
 from ..errors import bad_input
 from ..tensor import LazyTensor
@@ -122,10 +123,6 @@ def _override_heads(path: Path, config: BertConfig, num_heads: int) -> BertConfi
     return config.with_overrides(num_attention_heads=num_heads)
 
 
-#: RoBERTa's positions start after its padding index 1 (fairseq `padding_idx + 1`).
-ROBERTA_POSITION_OFFSET = 2
-
-
 def config_from_shapes(path: Path, params: dict[str, Parameter], activation: str,
                        family: str = "bert") -> BertConfig:
     """A config read off the tensors' shapes, for files that carry none; `family` is the model
@@ -144,9 +141,10 @@ def config_from_shapes(path: Path, params: dict[str, Parameter], activation: str
                                                f"are read from it")
         return int(shape[axis])
 
-    if family == "albert":
-        raise bad_input(path, "no config given, and an ALBERT checkpoint's shapes do not say how many times its "
-                              "shared layers are applied; pass --config albert_config.json")
+    declared = families.named(family)
+    if not declared.shapes_give_layer_count:
+        raise bad_input(path, f"no config given, and an {declared.display} checkpoint's shapes do not say how many "
+                              f"times its shared layers are applied; pass --config {declared.model_type}_config.json")
     relative = sorted(n for n in params if n.endswith(".attention.distance_embedding"))
     if relative:
         raise bad_input(params[relative[0]].file,
@@ -164,7 +162,7 @@ def config_from_shapes(path: Path, params: dict[str, Parameter], activation: str
                                         "embedding_projection")}
     provenance.update(num_attention_heads="default", hidden_act="default", layer_norm_eps="default",
                       tie_word_embeddings="default", model_type="format",
-                      position_offset="format" if family == "roberta" else "default")
+                      position_offset="format" if declared.position_offset_key else "default")
     return BertConfig(
         vocab_size=dim("embeddings.word", 0),
         hidden_size=hidden,
@@ -176,8 +174,14 @@ def config_from_shapes(path: Path, params: dict[str, Parameter], activation: str
         hidden_act=activation,
         conditional_size=int(conditional[0].tensor.shape[0]) if conditional else None,
         model_type=family,
-        embedding_size=width if width != hidden or family in ("albert", "electra") else None,
+        embedding_size=width if width != hidden or declared.states_embedding_size else None,
         embedding_projection=projected,
-        position_offset=ROBERTA_POSITION_OFFSET if family == "roberta" else 0,
+        position_offset=position_offset(declared),
         provenance=provenance,
     )
+
+
+def position_offset(family: families.Family) -> int:
+    """The first position row of a model of `family` whose config states none: its position
+    offset key's default + 1 (RoBERTa: padding index 1, positions from row 2), else 0."""
+    return family.position_offset_key[1] + 1 if family.position_offset_key else 0

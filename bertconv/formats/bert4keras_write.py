@@ -14,6 +14,7 @@ from ..containers import keras_h5
 from ..containers.keras_h5 import LayerToWrite
 from ..dtypes import BFLOAT16
 from ..errors import bad_input
+from ..families.dialects import bert4keras_config_dict
 from ..tensor import Bfloat16Widened
 from ..tree import ParameterTree
 from .bert4keras_graph import model_layers
@@ -98,5 +99,5 @@ def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
     keras_h5.write_weights_file(weights, layers, backend=BACKEND, keras_version=KERAS_VERSION,
                                 on_tensor=options.on_tensor)
     config = directory / CONFIG_FILE
-    config.write_text(json.dumps(tree.config.to_bert4keras_dict(), indent=2, sort_keys=True) + "\n")
+    config.write_text(json.dumps(bert4keras_config_dict(tree.config), indent=2, sort_keys=True) + "\n")
     return [weights, config]

@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-from ..config import BertConfig, load_config_file
+from ..config import BertConfig
+from ..families.dialects import load_config_file
 
 
 def find_config(directory: Path, config_path: Path | None, names: Iterable[str]) -> Path | None:

@@ -31,11 +31,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import BertConfig, load_config_file
+from ..config import BertConfig
+from ..families.dialects import load_config_file
 from ..containers import torch_pickle
 from ..errors import BadInput, bad_input
 from ..tree import Ignored, ParameterTree
-from .assemble import ROBERTA_POSITION_OFFSET, Entry, assemble
+from .. import families
+from .assemble import Entry, assemble, position_offset
 from .table import TRANSPOSE, Row, Skip, Table
 
 FORMAT = "fairseq"
@@ -192,7 +194,7 @@ def _config_from_options(path: Path, options: dict, checkpoint: torch_pickle.Tor
         layer_norm_eps=LAYER_NORM_EPS,
         tie_word_embeddings=not untied,
         model_type="roberta",
-        position_offset=ROBERTA_POSITION_OFFSET,
+        position_offset=position_offset(families.named("roberta")),
     )
     provenance = {key: "file" for key in values}
     provenance.update(vocab_size="shapes", max_position_embeddings="shapes", type_vocab_size="format",

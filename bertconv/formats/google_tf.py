@@ -47,7 +47,9 @@ from pathlib import Path
 
 from ..config import BertConfig
 from ..containers import sstable, tf_bundle, tf_prefix
+from .. import families
 from ..errors import bad_input
+from ..families.dialects import google_config_dict
 from ..tree import Ignored, ParameterTree
 from .assemble import Entry, assemble
 from .configs import config_beside, find_config
@@ -66,9 +68,6 @@ OWNED_FILES = (f"{PREFIX_NAME}.index", f"{PREFIX_NAME}.data-*", f"{PREFIX_NAME}.
 KERAS_OBJECT_KEY_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 #: The models an ELECTRA pre-training checkpoint holds, the default (the masked LM) first.
 MODELS = ("generator", "discriminator")
-#: The families this module has tables to write (RoBERTa was never a Google TF checkpoint), and
-#: brightmart's ALBERT variant (`BertConfig.family`), which only this format holds.
-WRITES_FAMILIES = ("bert", "albert", "albert_zh", "electra")
 #: The sizes brightmart/albert_zh released, each with its `albert_config_{size}.json`.
 ALBERT_ZH_SIZES = ("tiny", "base", "large", "xlarge", "xxlarge")
 
@@ -224,6 +223,13 @@ ELECTRA_UNTIED_GENERATOR = Model("electra", "generator", ELECTRA_UNTIED_GENERATO
                                  ELECTRA_GENERATOR.config_names, ("embeddings.word",))
 ELECTRA_DISCRIMINATOR = Model("electra", "discriminator", ELECTRA_DISCRIMINATOR_TABLE,
                               ("{stem}.discriminator_config.json", "discriminator_config.json"), ("layers.", "rtd."))
+#: The models each family (or variant: `families.member`) is written as; a family with several
+#: models (ELECTRA's) writes the tree's own, else the one its heads make it.
+MODELS_TO_WRITE = {"bert": (BERT,), "albert": (ALBERT,), "albert_zh": (ALBERT_ZH,),
+                   "electra": (ELECTRA_GENERATOR, ELECTRA_DISCRIMINATOR)}
+#: The families this module has tables to write (RoBERTa was never a Google TF checkpoint), and
+#: brightmart's ALBERT variant (`families.member`), which only this format holds.
+WRITES_FAMILIES = tuple(MODELS_TO_WRITE)
 #: Every model, in the order ties are settled (the most common first).
 ALL_MODELS = (BERT, ALBERT, ALBERT_ZH, ELECTRA_UNTIED_GENERATOR, ELECTRA_GENERATOR, ELECTRA_DISCRIMINATOR)
 
@@ -423,16 +429,13 @@ def _config_names(prefix: Path, model: Model, *, alone: bool) -> list[str]:
 def model_to_write(tree: ParameterTree) -> Model:
     """The Google model a tree is written as: its family's; for ELECTRA, its own model (the
     reader's), else the generator when it has the masked-LM head and the discriminator when not."""
-    family = tree.config.model_type
-    if family == "bert":
-        return BERT
-    if family == "albert":
-        return ALBERT_ZH if tree.config.word_projection else ALBERT
-    if family == "electra":
-        name = getattr(tree, "model", None) or ("generator" if tree.heads.mlm else "discriminator")
-        return ELECTRA_GENERATOR if name == "generator" else ELECTRA_DISCRIMINATOR
-    raise bad_input(tree.path, f"is a {family} model; Google's TF checkpoints hold BERT, ALBERT and ELECTRA only "
-                               f"(RoBERTa was never released in them): convert it --to hf")
+    member = families.member(tree.config)
+    if member not in MODELS_TO_WRITE:
+        raise bad_input(tree.path, f"is a {member} model; Google's TF checkpoints hold BERT, ALBERT and ELECTRA only "
+                                   f"(RoBERTa was never released in them): convert it --to hf")
+    by_name = {model.name: model for model in MODELS_TO_WRITE[member]}
+    name = getattr(tree, "model", None) or ("generator" if tree.heads.mlm else "discriminator")
+    return by_name.get(None) or by_name[name]
 
 
 def tensors_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) -> list[tf_bundle.TensorSource]:
@@ -471,7 +474,7 @@ def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
     if options.on_tensor:
         sources = [(n, d, s, _reporting(load, options.on_tensor)) for n, d, s, load in sources]
     tf_bundle.write_bundle(prefix, sources)
-    (directory / CONFIG_FILE).write_text(json.dumps(tree.config.to_google_dict(), indent=2, sort_keys=True) + "\n")
+    (directory / CONFIG_FILE).write_text(json.dumps(google_config_dict(tree.config), indent=2, sort_keys=True) + "\n")
     (directory / "checkpoint").write_text(
         f'model_checkpoint_path: "{PREFIX_NAME}"\nall_model_checkpoint_paths: "{PREFIX_NAME}"\n')
     return [Path(f"{prefix}.data-00000-of-00001"), Path(f"{prefix}.index"), directory / CONFIG_FILE,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import families
 from ..config import BertConfig
 from ..containers import safetensors_file
 from ..errors import bad_input
@@ -181,15 +182,16 @@ class Family:
       table: its names.
       base: the base model's prefix, which encoder-only files (`BertModel`, ...) drop.
       head_prefixes: the top-level modules of its heads, which keep their names in every file.
-      marks: dotted name parts (".albert.") no other family's files hold, found in "." + name:
-        they tell the family without a config.
     """
 
     model_type: str
     table: Table
     base: str
     head_prefixes: tuple[str, ...]
-    marks: tuple[str, ...]
+
+    @property
+    def declared(self) -> families.Family:
+        return families.named(self.model_type)
 
     def with_prefix(self, name: str) -> str:
         """The table's spelling of a file name: encoder-only files drop the base model's prefix
@@ -200,14 +202,11 @@ class Family:
 
 
 FAMILIES: dict[str, Family] = {family.model_type: family for family in (
-    Family("bert", TABLE, "bert", ("cls.",), (".bert.", ".cls.")),
-    Family("albert", ALBERT_TABLE, "albert", ("predictions.", "sop_classifier."),
-           (".albert.", ".albert_layer_groups.", ".embedding_hidden_mapping_in.", ".sop_classifier.")),
-    Family("electra", ELECTRA_TABLE, "electra",
-           ("generator_predictions.", "generator_lm_head.", "discriminator_predictions."),
-           (".electra.", ".embeddings_project.", ".generator_predictions.", ".generator_lm_head.",
-            ".discriminator_predictions.")),
-    Family("roberta", ROBERTA_TABLE, "roberta", ("lm_head.",), (".roberta.", ".lm_head.")),
+    Family("bert", TABLE, "bert", ("cls.",)),
+    Family("albert", ALBERT_TABLE, "albert", ("predictions.", "sop_classifier.")),
+    Family("electra", ELECTRA_TABLE, "electra", ("generator_predictions.", "generator_lm_head.",
+                                                 "discriminator_predictions.")),
+    Family("roberta", ROBERTA_TABLE, "roberta", ("lm_head.",)),
 )}
 
 #: The families this module writes (`convert` refuses a tree of any other).
@@ -215,10 +214,11 @@ WRITES_FAMILIES = tuple(FAMILIES)
 
 
 def family_of_names(names: list[str]) -> Family | None:
-    """The family whose own module names (`marks`) the file's names hold, or None for an
-    encoder-only file whose names several families share (its config.json says which it is)."""
+    """The family whose own module names (its declaration's `hf_marks`) the file's names hold, or
+    None for an encoder-only file whose names several families share (its config.json says which)."""
     for family in FAMILIES.values():
-        if any(mark in "." + name.removeprefix(DATA_PARALLEL_PREFIX) for name in names for mark in family.marks):
+        if any(mark in "." + name.removeprefix(DATA_PARALLEL_PREFIX)
+               for name in names for mark in family.declared.hf_marks):
             return family
     return None
 
@@ -265,7 +265,7 @@ def _inner_group_num(config: BertConfig | None, names: list[str]) -> int:
 
 def _renamer(path: Path, family: Family, config: BertConfig | None, names: list[str]):
     """File name -> the family table's spelling."""
-    if family.model_type != "albert":
+    if not family.declared.shares_layers:
         return family.with_prefix
     inner = _inner_group_num(config, names)
     return lambda name: _flatten_albert(path, family.with_prefix(name), inner)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..config import BertConfig
 from ..errors import bad_input
+from ..families.dialects import hf_config_dict
 from ..tree import ParameterTree
 from .configs import config_beside as _config_beside
 from .hf_classes import architecture
@@ -65,7 +66,7 @@ def weight_map(index_path: Path) -> dict[str, Path]:
 def write_config(tree: ParameterTree, directory: Path, *, dtype: str) -> list[Path]:
     """`config.json` for `tree`; the files written. (`convert` carries vocab.txt and the other
     tokenizer files along for every format.)"""
-    config = tree.config.to_hf_dict(architectures=[architecture(tree)], dtype=dtype)
+    config = hf_config_dict(tree.config, architectures=[architecture(tree)], dtype=dtype)
     config["tie_word_embeddings"] = not tree.has_untied_decoder
     (directory / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     return [directory / CONFIG_FILE]

@@ -84,6 +84,9 @@ def plan(tree: ParameterTree) -> WeightPlan:
     problems = config.problems()
     if problems:
         raise BadInput(f"{tree.path}: cannot run a model with this config: {'; '.join(problems)}")
+    absent = [why for why in (tree.missing_untied_decoder(), tree.missing_condition()) if why]
+    if absent:
+        raise BadInput(f"{tree.path}: cannot run: {'; '.join(absent)}")
     if tree.conditional:
         raise BadInput(f"{tree.path}: has conditional LayerNorm (bert4keras layer_norm_cond), which needs a "
                        f"condition input; the runtimes run plain BERT only")

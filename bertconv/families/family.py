@@ -1,0 +1,107 @@
+"""What a model family is, as data: the declaration each module of this package makes.
+
+The generic code (config readers and writers, the tree's roles, the closed form, the runtimes,
+the checks) reads these fields; it never asks which family a model is by name. A family states:
+
+- its config keys, per dialect: the keys its computation reads (`computes`), the keys its
+  library knows that bertconv computes only at one value (`fixed`: a Google ALBERT's
+  `net_structure_type` 0), and the keys that never change what it computes (`inert`);
+- how it differs from BERT's computation: the embedding projection, shared layers, where its
+  positions start, which position schemes and attention it may use;
+- its heads (as `config.Heads` names them), how its files' names mark it, and how its name is
+  written in messages.
+
+A config key outside a family's declared and inert keys (in the dialect it was read in), or a
+`fixed` key at another value, is *unread*: bertconv would compute without it, so every command
+that computes or converts refuses it (exit 2, naming it) unless the user accepts the loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+#: The dialects a config is read in: transformers' `config.json`, google-research's
+#: `bert_config.json` (bert4keras reads that too, its "gelu" meaning erf), fairseq's options.
+HF, GOOGLE, FAIRSEQ = "hf", "google", "fairseq"
+DIALECTS = (HF, GOOGLE, FAIRSEQ)
+
+
+class Projection(Enum):
+    """Whether the embeddings are summed at E and projected E -> H."""
+
+    #: Never: E = H (BERT, RoBERTa).
+    NONE = "none"
+    #: Always, even when E = H (ALBERT's `embedding_hidden_mapping_in`).
+    ALWAYS = "always"
+    #: Only when E differs from H (ELECTRA's `embeddings_project`).
+    WHEN_NARROWER = "when-narrower"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A member of a family whose computation differs from the family's own code, so that writers
+    name it apart (brightmart's albert_zh: word vectors projected alone). `flag` is the
+    `BertConfig` field, true for the variant; `stated` the keys its configs are written with."""
+
+    name: str
+    display: str
+    flag: str
+    stated: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Family:
+    """One model family, declared.
+
+    Attributes:
+      model_type: transformers' `model_type` ("bert"), the family's name in the tree and reports.
+      display: how messages write it ("BERT").
+      heads: the heads its models may carry (`config.Heads` names), base model first.
+      projection: whether its embeddings are projected E -> H (see `Projection`).
+      states_embedding_size: whether configs written for it always state `embedding_size`
+        (transformers' ALBERT and ELECTRA configs default it to 128, not to H).
+      shares_layers: ALBERT's `num_hidden_groups` x `inner_group_num` stored layers, applied L times.
+      position_offset_key: the config key whose value + 1 is the first position row (RoBERTa's
+        `pad_token_id`: positions are counted past the padding index), and its default.
+      position_embedding_types: the `position_embedding_type` values its computation has.
+      causal: whether its models may be decoders (`is_decoder`: causal self-attention).
+      hf_default_activation: the activation a transformers config of the family means when it
+        states none (its `hidden_act` default).
+      computes: per dialect, the config keys its computation reads beyond `keys.BASE_COMPUTES`.
+      fixed: per dialect, keys its library reads that bertconv computes at one value only, with
+        that value.
+      inert: per dialect, keys of its library that never change what it computes, beyond
+        `keys.INERT`.
+      stated: keys and values written into every transformers config of the family (RoBERTa's
+        `bos_token_id` 0 and `eos_token_id` 2, fairseq's dictionary).
+      hf_marks: dotted name parts ("." + name) only this family's Hugging Face files hold.
+      variants: members that compute otherwise than the family's own code.
+      shapes_give_layer_count: whether a checkpoint's shapes give the applied layer count (an
+        ALBERT's stored layers are applied a number of times only its config says).
+    """
+
+    model_type: str
+    display: str
+    heads: tuple[str, ...]
+    projection: Projection = Projection.NONE
+    states_embedding_size: bool = False
+    shares_layers: bool = False
+    position_offset_key: tuple[str, int] | None = None
+    position_embedding_types: tuple[str, ...] = ("absolute",)
+    causal: bool = False
+    hf_default_activation: str = "gelu"
+    computes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    fixed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    inert: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    stated: dict[str, Any] = field(default_factory=dict)
+    hf_marks: tuple[str, ...] = ()
+    variants: tuple[Variant, ...] = ()
+    shapes_give_layer_count: bool = True
+
+    def projects(self, embedding_size: int, hidden_size: int) -> bool:
+        """Whether a model of this family with E = `embedding_size` projects its embeddings to H."""
+        if self.projection is Projection.ALWAYS:
+            return True
+        return self.projection is Projection.WHEN_NARROWER and embedding_size != hidden_size
