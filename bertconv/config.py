@@ -178,6 +178,12 @@ class BertConfig:
         """Whether attention adds learned relative-distance terms (`position_embedding_type`)."""
         return self.position_embedding_type != "absolute"
 
+    @property
+    def relative_terms_scaled(self) -> bool:
+        """Whether the relative terms join q k^T before the 1 / sqrt(D) scaling (transformers 4's
+        BERT, ELECTRA, RoBERTa), or are added unscaled after it and the mask (its ALBERT)."""
+        return self.model_type not in _UNSCALED_RELATIVE_TERMS
+
     def summary(self) -> dict[str, Any]:
         """The fields reports print (the `config` object of `audit --json`)."""
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("provenance", "source")}
@@ -255,7 +261,7 @@ class BertConfig:
         if data.get("conditional_size"):
             values["conditional_size"] = _size(data, "conditional_size")
         values.update(_family_fields(data, family))
-        values.update(_attention_fields(data))
+        values.update(_attention_fields(data, causal=family not in _NO_CAUSAL_ATTENTION))
         provenance = {k: source if k in data else "default" for k in values}
         provenance["hidden_act"] = source if "hidden_act" in data else "default"
         return cls(**values, provenance=provenance)
@@ -362,6 +368,11 @@ COMPUTATION_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_att
 #: transformers 4's `position_embedding_type` values (transformers 5's BERT knows "absolute" only).
 POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query")
 
+#: Families whose transformers 4 attention adds the relative terms after scaling (`AlbertAttention`).
+_UNSCALED_RELATIVE_TERMS = ("albert",)
+#: Families whose transformers attention ignores `is_decoder` (no causal mask in `AlbertModel`).
+_NO_CAUSAL_ATTENTION = ("albert",)
+
 #: A family's activation when its config states none (transformers' AlbertConfig: "gelu_new").
 _DEFAULT_HIDDEN_ACT = {"albert": "gelu_new"}
 
@@ -399,11 +410,12 @@ def _family_fields(data: dict[str, Any], family: str) -> dict[str, Any]:
     return out
 
 
-def _attention_fields(data: dict[str, Any]) -> dict[str, Any]:
+def _attention_fields(data: dict[str, Any], *, causal: bool) -> dict[str, Any]:
     """How attention sees positions and which keys it may see (transformers' config keys).
 
-    `add_cross_attention` adds cross-attention layers that the canonical tree has no place for:
-    refused when true.
+    `is_decoder` is read where the family's attention honours it (`causal`; transformers' ALBERT
+    does not, and attends both ways whatever it says). `add_cross_attention` adds cross-attention
+    layers that the canonical tree has no place for: refused when true.
     """
     out: dict[str, Any] = {}
     if "position_embedding_type" in data:
@@ -415,7 +427,7 @@ def _attention_fields(data: dict[str, Any]) -> dict[str, Any]:
     for key in ("is_decoder", "add_cross_attention"):
         if not isinstance(data.get(key, False), bool):
             raise ValueError(f"{key} is {json.dumps(data[key])}, expected true or false")
-    out["is_decoder"] = data.get("is_decoder", False)
+    out["is_decoder"] = data.get("is_decoder", False) and causal
     if data.get("add_cross_attention", False):
         raise ValueError("add_cross_attention is true: the model has cross-attention layers over an encoder's "
                          "outputs, which bertconv's canonical tree does not hold")

@@ -130,6 +130,7 @@ ALBERT_TABLE = Table("hf", (
     *_linear_rows("layers.{i}.attention.key", f"{_ALBERT_LAYER}.attention.key"),
     *_linear_rows("layers.{i}.attention.value", f"{_ALBERT_LAYER}.attention.value"),
     *_linear_rows("layers.{i}.attention.output", f"{_ALBERT_LAYER}.attention.dense"),
+    Row("layers.{i}.attention.distance_embedding", f"{_ALBERT_LAYER}.attention.distance_embedding.weight"),
     *_norm_rows("layers.{i}.attention_norm", f"{_ALBERT_LAYER}.attention.LayerNorm"),
     *_linear_rows("layers.{i}.ffn.intermediate", f"{_ALBERT_LAYER}.ffn"),
     *_linear_rows("layers.{i}.ffn.output", f"{_ALBERT_LAYER}.ffn_output"),
