@@ -27,6 +27,7 @@ from ..tree import Ignored, ParameterTree
 from . import hf_files
 from .assemble import Entry, assemble
 from .configs import config_beside
+from .hf_classes import transformers_5_caveats as write_caveats  # noqa: F401 (the registry's)
 from .hf_classes import is_base_model
 from .table import IDENTITY, TRANSPOSE, Row, Skip, Table
 
