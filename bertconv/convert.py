@@ -134,6 +134,7 @@ def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool 
             dropped = ("mlm.decoder", "mlm.decoder_bias") if options.drop_untied_decoder else ()
             accepted = (*accept_loss, "tie_word_embeddings") if dropped else accept_loss
             result.notes += _kept_computation(tree, output, destination, accepted, dropped)
+            result.notes += fmt.caveats(tree)
             result.tensors = [p.source for p in output]
             result.ignored = _set_aside(tree, output)
     except OSError as exc:

@@ -138,6 +138,16 @@ def component_of(name: str) -> str:
     return component.format(i=layer) if layer is not None else component
 
 
+#: Roles a model has because of a config field's value: a target with no place for them has
+#: none for the field's value either, and says so by the field's name.
+FIELD_ROLES = {"layers.{i}.attention.distance_embedding": "position_embedding_type"}
+
+
+def fields_behind(names: list[str]) -> list[str]:
+    """The config fields (`FIELD_ROLES`) whose values give a model the parameters `names`."""
+    return sorted({FIELD_ROLES[role_of(n).template] for n in names if role_of(n).template in FIELD_ROLES})
+
+
 def canonical_names(config: BertConfig, heads: Heads, *, conditional: bool = False) -> list[str]:
     """Every canonical name a model with `config` and `heads` has, in model order.
 

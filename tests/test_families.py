@@ -221,7 +221,7 @@ def test_diff_counts_an_unread_key_that_differs(unread, tmp_path):
 
 @pytest.mark.parametrize("model_type, key, value", [
     ("albert", "net_structure_type", 1),            # fixed at 0 in bertconv's ALBERT
-    ("albert", "position_embedding_type", "relative_key"),
+    ("albert", "gap_size", 1),
     ("bert", "pruned_heads", {"0": [1]}),
 ])
 def test_a_fixed_key_at_another_value_is_unread(model_type, key, value, tmp_path):

@@ -78,6 +78,14 @@ MLM_REQUIRED = {
     "mlm.norm.beta": "transform LayerNorm beta [E]",
     OUTPUT_BIAS: "output bias [V]",
 }
+#: A causal model's head (`is_decoder`: transformers' `BertLMHeadModel`), stated with its verdict.
+CAUSAL_HEAD = ("causal model (is_decoder): its head is a language model's next-token head, not a masked LM's: "
+               "each position predicts the token after it from the tokens up to it (complete, tied and trained "
+               "say the same of it; fill-mask refuses it)")
+#: Why the reconstruction probe does not judge a causal head.
+CAUSAL_PROBE = ("a causal head predicts the next token, not the token it is shown, so the reconstruction probe "
+                "would call a trained head untrained")
+
 #: Why a discriminator gets no MLM verdict (tying, trained, probe).
 NOT_AN_MLM = ("an ELECTRA discriminator: its head is replaced-token detection (see rtd), not a masked LM, "
               "so it has no decoder to tie and no MLM head to probe")
@@ -582,9 +590,15 @@ def verify(tree: ParameterTree, *, deep: bool = False, allow_missing_mlm: bool =
     signs, signs_checked = _fresh_init_signs(tree, head, reader, deep)
     deep_counts = _deep(tree, reader, findings, on_tensor) if deep else None
     run_probe = deep if probe is None else probe
+    if tree.config.is_decoder and checked == "mlm":
+        findings.notes.append(CAUSAL_HEAD)
     if checked == "mlm":
-        mlm_trained = _mlm_trained(tree, head, signs, signs_checked, reader, runtime if run_probe else None,
-                                   allow_untrained_mlm, findings)
+        causal_probe = run_probe and tree.config.is_decoder
+        mlm_trained = _mlm_trained(tree, head, signs, signs_checked, reader,
+                                   runtime if run_probe and not causal_probe else None, allow_untrained_mlm, findings)
+        if causal_probe:
+            mlm_trained["probe_not_run"] = CAUSAL_PROBE
+            findings.notes.append(f"MLM probe not run: {CAUSAL_PROBE}")
     else:
         mlm_trained = {"verdict": trained.NOT_JUDGED, "evidence": NOT_AN_MLM, "signs": [], "probe": None,
                        "probe_not_run": NOT_AN_MLM if probe else None}

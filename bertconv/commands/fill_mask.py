@@ -12,7 +12,7 @@ from ..checks.report import checkpoint
 from ..config import ACTIVATIONS
 from ..errors import BadInput, bad_input
 from ..runtime import weights
-from ..runtime.fill_mask import check_text, check_vocabulary, predict
+from ..runtime.fill_mask import check_masked_lm, check_text, check_vocabulary, predict
 from ..runtime.numerics import DTYPE_MIN, Numerics, family_of
 from ..runtime.tokenizer import find, open_tokenizer
 from . import output
@@ -99,6 +99,7 @@ def command(path: Path, texts: list[str], texts_file: str | None, vocab_path: Pa
                                  mask_adder=mask_adder)
     plan = weights.plan(tree)
     weights.require_head(plan, "mlm", tree.path, "fill-mask")
+    check_masked_lm(tree.config, tree.path)
     beside = tree.path if tree.path.is_dir() else tree.path.parent
     vocab_path = vocab_path or find(beside, tree.vocab)
     if vocab_path is None:

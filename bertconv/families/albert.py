@@ -22,17 +22,18 @@ FAMILY = Family(
     states_embedding_size=True,
     shares_layers=True,
     hf_default_activation="gelu_new",
+    position_embedding_types=("absolute", "relative_key", "relative_key_query"),
+    relative_terms_scaled=False,
     # brightmart's `ln_type` ("postln"; its pre-LayerNorm xxlarge is refused on reading), also in
     # the configs bertconv writes for albert_zh, which name their model type.
-    computes={HF: ("embedding_size", "num_hidden_groups", "inner_group_num", "ln_type"),
+    computes={HF: ("embedding_size", "num_hidden_groups", "inner_group_num", "ln_type", "position_embedding_type"),
               GOOGLE: ("embedding_size", "num_hidden_groups", "inner_group_num", "ln_type")},
-    # transformers' AlbertConfig has relative positions and decoder flags that its ALBERT code
-    # bertconv follows does not run otherwise; google-research/albert's modeling.py reads these
-    # four at their defaults in every released model.
-    fixed={HF: {"position_embedding_type": "absolute", "is_decoder": False, "add_cross_attention": False},
-           GOOGLE: {"down_scale_factor": 1, "gap_size": 0, "net_structure_type": 0, "num_memory_blocks": 0,
+    # google-research/albert's modeling.py reads these at their defaults in every released model.
+    fixed={GOOGLE: {"down_scale_factor": 1, "gap_size": 0, "net_structure_type": 0, "num_memory_blocks": 0,
                     "layers_to_keep": []}},
-    inert={HF: ("classifier_dropout_prob",)},
+    # transformers' ALBERT attends both ways and has no cross-attention whatever its config's
+    # decoder flags say (`AlbertModel` never reads them).
+    inert={HF: ("classifier_dropout_prob", "is_decoder", "add_cross_attention")},
     hf_marks=(".albert.", ".albert_layer_groups.", ".embedding_hidden_mapping_in.", ".sop_classifier."),
     variants=(ALBERT_ZH,),
     shapes_give_layer_count=False,

@@ -12,7 +12,6 @@ FAMILY = Family(
     display="BERT",
     heads=("pooler", "mlm", "nsp"),
     position_embedding_types=("absolute", "relative_key", "relative_key_query"),
-    causal=True,
     computes={HF: ("position_embedding_type", "is_decoder", "add_cross_attention")},
     hf_marks=(".bert.", ".cls."),
 )

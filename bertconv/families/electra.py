@@ -15,7 +15,6 @@ FAMILY = Family(
     projection=Projection.WHEN_NARROWER,
     states_embedding_size=True,
     position_embedding_types=("absolute", "relative_key", "relative_key_query"),
-    causal=True,
     computes={HF: ("embedding_size", "position_embedding_type", "is_decoder", "add_cross_attention"),
               GOOGLE: ("embedding_size",)},
     inert={HF: _SUMMARY, GOOGLE: _SUMMARY},

@@ -7,7 +7,8 @@ the checks) reads these fields; it never asks which family a model is by name. A
   library knows that bertconv computes only at one value (`fixed`: a Google ALBERT's
   `net_structure_type` 0), and the keys that never change what it computes (`inert`);
 - how it differs from BERT's computation: the embedding projection, shared layers, where its
-  positions start, which position schemes and attention it may use;
+  positions start, which position schemes it has and how it adds their terms (a decoder, with
+  causal attention, is a family that reads `is_decoder`);
 - its heads (as `config.Heads` names them), how its files' names mark it, and how its name is
   written in messages.
 
@@ -66,7 +67,9 @@ class Family:
       position_offset_key: the config key whose value + 1 is the first position row (RoBERTa's
         `pad_token_id`: positions are counted past the padding index), and its default.
       position_embedding_types: the `position_embedding_type` values its computation has.
-      causal: whether its models may be decoders (`is_decoder`: causal self-attention).
+      relative_terms_scaled: whether relative-position terms join q k^T before the 1 / sqrt(D)
+        scaling (transformers 4's BERT, ELECTRA, RoBERTa), or are added unscaled after the scaling
+        and the mask (its `AlbertAttention`).
       hf_default_activation: the activation a transformers config of the family means when it
         states none (its `hidden_act` default).
       computes: per dialect, the config keys its computation reads beyond `keys.BASE_COMPUTES`.
@@ -90,7 +93,7 @@ class Family:
     shares_layers: bool = False
     position_offset_key: tuple[str, int] | None = None
     position_embedding_types: tuple[str, ...] = ("absolute",)
-    causal: bool = False
+    relative_terms_scaled: bool = True
     hf_default_activation: str = "gelu"
     computes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     fixed: dict[str, dict[str, Any]] = field(default_factory=dict)

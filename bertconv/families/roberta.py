@@ -11,7 +11,6 @@ FAMILY = Family(
     heads=("pooler", "mlm"),
     position_offset_key=("pad_token_id", 1),
     position_embedding_types=("absolute", "relative_key", "relative_key_query"),
-    causal=True,
     computes={HF: ("pad_token_id", "position_embedding_type", "is_decoder", "add_cross_attention")},
     # fairseq's dictionary: <s> 0, <pad> 1, </s> 2 (RobertaConfig's defaults, stated).
     stated={"bos_token_id": 0, "eos_token_id": 2},

@@ -54,7 +54,7 @@ from ..tree import Ignored, ParameterTree
 from .assemble import Entry, assemble
 from .configs import config_beside, find_config
 from .scope import find_scope, unscoped
-from .table import TRANSPOSE, Row, Skip, Table, dense_rows, norm_rows, refuse_untied_decoder
+from .table import TRANSPOSE, Row, Skip, Table, dense_rows, no_place_for, norm_rows, refuse_untied_decoder
 
 FORMAT = "google-tf"
 #: google-research/bert's, albert's and electra's "gelu" are all the tanh approximation.
@@ -460,7 +460,7 @@ def tensors_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) 
         sources.append((name, tensor.dtype, tuple(tensor.shape), tensor.read))
     if unwritten:
         what = f"an ELECTRA {model.name}" if model.name else f"a Google {model.family.upper()}"
-        raise bad_input(tree.path, f"{what} checkpoint has no place for {', '.join(unwritten)}")
+        raise bad_input(tree.path, no_place_for(tree, f"{what} checkpoint", unwritten))
     return sources
 
 

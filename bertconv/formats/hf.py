@@ -28,6 +28,7 @@ from ..tree import Ignored, ParameterTree
 from . import hf_files
 from .assemble import Entry, assemble
 from .configs import config_beside
+from .hf_classes import transformers_5_caveats as write_caveats  # noqa: F401 (the registry's)
 from .hf_classes import is_base_model
 from .table import IDENTITY, TRANSPOSE, Row, Skip, Table
 
@@ -131,6 +132,7 @@ ALBERT_TABLE = Table("hf", (
     *_linear_rows("layers.{i}.attention.key", f"{_ALBERT_LAYER}.attention.key"),
     *_linear_rows("layers.{i}.attention.value", f"{_ALBERT_LAYER}.attention.value"),
     *_linear_rows("layers.{i}.attention.output", f"{_ALBERT_LAYER}.attention.dense"),
+    Row("layers.{i}.attention.distance_embedding", f"{_ALBERT_LAYER}.attention.distance_embedding.weight"),
     *_norm_rows("layers.{i}.attention_norm", f"{_ALBERT_LAYER}.attention.LayerNorm"),
     *_linear_rows("layers.{i}.ffn.intermediate", f"{_ALBERT_LAYER}.ffn"),
     *_linear_rows("layers.{i}.ffn.output", f"{_ALBERT_LAYER}.ffn_output"),

@@ -16,6 +16,9 @@ CLASSES: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
     "electra": ((("rtd",), "ElectraForPreTraining"), (("mlm",), "ElectraForMaskedLM"), ((), "ElectraModel")),
     "roberta": ((("mlm",), "RobertaForMaskedLM"), ((), "RobertaModel")),
 }
+#: Per `model_type`: the class of a causal model (`is_decoder`) with its LM head, which is the
+#: masked LM's head predicting the next token.
+CAUSAL_CLASSES = {"bert": "BertLMHeadModel", "electra": "ElectraForCausalLM", "roberta": "RobertaForCausalLM"}
 
 
 def architecture(tree: ParameterTree) -> str:
@@ -25,7 +28,18 @@ def architecture(tree: ParameterTree) -> str:
         raise bad_input(tree.path, f"a {tree.config.model_type} model has no transformers class here; "
                                    f"known: {', '.join(CLASSES)}")
     present = tree.heads.as_dict()
+    if tree.config.is_decoder and present["mlm"] and tree.config.model_type in CAUSAL_CLASSES:
+        return CAUSAL_CLASSES[tree.config.model_type]
     return next(cls for needed, cls in classes if all(present[h] for h in needed))
+
+
+def transformers_5_caveats(tree: ParameterTree) -> list[str]:
+    """What transformers 5 computes differently from the model a Hugging Face output holds."""
+    if not tree.config.relative_positions:
+        return []
+    return [f"position_embedding_type is {tree.config.position_embedding_type!r}: transformers 4 computes it "
+            f"(4.57 checked); transformers 5 removed relative positions from BERT and would load this output as "
+            f"an absolute-position model, setting the distance_embedding tables aside, and compute another model"]
 
 
 def is_base_model(tree: ParameterTree) -> bool:

@@ -187,6 +187,7 @@ def _sharded_entries(index_path: Path) -> tuple[list[Entry], list[Path]]:
 MODEL_NAMES = {
     "BertForPreTraining": "tf_bert_for_pre_training",
     "BertForMaskedLM": "tf_bert_for_masked_lm",
+    "BertLMHeadModel": "tf_bert_lm_head_model",
     "BertForNextSentencePrediction": "tf_bert_for_next_sentence_prediction",
     "BertModel": "tf_bert_model",
 }

@@ -76,7 +76,9 @@ class Format:
         `candidates(directory) -> list[Path]`: the checkpoints of this format in `directory`;
         `read(path, *, config_path=None, num_heads=None) -> ParameterTree`;
         `write(tree, destination, *, options) -> list[Path]` (the files written; `options` is a
-          `convert.WriteOptions`), when `output` is not None.
+          `convert.WriteOptions`), when `output` is not None;
+        optionally `write_caveats(tree) -> list[str]`: what the target's library computes
+          differently from the tree written (`convert` prints them as notes).
       names: the format names its reader reports (`ParameterTree.format`).
       numerics: the family whose numeric conventions its checkpoints were trained with: a key of
         `runtime.numerics.FAMILY_DEFAULTS` ("google-tf", "hf", "bert4keras").
@@ -137,6 +139,12 @@ class Format:
         """The model families (`BertConfig.model_type`) its writer has names for: its module's
         `WRITES_FAMILIES`, BERT alone where the module states none."""
         return tuple(getattr(self.module, "WRITES_FAMILIES", ("bert",)))
+
+    @property
+    def caveats(self) -> Callable[["ParameterTree"], list[str]]:
+        """What the target's own library computes differently from the tree written (notes for
+        `convert`): its module's `write_caveats`, nothing where the module states none."""
+        return getattr(self.module, "write_caveats", lambda tree: [])
 
     @property
     def writes_directory(self) -> bool:

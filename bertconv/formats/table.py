@@ -17,7 +17,7 @@ from enum import Enum
 
 from ..errors import bad_input
 from ..tensor import LazyTensor, TransposedTensor
-from ..tree import ParameterTree, role_of
+from ..tree import ParameterTree, fields_behind, role_of
 
 
 class Layout(Enum):
@@ -164,4 +164,13 @@ def refuse_unwritten(tree: ParameterTree, written: set[str], target: str, *, dro
     `written` nor knowingly `dropped`. `target` names what has no place for it."""
     unwritten = sorted(n for n in tree.params if tree.is_counted(n) and n not in written and n not in dropped)
     if unwritten:
-        raise bad_input(tree.path, f"{target} has no place for {', '.join(unwritten)}")
+        raise bad_input(tree.path, no_place_for(tree, target, unwritten))
+
+
+def no_place_for(tree: ParameterTree, target: str, unwritten: list[str]) -> str:
+    """The refusal of parameters `target` cannot hold, naming the config field behind them (a
+    relative-position table is there because of `position_embedding_type`)."""
+    fields = fields_behind(unwritten)
+    behind = "".join(f"; {name} is {getattr(tree.config, name)!r}, which {target} does not compute"
+                     for name in fields)
+    return f"{target} has no place for {', '.join(unwritten)}{behind}; nothing was written"

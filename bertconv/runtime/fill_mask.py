@@ -49,10 +49,21 @@ class MaskPredictions:
 def fill_mask(model: Any, tokenizer: Tokenizer, text: str, *, top_k: int = 5) -> list[MaskPredictions]:
     """The `top_k` predictions for every mask in `text`, in text order. Raises BadInput for a text
     without a mask, a text longer than the position table, or a vocabulary larger than the model's."""
+    check_masked_lm(model.config, model.path)
     check_vocabulary(model, tokenizer)
     encoding = tokenizer.encode(text)
     check_text(model, tokenizer, text, encoding)
     return predict(model, tokenizer, [encoding], top_k=top_k)[0]
+
+
+def check_masked_lm(config: Any, path: Any) -> None:
+    """BadInput for a causal model (`is_decoder`): its head predicts, at each position, the token
+    after it from the tokens up to it, so at a mask it neither sees the words to the right nor
+    predicts the masked token; its "fill" would be a confident answer to another question."""
+    if config.is_decoder:
+        raise BadInput(f"{path}: is a causal language model (is_decoder: true): its head predicts the next token "
+                       f"from the tokens before it, not a masked token from both sides; fill-mask needs a masked "
+                       f"LM")
 
 
 def check_vocabulary(model: Any, tokenizer: Tokenizer) -> None:

@@ -9,10 +9,15 @@ the BERT family (ALBERT, ELECTRA, RoBERTa) by what the tree and its config hold:
   embeddings: word[ids] + token_type[types] + position[rows], LayerNorm       [B, S, W]
               (rows 0..S-1, or counted past the padding id with a position offset: RoBERTa;
               brightmart's albert_zh first maps word[ids] E -> H by its bias-free
-              word projection, and sums at W = H)
+              word projection, and sums at W = H; no position term with relative positions)
   projection: x @ kernel + bias, where the config has one (ALBERT, ELECTRA)   [B, S, H]
   layers:     x = LN(x + SelfAttention(x, mask));  x = LN(x + FFN(x)), running the stored
               layers in `config.layer_schedule()` order (ALBERT repeats them) [B, S, H]
+              (attention: softmax((q k^T + relative terms) / sqrt(D) + mask) v, the relative
+              terms q_l . E[l-r] (relative_key), + k_r . E[l-r] (relative_key_query), of the
+              layer's distance table E (transformers 4; its ALBERT adds them unscaled, after
+              the mask); the mask hides padding keys, and in a causal model (is_decoder)
+              the keys after the query)
   pooler:     tanh(x[:, 0] @ kernel + bias)                                   [B, H]
   MLM head:   LN(act(h @ transform + b)) @ decoder^T + output_bias            [..., V]
               (transform H -> W; the decoder is the [V, E] word table when tied; with
@@ -34,10 +39,12 @@ from typing import Any, Callable, ContextManager
 
 import numpy as np
 
+from .. import families
 from ..config import Heads
 from ..tree import ParameterTree
 from . import blas, weights
 from . import loss as losses
+from .attention import DistanceRows, distance_rows, visible_keys
 from .inputs import check_model_inputs, check_positions, check_slot_inputs
 from .numerics import GELU_ERF, GELU_TANH, GELU_TANH_CUBIC, GELU_TANH_SCALE, RELU, Numerics
 
@@ -203,23 +210,27 @@ class NumpyBert:
         if self.config.word_projection:
             x = _matmul(x, p["embeddings.word_projection.kernel"])  # [B, S, H] (brightmart albert_zh)
         x = x + p["embeddings.token_type"][inputs.token_type_ids]
-        x = x + p["embeddings.position"][inputs.position_ids]
+        if not self.config.relative_positions:
+            x = x + p["embeddings.position"][inputs.position_ids]
         x = self._layer_norm(x, "embeddings.norm")
         if self.config.embedding_projection:
             x = self._dense(x, "embeddings.projection")  # [B, S, H]
-        # Added to the scores of padding keys; [B, 1, 1, S] broadcasts over heads and queries.
-        adder = np.where(inputs.attention_mask, np.float32(0), self._mask_value)[:, None, None, :]
+        # Added to the scores of hidden keys: [B, 1, 1, S] (padding) or [B, 1, S, S] (causal too).
+        adder = np.where(visible_keys(self.config, inputs.attention_mask), np.float32(0), self._mask_value)
+        distances = distance_rows(self.config, x.shape[1]) if self.config.relative_positions else None
         for layer in self.config.layer_schedule():
-            x = self._layer(x, adder, f"layers.{layer}")
+            x = self._layer(x, adder, distances, f"layers.{layer}")
         return x
 
-    def _layer(self, x: np.ndarray, adder: np.ndarray, layer: str) -> np.ndarray:
+    def _layer(self, x: np.ndarray, adder: np.ndarray, distances: DistanceRows | None, layer: str) -> np.ndarray:
         """One encoder layer: [B, S, H] -> [B, S, H]."""
-        x = self._layer_norm(x + self._attention(x, adder, f"{layer}.attention"), f"{layer}.attention_norm")
+        attended = self._attention(x, adder, distances, f"{layer}.attention")
+        x = self._layer_norm(x + attended, f"{layer}.attention_norm")
         hidden = self._activation(self._dense(x, f"{layer}.ffn.intermediate"))  # [B, S, I]
         return self._layer_norm(x + self._dense(hidden, f"{layer}.ffn.output"), f"{layer}.ffn_norm")
 
-    def _attention(self, x: np.ndarray, adder: np.ndarray, prefix: str) -> np.ndarray:
+    def _attention(self, x: np.ndarray, adder: np.ndarray, distances: DistanceRows | None,
+                   prefix: str) -> np.ndarray:
         """Multi-head self-attention with its output projection: [B, S, H] -> [B, S, H]."""
         batch, seq_len, hidden = x.shape
         heads = self.config.num_attention_heads
@@ -233,12 +244,35 @@ class NumpyBert:
         value = split(self._dense(x, f"{prefix}.value"))
         with _blas_threads(seq_len):  # per head: [S, D] @ [D, S], then [S, S] @ [S, D]
             scores = query @ key.transpose(0, 1, 3, 2)  # [B, A, S, S]
+        scaled = families.of(self.config).relative_terms_scaled
+        if distances is not None and scaled:
+            scores += self._relative_scores(query, key, distances, prefix)
         scores *= np.float32(1.0 / math.sqrt(width))
         scores += adder
+        if distances is not None and not scaled:
+            scores += self._relative_scores(query, key, distances, prefix)
         probs = _softmax_(scores)
         with _blas_threads(seq_len):
             context = (probs @ value).transpose(0, 2, 1, 3).reshape(batch, seq_len, hidden)  # [B, S, H]
         return self._dense(context, f"{prefix}.output")
+
+    def _relative_scores(self, query: np.ndarray, key: np.ndarray, distances: DistanceRows,
+                         prefix: str) -> np.ndarray:
+        """transformers 4's relative terms, [B, A, S, D] each -> [B, A, S, S] (query l, key r):
+        q_l . E[l - r], plus k_r . E[l - r] for relative_key_query, E the layer's distance table.
+
+        Each product is taken once per (token, distance) and gathered per pair, instead of
+        materializing E[l - r] for every pair ([S, S, D]).
+        """
+        table = self.params[f"{prefix}.distance_embedding"][distances.rows]  # [2S - 1, D]
+        index = np.broadcast_to(distances.index, (*query.shape[:2], *distances.index.shape))  # [B, A, S, S]
+        with _blas_threads(query.shape[2]):
+            scores = np.take_along_axis(query @ table.T, index, axis=-1)
+            if self.config.position_embedding_type == "relative_key_query":
+                # By key: row r holds k_r . E[l - r] at column l; transposed back to [query, key].
+                by_key = np.take_along_axis(key @ table.T, index.swapaxes(-1, -2), axis=-1)
+                scores += by_key.swapaxes(-1, -2)
+        return scores
 
     # --- heads -----------------------------------------------------------------------------
 

@@ -19,12 +19,14 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .. import families
 from ..config import Heads
 from ..dtypes import BFLOAT16
 from ..errors import BadInput
 from ..tensor import LazyTensor
 from ..tree import ParameterTree
 from . import weights
+from .attention import DistanceRows, distance_rows, visible_keys
 from .inputs import check_model_inputs, check_positions, check_slot_inputs
 from .loss import RTD_LOSS_EPSILON, PretrainingLoss, ReplacedTokenLoss, check_replaced_labels
 from .numerics import GELU_ERF, GELU_TANH, MLM_LOSS_EPSILON, RELU, Numerics
@@ -108,29 +110,35 @@ class TorchBert:
         if self.config.word_projection:
             x = x @ p["embeddings.word_projection.kernel"]  # [B, S, H] (brightmart albert_zh)
         x = x + p["embeddings.token_type"][types]
-        x = x + p["embeddings.position"][self._tensor(inputs.position_ids)]
+        if not self.config.relative_positions:
+            x = x + p["embeddings.position"][self._tensor(inputs.position_ids)]
         x = self._layer_norm(x, "embeddings.norm")
         if self.config.embedding_projection:
             x = self._dense(x, "embeddings.projection")  # [B, S, H]
-        mask = self._tensor(inputs.attention_mask)
-        # Added to the scores of padding keys; [B, 1, 1, S] broadcasts over heads and queries.
-        adder = torch.zeros(mask.shape, dtype=self.dtype, device=self.device).masked_fill(~mask, self._mask_value)
-        adder = adder[:, None, None, :]
+        visible = self._tensor(visible_keys(self.config, inputs.attention_mask))
+        # Added to the scores of hidden keys: [B, 1, 1, S] (padding) or [B, 1, S, S] (causal too).
+        adder = torch.zeros(visible.shape, dtype=self.dtype, device=self.device).masked_fill(~visible,
+                                                                                             self._mask_value)
+        distances = distance_rows(self.config, x.shape[1]) if self.config.relative_positions else None
         for layer in self.config.layer_schedule():
-            x = self._layer(x, adder, f"layers.{layer}")
+            x = self._layer(x, adder, distances, f"layers.{layer}")
         return x
 
-    def _layer(self, x: "torch.Tensor", adder: "torch.Tensor", layer: str) -> "torch.Tensor":
+    def _layer(self, x: "torch.Tensor", adder: "torch.Tensor", distances: DistanceRows | None,
+               layer: str) -> "torch.Tensor":
         """One encoder layer: [B, S, H] -> [B, S, H]."""
-        x = self._layer_norm(x + self._attention(x, adder, f"{layer}.attention"), f"{layer}.attention_norm")
+        attended = self._attention(x, adder, distances, f"{layer}.attention")
+        x = self._layer_norm(x + attended, f"{layer}.attention_norm")
         hidden = self._activation(self._dense(x, f"{layer}.ffn.intermediate"))  # [B, S, I]
         return self._layer_norm(x + self._dense(hidden, f"{layer}.ffn.output"), f"{layer}.ffn_norm")
 
-    def _attention(self, x: "torch.Tensor", adder: "torch.Tensor", prefix: str) -> "torch.Tensor":
+    def _attention(self, x: "torch.Tensor", adder: "torch.Tensor", distances: DistanceRows | None,
+                   prefix: str) -> "torch.Tensor":
         """Multi-head self-attention with its output projection: [B, S, H] -> [B, S, H].
 
         scaled_dot_product_attention computes softmax(q k^T / sqrt(D) + adder) v, the same sum as
-        NumpyBert's, in one fused kernel.
+        NumpyBert's, in one fused kernel. Relative terms join the adder: (q k^T + R) / sqrt(D) +
+        mask is q k^T / sqrt(D) + (R / sqrt(D) + mask); ALBERT's, unscaled, join it as they are.
         """
         batch, seq_len, hidden = x.shape
         heads = self.config.num_attention_heads
@@ -142,10 +150,24 @@ class TorchBert:
         query = split(self._dense(x, f"{prefix}.query"))
         key = split(self._dense(x, f"{prefix}.key"))
         value = split(self._dense(x, f"{prefix}.value"))
+        if distances is not None:
+            relative = self._relative_scores(query, key, distances, prefix)  # [B, A, S, S]
+            adder = adder + (relative / math.sqrt(width) if families.of(self.config).relative_terms_scaled else relative)
         context = F.scaled_dot_product_attention(query, key, value, attn_mask=adder,
                                                  scale=1.0 / math.sqrt(width))  # [B, A, S, D]
         context = context.transpose(1, 2).reshape(batch, seq_len, hidden)
         return self._dense(context, f"{prefix}.output")
+
+    def _relative_scores(self, query: "torch.Tensor", key: "torch.Tensor", distances: DistanceRows,
+                         prefix: str) -> "torch.Tensor":
+        """As `NumpyBert._relative_scores`: [B, A, S, D] each -> [B, A, S, S] (query l, key r)."""
+        table = self.params[f"{prefix}.distance_embedding"][distances.rows]  # [2S - 1, D]
+        index = self._tensor(distances.index).expand(*query.shape[:2], -1, -1)  # [B, A, S, S]
+        scores = torch.gather(query @ table.T, -1, index)
+        if self.config.position_embedding_type == "relative_key_query":
+            # By key: row r holds k_r . E[l - r] at column l; transposed back to [query, key].
+            scores = scores + torch.gather(key @ table.T, -1, index.transpose(-1, -2)).transpose(-1, -2)
+        return scores
 
     # --- heads -----------------------------------------------------------------------------
 
