@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Callable
 
 from . import companions, formats, paths
 from .atomic import Replaceable, atomic_output
+from .checks.copies import differing_copies
 from .checks.report import checkpoint
 from .checks.shapes import shape_problems
 from .checks.vocab import vocab_problem
@@ -129,7 +130,8 @@ def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool 
                                      f"apart from the inputs")
     extra = companions.find(companions.source_directory(tree.path))
     replaceable = Replaceable(owned=fmt.owned_files, kept=companions.TOKENIZER_FILES) if fmt.writes_directory else None
-    result = Conversion(tree, destination, target, notes=_default_notes(tree))
+    result = Conversion(tree, destination, target,
+                        notes=_default_notes(tree) + [copy.sentence() for copy in differing_copies(tree)])
     written_tree = tree
     if fmt.token_type_table and tree.config.type_vocab_size == 0:
         written_tree = with_one_token_type(tree)
