@@ -203,3 +203,10 @@ def test_with_one_token_type_keeps_the_dtype_and_model_order():
     table = padded["embeddings.token_type"]
     assert table.tensor.dtype == source["embeddings.word"].tensor.dtype and table.tensor.shape == (1, 20)
     assert padded.config.provenance["type_vocab_size"] == "format" and source.config.type_vocab_size == 0
+
+
+def test_verify_deep_runs_the_probe_on_a_fairseq_checkpoint():
+    """The probe ran on the model (before, it failed on the token types and reported nothing)."""
+    result = run_in_process("verify", FAIRSEQ / "roberta", "--deep", "--json")
+    probe = json.loads(result.stdout)["mlm_trained"]["probe"]
+    assert probe is not None and probe["positions"] > 0, result.stdout

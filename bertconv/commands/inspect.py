@@ -50,8 +50,10 @@ ARGUMENTS = (
 
 def command(paths: list[Path], config_path: Path | None, num_heads: int | None, model: str | None, recursive: bool,
             jobs: int | None, as_json: bool) -> None:
-    """Show a checkpoint's format, config, tensors and ignored entries (reads headers, and the values
-    of a parameter stored twice, to say whether the copies agree).
+    """Show a checkpoint's format, config, tensors and ignored entries (reads headers only).
+
+    A parameter the format stores twice (a tf_model.h5's embeddings) is read in both copies, to
+    say whether they agree.
 
     Several PATHs (or --recursive) print one row per checkpoint.
     """
