@@ -12,19 +12,27 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from . import companions, families, formats, paths
 from .atomic import Replaceable, atomic_output
 from .checks.contract import require_read
+from .checks.copies import differing_copies
 from .checks.report import checkpoint
 from .checks.shapes import shape_problems
 from .checks.vocab import vocab_problem
 from .config import COMPUTATION_FIELDS
 from .errors import bad_input
-from .tree import Ignored, ParameterTree
+from .lazy import lazy_module
+from .tensor import ArrayTensor
+from .tree import Ignored, Parameter, ParameterTree, model_order_key, role_of
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported on first use: converting reads no values unless it must
+    np = lazy_module("numpy")
 
 
 @dataclass(frozen=True)
@@ -123,17 +131,23 @@ def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool 
                                      f"apart from the inputs")
     extra = companions.find(companions.source_directory(tree.path))
     replaceable = Replaceable(owned=fmt.owned_files, kept=companions.TOKENIZER_FILES) if fmt.writes_directory else None
-    result = Conversion(tree, destination, target, notes=[*require_read(tree, accept_loss), *_default_notes(tree)])
+    result = Conversion(tree, destination, target,
+                        notes=[*require_read(tree, accept_loss), *_default_notes(tree),
+                               *(copy.sentence() for copy in differing_copies(tree))])
+    written_tree = tree
+    if fmt.token_type_table and tree.config.type_vocab_size == 0:
+        written_tree = with_one_token_type(tree)
+        result.notes.append(_ONE_TOKEN_TYPE_NOTE.format(target=target))
     try:
         with atomic_output(destination, directory=fmt.writes_directory, force=force,
                            replaceable=replaceable) as partial:
-            written = fmt.write(tree, partial, options=options)
+            written = fmt.write(written_tree, partial, options=options)
             if fmt.writes_directory:
                 written += _carry(extra, partial, written)
             output = formats.read(partial)
             dropped = ("mlm.decoder", "mlm.decoder_bias") if options.drop_untied_decoder else ()
             accepted = (*accept_loss, "tie_word_embeddings") if dropped else accept_loss
-            result.notes += _kept_computation(tree, output, destination, accepted, dropped)
+            result.notes += _kept_computation(written_tree, output, destination, accepted, dropped)
             result.notes += fmt.caveats(tree)
             result.tensors = [p.source for p in output]
             result.ignored = _set_aside(tree, output)
@@ -161,6 +175,28 @@ def _refuse_other_family(tree: ParameterTree, target: str, destination: Path) ->
                                  f"{tree.config.model_type!r}), and "
                                  f"the {target} writer has names for {', '.join(writes)} only: written there it "
                                  f"would be another model; {instead}. Nothing was written")
+
+
+# --- a model with no token types, for a target whose library looks them up ---------------------
+
+
+_ONE_TOKEN_TYPE_NOTE = ("the source has no token types (type_vocab_size 0); the {target} output holds one all-zero "
+                        "token-type row (type_vocab_size 1), which its library looks up for every token and which "
+                        "adds zero to each embedding: the same computation, as transformers' own fairseq RoBERTa "
+                        "converter writes it")
+
+
+def with_one_token_type(tree: ParameterTree) -> ParameterTree:
+    """`tree`, a model with no token types, with a token-type table of one all-zero row [1, W]
+    (in the word embeddings' dtype) and type_vocab_size 1: token type 0 adds zero everywhere."""
+    config = replace(tree.config, type_vocab_size=1,
+                     provenance={**tree.config.provenance, "type_vocab_size": "format"})
+    name = "embeddings.token_type"
+    dtype = tree["embeddings.word"].tensor.dtype
+    zeros = ArrayTensor(np.zeros(role_of(name).expected_shape(config), dtype=dtype.numpy), dtype)
+    params = {**tree.params, name: Parameter(name, zeros, source="(no token types: one all-zero row)",
+                                             file=tree.path)}
+    return replace(tree, config=config, params={n: params[n] for n in sorted(params, key=model_order_key)})
 
 
 def _carry(files: list[Path], directory: Path, written: list[Path]) -> list[Path]:

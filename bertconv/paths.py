@@ -52,6 +52,26 @@ def require_file_or_directory(path: Path, what: str = "input") -> None:
                               f"directory; bertconv reads {what}s only from files")
 
 
+def why_not_a_file(path: Path) -> str | None:
+    """Why a path that is there in some form cannot be read as a regular file: a dangling or
+    looping symlink, a directory, a FIFO, socket or device. None when it is a regular file (or a
+    symlink to one) or when nothing is there at all. Only `stat`s, never opens: a FIFO would block.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        if not os.path.islink(path):
+            return None
+        return f"is a symlink to {os.readlink(path)}, which does not exist"
+    except OSError as exc:  # a symlink loop, a permission denied on the way
+        return f"cannot be reached: {exc.strerror}"
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "is a directory, not a file"
+    return f"is {_KINDS.get(stat.S_IFMT(mode), 'a special file')}, not a regular file"
+
+
 def identity(path: Path) -> Identity | None:
     """(device, inode) of the file `path` leads to (symlinks followed), or None if none."""
     try:

@@ -220,13 +220,21 @@ class Parameter:
 
 @dataclass(frozen=True)
 class Ignored:
-    """An entry of a checkpoint that is not a BERT parameter, with why it was set aside."""
+    """An entry of a checkpoint that is not a BERT parameter, with why it was set aside.
+
+    `copy_of` names the canonical parameter this entry is a second stored copy of, when the
+    format's framework loads the tree's copy over it (transformers' TF loader overwrites the
+    encoder's embeddings with the MLM head's copies); `tensor` is then its data, which
+    `checks.copies` compares with the tree's by value.
+    """
 
     name: str
     reason: str
     parameters: int
     dtype: str = ""
     shape: tuple[int, ...] = ()
+    copy_of: str | None = None
+    tensor: LazyTensor | None = field(default=None, compare=False, repr=False)
 
     def as_dict(self) -> dict:
         return {"name": self.name, "reason": self.reason, "parameters": self.parameters,

@@ -31,10 +31,11 @@ class Result:
     stderr: str
 
 
-def run_cli(*args: str | os.PathLike, cwd: Path | None = None) -> Result:
-    """Run `bertconv ARGS...` as a whole process, as a user would."""
+def run_cli(*args: str | os.PathLike, cwd: Path | None = None, timeout: float | None = None) -> Result:
+    """Run `bertconv ARGS...` as a whole process, as a user would (killed after `timeout` seconds:
+    subprocess.TimeoutExpired fails the test)."""
     proc = subprocess.run([sys.executable, "-m", "bertconv.cli", *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd, env={**os.environ, "COLUMNS": "200"})
+                          text=True, cwd=cwd, env={**os.environ, "COLUMNS": "200"}, timeout=timeout)
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 

@@ -197,6 +197,21 @@ def _note_first_difference(result: Comparison, index: tuple[slice, ...], differs
         result.b_value = float(wide_b.reshape(-1)[local])
 
 
+def describe_difference(a: np.ndarray, a_dtype: DType, b: np.ndarray, b_dtype: DType) -> str | None:
+    """None when two arrays are bit-equal in the same dtype, else where and by how much they
+    differ (or their shapes or dtypes), for a sentence."""
+    if tuple(a.shape) != tuple(b.shape):
+        return f"shape {list(a.shape)} against {list(b.shape)}"
+    comparison = compare_arrays(a, a_dtype, b, b_dtype)
+    if comparison.bit_equal and a_dtype == b_dtype:
+        return None
+    if comparison.first_difference is None:
+        return f"dtype {a_dtype} against {b_dtype}"
+    return (f"first at {list(comparison.first_difference)} ({format_value(comparison.a_value)} "
+            f"against {format_value(comparison.b_value)}), max abs difference "
+            f"{format_value(comparison.max_abs_diff)}")
+
+
 def format_value(value: float | str) -> str:
     """A value for a sentence: float32 precision (9 significant digits), or nan / inf."""
     value = value if isinstance(value, str) else json_number(value)

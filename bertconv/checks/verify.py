@@ -50,9 +50,10 @@ from ..lazy import lazy_module
 from ..tensor import LazyTensor
 from ..tree import Parameter, ParameterTree, role_of
 from . import trained
-from .arrays import chunk_indices, compare_arrays, format_value, global_position
+from .arrays import chunk_indices, describe_difference, format_value, global_position
 from .audit import counts, ignored_summary
 from .contract import require_read
+from .copies import differing_copies
 from .files import data_file_problems
 from .report import checkpoint
 from .vocab import vocab_problem
@@ -219,16 +220,7 @@ def _head_findings(tree: ParameterTree, head: str, missing: list[str], allow_mis
 
 def _differs(a: Parameter, a_values: np.ndarray, b: Parameter, b_values: np.ndarray) -> str | None:
     """None when the two tensors are bit-equal, else where and by how much they differ."""
-    if tuple(a.tensor.shape) != tuple(b.tensor.shape):
-        return f"shape {list(a.tensor.shape)} against {list(b.tensor.shape)}"
-    comparison = compare_arrays(a_values, a.tensor.dtype, b_values, b.tensor.dtype)
-    if comparison.bit_equal and a.tensor.dtype == b.tensor.dtype:
-        return None
-    if comparison.first_difference is None:
-        return f"dtype {a.tensor.dtype} against {b.tensor.dtype}"
-    return (f"first at {list(comparison.first_difference)} ({format_value(comparison.a_value)} "
-            f"against {format_value(comparison.b_value)}), max abs difference "
-            f"{format_value(comparison.max_abs_diff)}")
+    return describe_difference(a_values, a.tensor.dtype, b_values, b.tensor.dtype)
 
 
 def _tying(tree: ParameterTree, head: str, reader: TensorReader, keep: bool,
@@ -587,6 +579,10 @@ def verify(tree: ParameterTree, *, deep: bool = False, allow_missing_mlm: bool =
     vocab = vocab_problem(tree)
     if vocab:
         findings.problems.append(vocab)
+    findings.problems.extend(f"{copy.sentence()}. A reader that took the other copy would compute another model: "
+                             f"re-save the file with its copies agreeing (bertconv convert writes the copy the "
+                             f"model computes with; so does transformers 4's save_pretrained after loading it)"
+                             for copy in differing_copies(tree))
     signs, signs_checked = _fresh_init_signs(tree, head, reader, deep)
     deep_counts = _deep(tree, reader, findings, on_tensor) if deep else None
     run_probe = deep if probe is None else probe

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..checks.contract import unread_notes
+from ..checks.copies import differing_copies
 from ..checks.report import checkpoint
 from .arguments import json_flag
 from .common import BATCH_OPTIONS, CHECKPOINT_OPTIONS, CHECKPOINT_PATHS, Table, human, load, print_json, stdout
@@ -32,7 +33,8 @@ def describe(tree) -> dict:
         ],
         "problems": [],
         "notes": [*unread_notes(tree), *(f"{f} is named by the checkpoint but absent; headers were read without it"
-                                         for f in files if not f.is_file())],
+                                         for f in files if not f.is_file()),
+                  *(copy.sentence() for copy in differing_copies(tree))],
     }
 
 
@@ -51,6 +53,9 @@ ARGUMENTS = (
 def command(paths: list[Path], config_path: Path | None, num_heads: int | None, model: str | None, recursive: bool,
             jobs: int | None, as_json: bool) -> None:
     """Show a checkpoint's format, config, tensors and ignored entries (reads headers only).
+
+    A parameter the format stores twice (a tf_model.h5's embeddings) is read in both copies, to
+    say whether they agree.
 
     Several PATHs (or --recursive) print one row per checkpoint.
     """
@@ -89,3 +94,5 @@ def command(paths: list[Path], config_path: Path | None, num_heads: int | None, 
         stdout.print(f"ignored ({len(report['ignored'])}):")
         for i in report["ignored"]:
             stdout.print(f"  {i['name']}  {i['dtype']} {i['shape']}  {human(i['parameters'])}  - {i['reason']}")
+    for note in report["notes"]:
+        stdout.print(f"note: {note}")

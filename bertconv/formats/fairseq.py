@@ -32,12 +32,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import BertConfig
-from ..families.dialects import load_config_file
+from .. import families
 from ..containers import torch_pickle
 from ..errors import BadInput, bad_input
 from ..tree import Ignored, ParameterTree
-from .. import families
 from .assemble import Entry, assemble, position_offset
+from .configs import config_beside
 from .table import TRANSPOSE, Row, Skip, Table
 
 FORMAT = "fairseq"
@@ -134,10 +134,8 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     ignored += [Ignored(name, f"fairseq's saved {name} ({value.type_name}), not a model parameter", value.values)
                 for name, value in checkpoint.beside.items()]
     options = _options(path, checkpoint)
-    if config_path is not None:
-        config = load_config_file(config_path, gelu_means_for_google=DEFAULT_ACTIVATION, family="roberta")
-    else:
-        config = _config_from_options(path, options, checkpoint)
+    config = (config_beside(path.parent, config_path, (), activation=DEFAULT_ACTIVATION, family="roberta")
+              or _config_from_options(path, options, checkpoint))
     return assemble(
         format_name=FORMAT, path=path, entries=entries, table=TABLE, config=config,
         default_activation=DEFAULT_ACTIVATION, num_heads=num_heads, files=[path], extra_ignored=ignored,

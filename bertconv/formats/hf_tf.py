@@ -10,10 +10,14 @@ by that name minus the model's (which varies: `tf_bert_model`, `tf_bert_for_pre_
 a second model in one session), and so does this table. Kernels are `[in, out]` as in the
 canonical tree; the NSP kernel is `[H, 2]`; LayerNorm `gamma`/`beta`. The MLM head holds the
 embeddings layer for its tied decoder, so `mlm___cls` lists the five embedding weights again
-(`tf_bert_for_pre_training/bert/embeddings/...`), stored a second time under that group: the
-word-embedding copy is read as the stored decoder (`mlm.decoder`, a copy `verify` compares with
-the embeddings by value), the other four are listed as ignored copies. (transformers loads the
-`mlm___cls` copies after the encoder's, so where they differed, its model would use them.)
+(`tf_bert_for_pre_training/bert/embeddings/...`), stored a second time under that group. Both
+copies load into the one variable: transformers 4.57's `load_tf_weights_from_h5` walks
+`model.layers` in order (`bert`, [`nsp___cls`,] `mlm___cls`: TFBertForPreTraining,
+TFBertForMaskedLM, TFBertLMHeadModel) and `batch_set_value` assigns in that order, so the
+`mlm___cls` copies win, and the model computes with them for the input embeddings and the
+decoder alike. They are what this reader reads; the encoder's copies are ignored entries that
+name the parameter they copy (`Ignored.copy_of`), which `checks.copies` compares by value for
+the notes of inspect and convert and the problems of verify.
 
 Sharded (`tf_model.h5.index.json`, `weight_map`: full name -> shard): each shard's root
 `layer_names` lists its datasets by name minus the model's (`bert/encoder/layer_._0/...`), each
@@ -38,7 +42,7 @@ from ..containers.keras_h5 import LayerToWrite
 from ..dtypes import BFLOAT16
 from ..errors import bad_input
 from ..tensor import Bfloat16Widened, LazyTensor
-from ..tree import ParameterTree
+from ..tree import Ignored, ParameterTree
 from . import hf_files
 from .assemble import Entry, assemble
 from .table import (UNTIED_DECODER, Row, Skip, Table, dense_rows, norm_rows, refuse_sentence_head_without_pooler,
@@ -54,6 +58,8 @@ BERT, MLM, NSP = "bert", "mlm___cls", "nsp___cls"
 MAIN_LAYERS = (BERT, MLM, NSP)
 #: Where the MLM layer lists the embeddings layer it holds for its decoder.
 HELD = MLM + "/"
+OVERWRITTEN_REASON = ("the encoder's copy of an embedding weight; TensorFlow (transformers 4.x) loads the MLM "
+                      "head's copy {copy} over it and computes with that one")
 
 
 #: Keras names each variable with its output index, `:0`.
@@ -88,13 +94,8 @@ MLM_ROWS = (
 NSP_ROWS = _dense_rows("nsp", f"{NSP}/seq_relationship")  # kernel [H, 2], as canonical
 
 TABLE = Table("hf-tf", (
-    *EMBEDDING_ROWS, *LAYER_ROWS, *POOLER_ROWS, *MLM_ROWS,
-    # The MLM layer's own listing of the word embeddings: the tied decoder, stored as a copy.
-    Row("mlm.decoder", HELD + EMBEDDING_ROWS[0].name),
-    *NSP_ROWS,
+    *EMBEDDING_ROWS, *LAYER_ROWS, *POOLER_ROWS, *MLM_ROWS, *NSP_ROWS,
 ), skips=(
-    Skip(HELD + "bert/embeddings/*", "a second copy of an embedding weight, saved under mlm___cls because "
-                                     "the MLM head holds the embeddings layer for its tied decoder"),
     Skip("classifier/*", "a fine-tuning head that BERT pre-training does not define"),
     Skip("qa_outputs/*", "a fine-tuning head that BERT pre-training does not define"),
 ))
@@ -129,17 +130,37 @@ def sniff(path: Path) -> str | None:
 def read(path: Path, *, config_path: Path | None = None, num_heads: int | None = None) -> ParameterTree:
     """Read a `tf_model.h5` or its shard index into a canonical tree (headers only)."""
     path = Path(path)
+    overwritten: list[Ignored] = []
     if path.name.endswith(hf_files.INDEX_SUFFIX):
         entries, files = _sharded_entries(path)
     elif _is_shard(path):
         entries, files = _shard_entries(path), [path]
     else:
-        entries, files = _single_entries(path), [path]
+        entries, overwritten = _held_copies_win(_single_entries(path))
+        files = [path]
     return assemble(
         format_name=FORMAT, path=path, entries=entries, table=TABLE,
         config=hf_files.config_beside(path, config_path), default_activation=hf_files.DEFAULT_ACTIVATION,
-        num_heads=num_heads, files=files, vocab=hf_files.vocab_beside(path),
+        num_heads=num_heads, files=files, vocab=hf_files.vocab_beside(path), extra_ignored=overwritten,
+        rename=lambda name: name.removeprefix(HELD) if name.startswith(HELD + "bert/embeddings/") else name,
     )
+
+
+def _held_copies_win(entries: list[Entry]) -> tuple[list[Entry], list[Ignored]]:
+    """The entries the model computes with, and the encoder's embedding weights the MLM head's
+    copies overwrite at load (module docstring), as ignored copies of their canonical parameter."""
+    held = {entry.name.removeprefix(HELD) for entry in entries if entry.name.startswith(HELD)}
+    canonical = {row.name: row.canonical for row in EMBEDDING_ROWS}
+    kept, overwritten = [], []
+    for entry in entries:
+        if entry.name in canonical and entry.name in held:
+            tensor = entry.tensor
+            overwritten.append(Ignored(entry.name, OVERWRITTEN_REASON.format(copy=HELD + entry.name), tensor.numel,
+                                       str(tensor.dtype), tuple(tensor.shape), copy_of=canonical[entry.name],
+                                       tensor=tensor))
+        else:
+            kept.append(entry)
+    return kept, overwritten
 
 
 def _is_shard(path: Path) -> bool:

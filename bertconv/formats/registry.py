@@ -98,6 +98,9 @@ class Format:
         `model=`, which `formats.read` refuses for every other format.
       containers: the containers (keys of `CONTAINERS`) its sniffer and `candidates` may claim a
         file of; `resolve` asks a module not imported yet only about a path that may be one.
+      token_type_table: the libraries that run its files always look token types up (transformers'
+        embeddings, in torch, TF and Flax), so a model with no token types (type_vocab_size 0:
+        fairseq's RoBERTa) is written with one all-zero row (`convert.with_one_token_type`).
     """
 
     target: str
@@ -112,6 +115,7 @@ class Format:
     owned_files: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
     containers: tuple[str, ...] = ()
+    token_type_table: bool = False
 
     def may_claim(self, hints: frozenset[str]) -> bool:
         """Whether to ask this format about a path whose `container_hints` are `hints`: always once
@@ -167,6 +171,7 @@ FORMATS: tuple[Format, ...] = (
                      "pytorch_model.bin", "pytorch_model-*-of-*.bin", "pytorch_model.bin.index.json", "config.json",
                      "generation_config.json"),
         containers=("safetensors", "torch", "shard-index"),
+        token_type_table=True,
     ),
     Format(
         target="tf", module=_module("google_tf"), names=("google-tf",), numerics="google-tf",
@@ -210,6 +215,7 @@ FORMATS: tuple[Format, ...] = (
         fuzz=("hf_tf/pretraining/tf_model.h5",),
         owned_files=("tf_model.h5", "tf_model-*-of-*.h5", "tf_model.h5.index.json", "config.json"),
         containers=("hdf5", "shard-index"),
+        token_type_table=True,
     ),
     Format(
         target="hf-flax", module=_module("hf_flax"), names=("hf-flax-msgpack",), numerics="hf",
@@ -220,6 +226,7 @@ FORMATS: tuple[Format, ...] = (
         owned_files=("flax_model.msgpack", "flax_model-*-of-*.msgpack", "flax_model.msgpack.index.json",
                      "config.json"),
         containers=("msgpack", "shard-index"),
+        token_type_table=True,
     ),
     # Read-only, the checkpoints TF2 libraries write; `--to tf` gives Google's names. The Model
     # Garden and bert-for-tf2 compute GELU with tanh and mask with -10000, as google-research/bert.

@@ -44,7 +44,8 @@ class SlotInputs:
 
 
 def check_model_inputs(config: BertConfig, input_ids, token_type_ids=None, attention_mask=None) -> ModelInputs:
-    """Validate a batch of ids [B, S]; token types default to 0, the mask to all ones."""
+    """Validate a batch of ids [B, S]; token types default to 0 (and must be 0 for a model with no
+    token types), the mask to all ones."""
     ids = _integers("input_ids", input_ids)
     if ids.ndim != 2 or ids.shape[0] == 0 or ids.shape[1] == 0:
         raise BadInput(f"input_ids has shape {list(ids.shape)}, expected [B, S] with B, S >= 1")
@@ -59,7 +60,10 @@ def check_model_inputs(config: BertConfig, input_ids, token_type_ids=None, atten
     else:
         types = _integers("token_type_ids", token_type_ids)
         _same_shape("token_type_ids", types, ids.shape)
-        _in_range("token_type_ids", types, config.type_vocab_size, "type_vocab_size")
+        if config.type_vocab_size == 0:
+            _no_token_types(types)
+        else:
+            _in_range("token_type_ids", types, config.type_vocab_size, "type_vocab_size")
     if attention_mask is None:
         mask = np.ones(ids.shape, dtype=bool)
     else:
@@ -126,6 +130,14 @@ def _integers(name: str, values) -> np.ndarray:
 def _same_shape(name: str, array: np.ndarray, shape: tuple[int, ...]) -> None:
     if array.shape != tuple(shape):
         raise BadInput(f"{name} has shape {list(array.shape)}, expected {list(shape)}")
+
+
+def _no_token_types(types: np.ndarray) -> None:
+    """A model without token types (type_vocab_size 0: fairseq's RoBERTa) takes all-zero ones
+    (what a tokenizer gives a single segment), which select nothing; any other type is refused."""
+    if types.any():
+        raise BadInput(f"token_type_ids holds {int(types[types != 0][0])}, but the model has no token types "
+                       f"(type_vocab_size 0): pass zeros or no token_type_ids")
 
 
 def _in_range(name: str, values: np.ndarray, bound: int, what: str) -> None:

@@ -127,13 +127,14 @@ class Numerics:
         """The conventions to run `tree` (a `ParameterTree`) with.
 
         In order of precedence: the arguments given here; the activation and epsilon the
-        checkpoint's config states (its reader has already read a config's "gelu" as the source
-        family means it); the defaults of the family its format's registry entry names
+        checkpoint's config or its format states (its reader has already read a config's "gelu" as
+        the source family means it); the defaults of the family its format's registry entry names
         (`FAMILY_DEFAULTS[family_of(tree.format)]`).
         """
         defaults = FAMILY_DEFAULTS[family_of(tree.format)]
         config = tree.config
-        stated = {name for name, source in config.provenance.items() if source in ("file", "flag")}
+        # "format": a fact of the format its reader states (fairseq's LayerNorm epsilon 1e-5).
+        stated = {name for name, source in config.provenance.items() if source in ("file", "flag", "format")}
         base = cls(
             activation=config.hidden_act if "hidden_act" in stated else defaults.activation,
             layer_norm_eps=config.layer_norm_eps if "layer_norm_eps" in stated else defaults.layer_norm_eps,

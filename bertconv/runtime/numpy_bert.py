@@ -209,7 +209,8 @@ class NumpyBert:
         x = p["embeddings.word"][inputs.input_ids]  # [B, S, E]
         if self.config.word_projection:
             x = _matmul(x, p["embeddings.word_projection.kernel"])  # [B, S, H] (brightmart albert_zh)
-        x = x + p["embeddings.token_type"][inputs.token_type_ids]
+        if self.config.type_vocab_size:  # a model with no token types (fairseq RoBERTa) adds nothing for them
+            x = x + p["embeddings.token_type"][inputs.token_type_ids]
         if not self.config.relative_positions:
             x = x + p["embeddings.position"][inputs.position_ids]
         x = self._layer_norm(x, "embeddings.norm")

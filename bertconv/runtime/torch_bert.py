@@ -109,7 +109,8 @@ class TorchBert:
         x = p["embeddings.word"][ids]  # [B, S, E]
         if self.config.word_projection:
             x = x @ p["embeddings.word_projection.kernel"]  # [B, S, H] (brightmart albert_zh)
-        x = x + p["embeddings.token_type"][types]
+        if self.config.type_vocab_size:  # a model with no token types (fairseq RoBERTa) adds nothing for them
+            x = x + p["embeddings.token_type"][types]
         if not self.config.relative_positions:
             x = x + p["embeddings.position"][self._tensor(inputs.position_ids)]
         x = self._layer_norm(x, "embeddings.norm")

@@ -1,0 +1,44 @@
+"""Stored copies a framework overwrites at load: does the overwritten one hold the same values?
+
+A format may store a parameter twice where its framework keeps one variable and loads one copy
+over the other (transformers' TF BERT: the encoder's embeddings, then the MLM head's copies). The
+reader puts the copy the framework computes with in the tree and lists the other as an ignored
+entry naming the parameter it copies (`Ignored.copy_of`). Where the two differ, the file holds
+two models and a reader that picked the other copy would compute the other one: `inspect` and
+`convert` say which copy was used, `verify` fails naming both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..tree import Ignored, Parameter, ParameterTree
+from .arrays import describe_difference
+
+
+@dataclass(frozen=True)
+class DifferingCopy:
+    """A stored copy (`overwritten`) that differs from the tree's parameter (`used`), and how."""
+
+    overwritten: Ignored
+    used: Parameter
+    difference: str
+
+    def sentence(self) -> str:
+        return (f"{self.overwritten.name} differs from {self.used.source}, the other stored copy of "
+                f"{self.used.name}: {self.difference}. The model computes with {self.used.source}, as bertconv "
+                f"reads it ({self.overwritten.reason})")
+
+
+def differing_copies(tree: ParameterTree) -> list[DifferingCopy]:
+    """Every overwritten copy in `tree.ignored` that is not bit-equal to the parameter it copies
+    (reads both tensors)."""
+    found = []
+    for entry in tree.ignored:
+        if entry.copy_of is None or entry.tensor is None or entry.copy_of not in tree:
+            continue
+        used = tree[entry.copy_of]
+        difference = describe_difference(entry.tensor.read(), entry.tensor.dtype, used.tensor.read(), used.tensor.dtype)
+        if difference is not None:
+            found.append(DifferingCopy(entry, used, difference))
+    return found
