@@ -27,7 +27,8 @@ from conftest import FIXTURES, run_cli
 TRAINED = FIXTURES / "trained"
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 ALL_SIGNS = [sign.key for sign in trained.SIGNS]
-PROBE_KEYS = {"top1", "nll", "chance_top1", "chance_nll", "positions", "runtime"}
+PROBE_KEYS = {"gain", "threshold_gain", "nll", "entropy", "top1", "distinct", "chance_nll", "positions", "rounds",
+              "runtime"}
 #: A logit budget that a float16 copy of a fixture meets and a different head does not.
 FLOAT16_BUDGET = "0.05"
 
@@ -84,19 +85,22 @@ def test_fixture_verdicts(fixture, flags, status, verdict, signs):
     assert (judged["probe"] is not None) is probed
     if probed:
         assert PROBE_KEYS <= set(judged["probe"])
-        assert (judged["probe"]["top1"] >= trained.PROBE_TOP1_TRAINED) is (verdict == "trained")
+        assert (judged["probe"]["gain"] >= trained.PROBE_GAIN_TRAINED) is (verdict == "trained")
+    else:
+        assert judged["probe_not_run"], "a probe that did not run says why"
     allowed = "--allow-untrained-mlm" in flags and verdict == "untrained"
     assert any("allowed (--allow-untrained-mlm)" in note for note in report["notes"]) is allowed
 
 
-def test_probe_figures_sit_beside_chance():
+def test_probe_figures_add_up():
     _, report = verify_json(TRAINED / "hf", "--probe")
     probe, config = report["mlm_trained"]["probe"], report["config"]
-    vocab = config["vocab_size"]
-    assert probe["chance_top1"] == pytest.approx(1 / vocab) and probe["chance_nll"] == pytest.approx(math.log(vocab))
-    assert probe["positions"] == trained.PROBE_BATCH * min(trained.PROBE_LENGTH, config["max_position_embeddings"])
-    assert probe["runtime"] == "numpy"
-    assert probe["nll"] < probe["chance_nll"]  # a trained head is surer of the shown token than a guess
+    assert probe["chance_nll"] == pytest.approx(math.log(config["vocab_size"]))
+    assert probe["positions"] == trained.SAMPLE_BATCH * trained.SAMPLE_LENGTH
+    assert probe["rounds"] == trained.FILL_ROUNDS and probe["runtime"] == "numpy"
+    assert probe["gain"] == pytest.approx(probe["entropy"] - probe["nll"])
+    assert 0 < probe["entropy"] <= math.log(min(probe["distinct"], probe["positions"])) + 1e-12
+    assert probe["nll"] < probe["chance_nll"]  # a trained head is surer of its sample than a uniform guess
 
 
 def test_untrained_message_says_what_it_means_and_how_it_happens(cli):
@@ -113,29 +117,41 @@ def test_untrained_message_says_what_it_means_and_how_it_happens(cli):
 def test_probe_message_gives_the_figures(cli):
     _, report = verify_json(TRAINED / "copied_head", "--probe")
     message = report["problems"][0]
-    assert "random tokens" in message and "chance" in message and "--allow-untrained-mlm" in message
+    assert "context gain" in message and "entropy" in message and "--allow-untrained-mlm" in message
     human = cli("verify", TRAINED / "copied_head", "--probe")
     line = next(line for line in human.stdout.splitlines() if line.startswith("trained:"))
-    assert "untrained" in line and "random tokens" in line
+    assert "untrained" in line and "sample it wrote itself" in line
 
 
 def test_probe_figures_are_what_transformers_computes():
     transformers = pytest.importorskip("transformers")
     torch = pytest.importorskip("torch")
     tree = formats.read(TRAINED / "hf")
-    ids = trained.probe_ids(tree.config.vocab_size, tree.config.max_position_embeddings)
     model = transformers.BertForMaskedLM.from_pretrained(TRAINED / "hf").eval()
-    with torch.no_grad():
-        logits = model(input_ids=torch.from_numpy(ids), attention_mask=torch.ones(ids.shape, dtype=torch.long)).logits
-    theirs = trained.score(logits.numpy(), ids, "transformers")
+
+    def their_logits(ids: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return model(input_ids=torch.from_numpy(ids), attention_mask=torch.ones(ids.shape, dtype=torch.long)).logits.numpy()
+
+    # The sample as transformers writes it: the same start, the same refilling rounds.
+    prior = trained.head_prior(tree, "mlm.output_bias")
+    bias = model.cls.predictions.decoder.bias.detach().numpy().astype(np.float64)
+    assert np.allclose(prior, np.exp(bias - bias.max()) / np.exp(bias - bias.max()).sum())
+    ids = np.random.default_rng(trained.PROBE_SEED).choice(prior.size, size=(trained.SAMPLE_BATCH, trained.SAMPLE_LENGTH),
+                                                           p=prior)
+    for _ in range(trained.FILL_ROUNDS):
+        ids = their_logits(ids).argmax(-1)
+    theirs = trained.score(their_logits(ids), ids, "transformers")
     ours = trained.probe(tree)
-    assert ours.top1 == theirs.top1 and ours.nll == pytest.approx(theirs.nll, abs=1e-4)
+    assert (ours.top1, ours.distinct) == (theirs.top1, theirs.distinct)
+    assert ours.nll == pytest.approx(theirs.nll, abs=1e-4) and ours.entropy == theirs.entropy
 
 
 def test_numpy_and_torch_probes_agree():
     tree = formats.read(TRAINED / "bert4keras")
     by_numpy, by_torch = trained.probe(tree, "numpy"), trained.probe(tree, "torch")
-    assert by_numpy.top1 == by_torch.top1 and by_numpy.nll == pytest.approx(by_torch.nll, abs=1e-4)
+    assert by_numpy.top1 == by_torch.top1 and by_numpy.entropy == by_torch.entropy
+    assert by_numpy.gain == pytest.approx(by_torch.gain, abs=1e-4)
 
 
 # --- each sign alone, in any dtype ----------------------------------------------------------------
@@ -264,7 +280,7 @@ def test_minilm_loaded_into_a_masked_lm_and_saved_fails(minilm, tmp_path, cli):
     tree = formats.read(tmp_path / "minilm-mlm")
     bias = np.random.default_rng(0).normal(0, 0.02, tree["mlm.output_bias"].tensor.shape).astype(np.float32)
     result = trained.probe(with_array(tree, "mlm.output_bias", bias))
-    assert not result.trained and result.top1 <= 1 / result.positions
+    assert not result.trained and result.gain < 0
 
 
 # --- diff --outputs ---------------------------------------------------------------------------

@@ -17,7 +17,8 @@ It sees only the canonical tree (never a file format), and reports:
 - Trained (`mlm_trained`, see `checks.trained`): a complete head showing an initializer's values
   (output bias all zero, LayerNorm gamma all one or beta all zero, dense bias all zero) was never
   trained, a failure unless `allow_untrained_mlm`. With `probe` (by default with `deep`), the head
-  also runs on a fixed batch of random tokens and must reconstruct them far above chance.
+  also writes a small seeded sample and must be far surer of it than its token frequencies allow.
+  When the probe does not run, `probe_not_run` says why, and the verdict rests on the signs.
 - An ELECTRA discriminator (a tree with the replaced-token-detection head and no MLM head, or
   read as the discriminator) has no masked LM to verify: its head is replaced-token detection.
   verify then looks at that head instead (`rtd`: complete, partial or missing; its fresh-init
@@ -87,6 +88,8 @@ CAUSAL_HEAD = ("causal model (is_decoder): its head is a language model's next-t
 CAUSAL_PROBE = ("a causal head predicts the next token, not the token it is shown, so the reconstruction probe "
                 "would call a trained head untrained")
 
+#: `probe_not_run` when the probe was not asked for.
+PROBE_NOT_ASKED = "not asked for (--probe, or --deep, runs it)"
 #: Why a discriminator gets no MLM verdict (tying, trained, probe).
 NOT_AN_MLM = ("an ELECTRA discriminator: its head is replaced-token detection (see rtd), not a masked LM, "
               "so it has no decoder to tie and no MLM head to probe")
@@ -419,12 +422,12 @@ def _mlm_trained(tree: ParameterTree, head: str, signs: list, signs_checked: boo
 
     Keys: verdict (`trained` | `untrained` | `n/a`), evidence ("signs", "probe", "signs and
     probe" or what kept it from being judged), signs (keys of `trained.SIGNS` seen), probe (None
-    or `ProbeResult.as_dict()`), probe_not_run (why a probe that was asked for did not run, or None).
+    or `ProbeResult.as_dict()`), probe_not_run (why the probe did not run, whenever probe is None).
     """
     if head != COMPLETE:
         return {"verdict": trained.NOT_JUDGED, "evidence": f"{head} MLM head", "signs": [], "probe": None,
-                "probe_not_run": None}
-    result, unrun = _run_probe(tree, probe_runtime, reader, findings) if probe_runtime else (None, None)
+                "probe_not_run": f"no complete MLM head to run ({head})"}
+    result, unrun = _run_probe(tree, probe_runtime, reader, findings) if probe_runtime else (None, PROBE_NOT_ASKED)
     failures, brief = [], []  # the full messages, and each in a few words for a note
     if signs:
         seen = trained.describe_signs(tree, signs)
@@ -444,11 +447,12 @@ def _mlm_trained(tree: ParameterTree, head: str, signs: list, signs_checked: boo
             findings.problems.extend(failures)
     else:
         verdict = trained.TRAINED if evidence else trained.NOT_JUDGED
-    if unrun:
-        findings.notes.append(f"MLM probe not run: {unrun}")
-    elif not evidence:
+    if unrun and unrun != PROBE_NOT_ASKED:
+        rests = "; whether the head is trained rests on the signs alone" if signs_checked else ""
+        findings.notes.append(f"MLM probe not run: {unrun}{rests}")
+    if not evidence:
         findings.notes.append("whether the MLM head is trained was not checked: its data file is absent")
-    return {"verdict": verdict, "evidence": evidence or unrun or "data file absent",
+    return {"verdict": verdict, "evidence": evidence or "data file absent",
             "signs": [sign.key for sign in signs], "probe": result.as_dict() if result is not None else None,
             "probe_not_run": unrun}
 
@@ -465,10 +469,13 @@ def _run_probe(tree: ParameterTree, runtime: str, reader: TensorReader,
     if absent:
         raise bad_input(tree.path, f"the MLM probe runs the model, but {', '.join(absent)} does not exist; "
                                    f"without --probe and --deep, verify reads only the headers")
+    unfit = trained.why_not_probed(tree.config)
+    if unfit is not None:
+        return None, unfit
     result, why = trained.try_probe(tree, runtime)
     if why is not None:
         findings.problems.append(f"the MLM probe could not run the head: {why}")
-    return result, None
+    return result, why
 
 
 # --- the discriminator's head --------------------------------------------------------------
@@ -597,7 +604,7 @@ def verify(tree: ParameterTree, *, deep: bool = False, allow_missing_mlm: bool =
             findings.notes.append(f"MLM probe not run: {CAUSAL_PROBE}")
     else:
         mlm_trained = {"verdict": trained.NOT_JUDGED, "evidence": NOT_AN_MLM, "signs": [], "probe": None,
-                       "probe_not_run": NOT_AN_MLM if probe else None}
+                       "probe_not_run": NOT_AN_MLM}
     findings.notes.extend(ignored_summary([entry.as_dict() for entry in tree.ignored]))
     return {
         **checkpoint(tree),

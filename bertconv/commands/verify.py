@@ -48,15 +48,15 @@ def _trained_line(report: dict) -> str:
         none_seen = "no initializer values in the head"
         reasons.append(none_seen if probe else f"signs only: {none_seen}")
     if probe is not None:
+        gain = probe["gain"] if isinstance(probe["gain"], str) else f"{probe['gain']:+.2f}"
         nll = probe["nll"] if isinstance(probe["nll"], str) else f"{probe['nll']:.2f}"
-        reasons.append(f"reconstructs {probe['top1']:.1%} of {probe['positions']} random tokens shown to it, "
-                       f"chance {trained.percent(probe['chance_top1'])}; NLL {nll}, ln V {probe['chance_nll']:.2f}")
-    elif judged["probe_not_run"]:
-        reasons.append(f"probe not run: {judged['probe_not_run']}")
-    elif judged["verdict"] == trained.TRAINED:
-        reasons.append("--probe runs it")
-    if judged["verdict"] == trained.NOT_JUDGED and not judged["probe_not_run"]:
+        reasons.append(f"context gain {gain} nats on a {probe['positions']}-token sample it wrote itself "
+                       f"(trained: {probe['threshold_gain']:+.2f} or more): NLL {nll} against the sample's token "
+                       f"entropy {probe['entropy']:.2f}")
+    elif judged["verdict"] == trained.NOT_JUDGED:
         reasons.append(judged["evidence"])
+    else:
+        reasons.append(f"probe not run: {judged['probe_not_run']}")
     return line + (f" ({'; '.join(reasons)})" if reasons else "")
 
 
@@ -117,8 +117,8 @@ ARGUMENTS = (
            help="Accept an MLM head that is not trained (initializer values, or failing the probe): reported as a "
                 "note."),
     option("--probe", "--no-probe", action=Toggle,
-           help="Run the MLM head on a fixed batch of random tokens and check that it reconstructs them (default: "
-                "with --deep)."),
+           help="Have the MLM head write a small seeded sample and check that it is far surer of it than the "
+                "sample's token frequencies allow, as a trained head is (default: with --deep)."),
     option("--runtime", choices=trained.RUNTIMES, default="numpy",
            help="Runtime of the probe: NumPy, or torch (an optional extra) (default: %(default)s)."),
     option("--headers-only", action="store_true",

@@ -28,9 +28,10 @@ FAMILY = Family(
     # the configs bertconv writes for albert_zh, which name their model type.
     computes={HF: ("embedding_size", "num_hidden_groups", "inner_group_num", "ln_type", "position_embedding_type"),
               GOOGLE: ("embedding_size", "num_hidden_groups", "inner_group_num", "ln_type")},
-    # google-research/albert's modeling.py reads these at their defaults in every released model.
-    fixed={GOOGLE: {"down_scale_factor": 1, "gap_size": 0, "net_structure_type": 0, "num_memory_blocks": 0,
-                    "layers_to_keep": []}},
+    # google-research/albert's modeling.py reads these at their defaults in every released model
+    # (transformers 2's AlbertConfig saved them too).
+    fixed={dialect: {"down_scale_factor": 1, "gap_size": 0, "net_structure_type": 0, "num_memory_blocks": 0,
+                     "layers_to_keep": []} for dialect in (HF, GOOGLE)},
     # transformers' ALBERT attends both ways and has no cross-attention whatever its config's
     # decoder flags say (`AlbertModel` never reads them).
     inert={HF: ("classifier_dropout_prob", "is_decoder", "add_cross_attention")},

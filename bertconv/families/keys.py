@@ -32,10 +32,10 @@ BASE_COMPUTES = {
 
 #: Keys transformers' `PretrainedConfig` knows for every model that a masked LM computes with
 #: only at their defaults: pruned heads change the attention's shapes, an encoder-decoder is
-#: another model.
-BASE_FIXED = {
-    HF: {"pruned_heads": {}, "is_encoder_decoder": False},
-}
+#: another model. transformers 2 and 3 saved configs without `model_type`, which read as
+#: Google's dialect: these keys count there too.
+_PRETRAINED_CONFIG_FIXED = {"pruned_heads": {}, "is_encoder_decoder": False}
+BASE_FIXED = {HF: _PRETRAINED_CONFIG_FIXED, GOOGLE: _PRETRAINED_CONFIG_FIXED}
 
 _DROPOUT = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout", "dropout",
             "attention_dropout", "activation_dropout")
@@ -50,7 +50,7 @@ _TRANSFORMERS = (
     "output_hidden_states", "output_attentions", "return_dict", "torchscript", "gradient_checkpointing",
     "chunk_size_feed_forward", "tf_legacy_loss", "tie_encoder_decoder", "cross_attention_hidden_size",
     "pad_token_id", "bos_token_id", "eos_token_id", "sep_token_id", "cls_token_id", "unk_token_id",
-    "mask_token_id", "decoder_start_token_id",
+    "mask_token_id", "decoder_start_token_id", "eos_token_ids",
     "max_length", "min_length", "do_sample", "early_stopping", "num_beams", "num_beam_groups",
     "diversity_penalty", "temperature", "top_k", "top_p", "typical_p", "repetition_penalty",
     "length_penalty", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids",
