@@ -33,7 +33,6 @@ fuzz: $(VENV)/.test
 
 bench: $(VENV)/.test
 	$(BIN)/python -m benchmarks
-	$(BIN)/python -m benchmarks.readme
 
 fixtures: $(VENV)/.test $(TF2_VENV)/.done
 	$(BIN)/python fixtures/make_hf_fixtures.py

@@ -260,3 +260,25 @@ def test_a_command_failing_after_its_first_run_is_not_measured(tmp_path):
                                    f"open(p, 'a').write('x'); raise SystemExit(4 if runs else 0)"]
     assert runner.run_alternating([conversions.Command(flaky), conversions.Command(_appender(tmp_path / "b", "B"))])[0] is None
     assert any("FAILED" in m and "exited 4" in m for m in messages)
+
+
+def test_a_quick_run_prints_its_table_and_leaves_no_file(tmp_path, monkeypatch, capsys):
+    """`python -m benchmarks --quick` prints its table and writes nothing into the working tree
+    (the measuring itself, minutes long, replaced by one measured row); --output keeps it."""
+    from benchmarks import __main__ as entry, conversions
+
+    row = report.Row("audit model.safetensors", "bertconv",
+                     measure.measure_alternating([measure.Job(["true"])], reps=1)[0])
+    monkeypatch.setattr(conversions, "run", lambda sizes, reps, log, idle_wait: [report.Section(
+        f"{sizes} x{reps}", [row], [], [], [])])
+    monkeypatch.setattr(conversions, "runtime_section", lambda reps, quick, log: [])
+    tree_before = sorted(p for p in (ROOT / "benchmarks").rglob("*") if "__pycache__" not in p.parts)
+
+    assert entry.main(["--quick"]) == 0
+    printed = capsys.readouterr().out
+    assert "python -m benchmarks --quick" in printed and "## ['base'] x1" in printed
+    assert sorted(p for p in (ROOT / "benchmarks").rglob("*") if "__pycache__" not in p.parts) == tree_before
+
+    assert entry.main(["--quick", "--output", str(tmp_path / "quick.md")]) == 0
+    assert (tmp_path / "quick.md").read_text().strip() == capsys.readouterr().out.strip()
+    assert entry.results_file(None, quick=False) == ROOT / "benchmarks" / "RESULTS.md"
