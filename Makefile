@@ -28,8 +28,10 @@ test: $(VENV)/.test $(MINILM)
 	$(MAKE) $(ORACLE) || echo "oracle env unavailable: tests that need it will skip"
 	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
+# The long mutation runs: every fuzz test with FUZZ_CASES cases (`make test` runs a short share).
+FUZZ_CASES ?= 20000
 fuzz: $(VENV)/.test
-	BERTCONV_FUZZ_CASES=20000 $(BIN)/python -m pytest -q -m fuzz
+	BERTCONV_FUZZ_CASES=$(FUZZ_CASES) $(BIN)/python -m pytest -q -n auto --dist loadfile -m fuzz
 
 bench: $(VENV)/.test
 	$(BIN)/python -m benchmarks
