@@ -16,7 +16,7 @@ TF2_VENV := $(CACHE)/tf2-venv
 ORACLE_VENV := $(CACHE)/oracle-venv
 ORACLE := $(ORACLE_VENV)/.oracle
 
-.PHONY: demo test fuzz bench fixtures clean oracle
+.PHONY: demo test test-core fuzz bench fixtures clean oracle
 demo: $(VENV)/.core
 	@rm -rf demo-out && mkdir -p demo-out
 	$(BIN)/bertconv convert fixtures/trained/tf demo-out/hf --to hf
@@ -27,6 +27,13 @@ demo: $(VENV)/.core
 test: $(VENV)/.test $(MINILM)
 	$(MAKE) $(ORACLE) || echo "oracle env unavailable: tests that need it will skip"
 	$(BIN)/python -m pytest -q -n auto --dist loadfile
+
+# The suite with the core and the test tooling alone: every test that needs more skips, naming it.
+CORE_VENV := $(CACHE)/core-venv
+test-core:
+	$(PYTHON) -m venv $(CORE_VENV)
+	$(CORE_VENV)/bin/pip install -q -e . pytest pytest-xdist hypothesis jsonschema psutil
+	$(CORE_VENV)/bin/python -m pytest -q -n auto --dist loadfile
 
 # The long mutation runs: every fuzz test with FUZZ_CASES cases (`make test` runs a short share).
 FUZZ_CASES ?= 20000
