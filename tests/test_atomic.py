@@ -28,7 +28,7 @@ from bertconv import formats
 from bertconv.atomic import PARTIAL_MARK
 from bertconv.convert import WriteOptions, convert
 from bertconv.errors import BadInput
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, needs, run_cli
 
 #: The documented temporary: `.<name>.bertconv-partial-<pid>`.
 PARTIAL = re.compile(r"^\.(?P<name>.+)" + re.escape(PARTIAL_MARK) + r"(?P<pid>\d+)$")
@@ -48,7 +48,7 @@ WAIT_LIMIT_SECONDS = 120
 def _big_checkpoint(directory: Path) -> Path:
     """A Hugging Face BERT encoder (no heads) of random float32 values, ~322 MB, as
     `model.safetensors` + `config.json`, written one tensor at a time."""
-    from safetensors.numpy import save_file
+    save_file = needs("safetensors.numpy").save_file
 
     V, H, L, I, P = BIG["V"], BIG["H"], BIG["L"], BIG["I"], BIG["P"]
     rng = np.random.default_rng(8)

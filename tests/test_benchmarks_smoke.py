@@ -16,6 +16,7 @@ import pytest
 
 from benchmarks import measure, report
 from benchmarks.inputs import bert_names
+from conftest import needs, requires
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "fixtures" / "hf" / "pretraining"
@@ -75,7 +76,7 @@ def test_page_cache_helpers(tmp_path):
 
 def test_reference_names_match_a_transformers_file():
     """The benchmark's own Google <-> HF table agrees with a file transformers wrote."""
-    from safetensors import safe_open
+    safe_open = needs("safetensors").safe_open
 
     config = json.loads((FIXTURE / "config.json").read_text())
     with safe_open(FIXTURE / "model.safetensors", "np") as f:
@@ -95,7 +96,7 @@ def test_reference_names_match_a_transformers_file():
 def test_verify_reference_reaches_bertconv_verify_verdict(fixture, exit_code, says):
     """The reference the verify row is timed against does the work `bertconv verify` does: it
     finds a missing head (and would pass the same checkpoints)."""
-    pytest.importorskip("transformers")
+    needs("transformers")
     directory = ROOT / "fixtures" / "hf" / fixture
     reference = subprocess.run([sys.executable, ROOT / "benchmarks" / "reference" / "hf_verify_head.py", directory],
                                capture_output=True, text=True)
@@ -153,6 +154,7 @@ def test_a_busy_machine_is_not_idle_and_its_runs_are_marked():
     assert measure.measure_alternating([measure.Job(["true"])], reps=1)[0].busy_runs == 0  # no idle_wait: never marked
 
 
+@requires("safetensors")  # the inputs' writer
 def test_a_section_builds_its_inputs_in_an_empty_bench_dir(tmp_path, monkeypatch):
     """`python -m benchmarks` from a fresh clone: a section's title gives the size of inputs the
     section itself builds first (the whole quick run takes minutes: here the tiny model, one
@@ -171,6 +173,7 @@ def test_a_section_builds_its_inputs_in_an_empty_bench_dir(tmp_path, monkeypatch
     assert audit is not None and audit.samples[0].exit_code == 0
 
 
+@requires("safetensors")
 @pytest.mark.parametrize("kind", ["hf-tf", "hf-flax"])
 def test_inputs_bertconv_writes_are_built_from_the_safetensors_input(tmp_path, monkeypatch, kind):
     """Issue 15's formats: built with `bertconv convert` from the hf-safetensors input (built
@@ -260,3 +263,25 @@ def test_a_command_failing_after_its_first_run_is_not_measured(tmp_path):
                                    f"open(p, 'a').write('x'); raise SystemExit(4 if runs else 0)"]
     assert runner.run_alternating([conversions.Command(flaky), conversions.Command(_appender(tmp_path / "b", "B"))])[0] is None
     assert any("FAILED" in m and "exited 4" in m for m in messages)
+
+
+def test_a_quick_run_prints_its_table_and_leaves_no_file(tmp_path, monkeypatch, capsys):
+    """`python -m benchmarks --quick` prints its table and writes nothing into the working tree
+    (the measuring itself, minutes long, replaced by one measured row); --output keeps it."""
+    from benchmarks import __main__ as entry, conversions
+
+    row = report.Row("audit model.safetensors", "bertconv",
+                     measure.measure_alternating([measure.Job(["true"])], reps=1)[0])
+    monkeypatch.setattr(conversions, "run", lambda sizes, reps, log, idle_wait: [report.Section(
+        f"{sizes} x{reps}", [row], [], [], [])])
+    monkeypatch.setattr(conversions, "runtime_section", lambda reps, quick, log: [])
+    tree_before = sorted(p for p in (ROOT / "benchmarks").rglob("*") if "__pycache__" not in p.parts)
+
+    assert entry.main(["--quick"]) == 0
+    printed = capsys.readouterr().out
+    assert "python -m benchmarks --quick" in printed and "## ['base'] x1" in printed
+    assert sorted(p for p in (ROOT / "benchmarks").rglob("*") if "__pycache__" not in p.parts) == tree_before
+
+    assert entry.main(["--quick", "--output", str(tmp_path / "quick.md")]) == 0
+    assert (tmp_path / "quick.md").read_text().strip() == capsys.readouterr().out.strip()
+    assert entry.results_file(None, quick=False) == ROOT / "benchmarks" / "RESULTS.md"

@@ -14,7 +14,7 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import FIXTURES, real_file, run_cli
+from conftest import FIXTURES, needs, real_file, run_cli
 from bertconv import formats
 from bertconv.checks.verify import verify
 from bertconv.containers import tf_bundle
@@ -49,13 +49,13 @@ def test_the_generator_of_the_same_file_is_still_verified_as_a_masked_lm():
 
 def _hf_discriminator(tmp_path, change):
     """A copy of the HF discriminator whose tensors `change(dict)` edits in place."""
-    from safetensors.numpy import load_file, save_file
+    safetensors = needs("safetensors.numpy")
 
     directory = tmp_path / "disc"
     shutil.copytree(HF_DISCRIMINATOR, directory)
-    tensors = load_file(directory / "model.safetensors")
+    tensors = safetensors.load_file(directory / "model.safetensors")
     change(tensors)
-    save_file(tensors, directory / "model.safetensors", metadata={"format": "pt"})
+    safetensors.save_file(tensors, directory / "model.safetensors", metadata={"format": "pt"})
     return directory
 
 

@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, needs, requires
 from bertconv import load
 from bertconv.runtime import Numerics, NumpyBert, fill_mask, open_tokenizer
 from bertconv.runtime.fill_mask import predict
@@ -53,7 +53,7 @@ def assert_same_predictions(ours: list[list[dict]], expected: list[list[tuple[in
 def model_for(runtime: str, tree):
     """The tree's model in the named runtime (torch skips where it is not installed)."""
     if runtime == "torch":
-        pytest.importorskip("torch")
+        needs("torch")
         from bertconv.runtime import TorchBert
         return TorchBert(tree)
     return NumpyBert(tree)
@@ -78,6 +78,7 @@ def test_cli_json_matches_the_transformers_pipeline(cli, pipeline_predictions):
     assert_same_predictions(printed, pipeline_predictions[text])
 
 
+@requires("tokenizers", "torch")
 def test_cli_text_output_names_numerics_and_predictions(cli):
     result = cli("fill-mask", TIED, "the cat [MASK] on the mat.", "--top-k", "3", "--runtime", "torch")
     assert result.exit_code == 0, result.stderr
@@ -98,6 +99,7 @@ def test_a_real_encoder_only_checkpoint_exits_one(cli, minilm):
     assert "has no MLM head" in result.stderr
 
 
+@requires("tokenizers")
 def test_text_without_mask_and_missing_vocab_exit_two(cli, tmp_path):
     result = cli("fill-mask", TIED, "no mask here")
     assert result.exit_code == 2 and "has no [MASK]" in result.stderr
@@ -108,6 +110,7 @@ def test_text_without_mask_and_missing_vocab_exit_two(cli, tmp_path):
     assert cli("fill-mask", tmp_path, "the [MASK]", "--vocab", VOCAB).exit_code == 0
 
 
+@requires("tokenizers")
 def test_casing_flags(cli):
     def predictions(*args):
         result = cli("fill-mask", TIED, *args, "--json")
@@ -120,6 +123,7 @@ def test_casing_flags(cli):
     assert predictions("THE Cat [MASK] ON the MAT.", "--cased", "--uncased") == lower
 
 
+@requires("tokenizers")
 def test_numerics_flags_reach_the_runtime(cli):
     result = cli("fill-mask", TIED, "the cat [MASK] on the mat.", "--json", "--act", "gelu_tanh",
                  "--layer-norm-eps", "1e-6", "--mask-adder", "-10000")
@@ -137,6 +141,7 @@ def test_numerics_flags_reach_the_runtime(cli):
     assert cli("fill-mask", TIED, "the [MASK]", "--mask-adder", "-q").exit_code == 2  # an option, not a number
 
 
+@requires("tokenizers")
 def test_a_google_checkpoint_uses_googles_numerics(cli):
     result = cli("fill-mask", FIXTURES / "tf" / "full", "the [MASK] of")
     assert result.exit_code == 0, result.stderr
@@ -194,6 +199,7 @@ def test_files_only_checkpoints_match_the_transformers_pipeline(family, tmp_path
                                                "roberta": "byte-level BPE vocab.json + merges.txt"}[family]
 
 
+@requires("tokenizers")
 def test_a_files_only_roberta_reads_mask_for_its_mask_token(tmp_path, cli):
     files_only_checkpoint("roberta", tmp_path)
     own, bert = (json.loads(cli("fill-mask", tmp_path, f"the cat {m} on the mat", "--json").stdout)
@@ -204,6 +210,7 @@ def test_a_files_only_roberta_reads_mask_for_its_mask_token(tmp_path, cli):
 # --- many texts, in batches -----------------------------------------------------------------------
 
 
+@requires("tokenizers")
 @pytest.mark.parametrize("runtime", ["numpy", "torch"])
 def test_batches_give_what_one_text_at_a_time_gives(runtime):
     model = model_for(runtime, load(TIED))
@@ -221,6 +228,7 @@ def test_batches_give_what_one_text_at_a_time_gives(runtime):
                                        rtol=0, atol=1e-6)
 
 
+@requires("tokenizers")
 def test_a_roberta_batch_keeps_each_texts_positions(tmp_path):
     """RoBERTa counts positions past padding: padded rows must take the padding id."""
     from bertconv import formats
@@ -235,6 +243,7 @@ def test_a_roberta_batch_keeps_each_texts_positions(tmp_path):
                                    [p.prob for p in alone[0].predictions], rtol=0, atol=1e-6)
 
 
+@requires("tokenizers")
 def test_texts_from_arguments_a_file_and_stdin_in_order(cli, tmp_path):
     listing = tmp_path / "texts.txt"
     listing.write_text("the [MASK] of france is paris.\n\n[MASK] dog ran in the [MASK] house!\n", encoding="utf-8")
@@ -254,6 +263,7 @@ def test_texts_from_arguments_a_file_and_stdin_in_order(cli, tmp_path):
     assert piped.returncode == 0 and [json.loads(l)["index"] for l in piped.stdout.splitlines()] == [0, 1]
 
 
+@requires("tokenizers")
 def test_one_text_that_cannot_be_filled_is_its_own_error_and_exit_two(cli):
     result = cli("fill-mask", TIED, TEXTS[0], "no mask here", TEXTS[1], "--json")
     assert result.exit_code == 2

@@ -18,7 +18,7 @@ from bertconv import formats
 from conftest import FIXTURES
 from fuzzing import BYTE_SCHEDULE, fuzz_bytes_in_child, share_of_cases
 
-#: Cases per fixture as a share of CASES (300 by default, `make fuzz`: 20000).
+#: Cases per fixture as a share of CASES (100 by default, `make fuzz`: 20000).
 SHARE = 0.1
 
 pytestmark = pytest.mark.fuzz

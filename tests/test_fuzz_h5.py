@@ -18,6 +18,7 @@ the test naming the case instead of ending the session.
 
 from __future__ import annotations
 
+import math
 import random
 import shutil
 from collections import Counter
@@ -34,14 +35,16 @@ from fuzzing import (BYTE_SCHEDULE, Mutant, check_case, dataset_boundaries, fuzz
 
 B4K = FIXTURES / "bert4keras"
 FILE = "bert4keras_model.h5"
-#: Cases per fixture as shares of CASES (300 by default, `make fuzz`: 20000); a case costs
-#: about 30 ms (h5py opens the file twice, tracemalloc on). A structure run has at least one
-#: round of STRUCTURE_KINDS.
+#: Cases per fixture as shares of CASES (100 by default, `make fuzz`: 20000); a case costs
+#: about 30 ms (h5py opens the file twice, tracemalloc on). The structure runs start their
+#: rounds of STRUCTURE_KINDS at staggered kinds and together take every kind at least once (a run
+#: takes at least its quarter of them: `structure_plan`).
 BYTE_SHARES = {"v50-pool-nsp-mlm": 0.5, "v99-cond-mlm": 0.25}
-#: (fixture, with its bert_config.json or sizes read off the shapes, share of CASES)
-STRUCTURE_CASES = [pytest.param(name, with_config, share, id=f"{name}-{'config' if with_config else 'shapes'}")
-                   for name, with_config, share in (("v50-pool-nsp-mlm", True, 0.3), ("v50-pool-nsp-mlm", False, 0.1),
-                                                    ("v99-cond-mlm", True, 0.1), ("v99-cond-mlm", False, 0.1))]
+#: (run number, fixture, with its bert_config.json or sizes read off the shapes, share of CASES)
+STRUCTURE_CASES = [pytest.param(run, name, with_config, share, id=f"{name}-{'config' if with_config else 'shapes'}")
+                   for run, (name, with_config, share) in enumerate((
+                       ("v50-pool-nsp-mlm", True, 0.3), ("v50-pool-nsp-mlm", False, 0.1),
+                       ("v99-cond-mlm", True, 0.1), ("v99-cond-mlm", False, 0.1)))]
 
 pytestmark = [
     pytest.mark.fuzz,
@@ -252,34 +255,48 @@ def _kind(op, how: str) -> str:
     return f"{op.__name__.strip('_').removesuffix('_op')} {how}"
 
 
-def structure_mutations(original: bytes, target: Path, seed: str, count: int):
+def structure_mutations(original: bytes, target: Path, seed: str, count: int, first: int = 0):
     """`count` structure mutants, each written to `target` (`Mutant.data` is None: the mutant is
-    the file), their kinds taken in turn from STRUCTURE_KINDS."""
+    the file), their kinds taken in turn from STRUCTURE_KINDS, starting at kind number `first`."""
     rng = random.Random(seed)
     for number in range(count):
-        op, how = STRUCTURE_KINDS[number % len(STRUCTURE_KINDS)]
+        op, how = STRUCTURE_KINDS[(first + number) % len(STRUCTURE_KINDS)]
         target.write_bytes(original)
         with h5py.File(target, "r+") as f:
             label = f"#{number} " + op(f, rng, how)
         yield Mutant(_kind(op, how), label, None)
 
 
-@pytest.mark.parametrize("name,with_config,share", STRUCTURE_CASES)
-def test_structure(tmp_path, name, with_config, share):
+def structure_plan(run: int, share: float) -> tuple[int, int, list[str]]:
+    """The structure run number `run` of STRUCTURE_CASES: its case count (its share of CASES, at
+    least its part of one round), the kind it starts at, and the kinds it must take."""
+    part = math.ceil(len(STRUCTURE_KINDS) / len(STRUCTURE_CASES))
+    cases, first = share_of_cases(share, at_least=part), run * part
+    kinds = [_kind(*STRUCTURE_KINDS[(first + n) % len(STRUCTURE_KINDS)]) for n in range(min(cases, len(STRUCTURE_KINDS)))]
+    return cases, first, kinds
+
+
+def test_the_structure_runs_together_take_every_kind():
+    taken = {kind for case in STRUCTURE_CASES for kind in structure_plan(case.values[0], case.values[3])[2]}
+    assert taken == {_kind(op, how) for op, how in STRUCTURE_KINDS}
+
+
+@pytest.mark.parametrize("run,name,with_config,share", STRUCTURE_CASES)
+def test_structure(tmp_path, run, name, with_config, share):
     source = B4K / name / FILE
     original = source.read_bytes()
     if with_config:
         shutil.copy(B4K / name / "bert_config.json", tmp_path / "bert_config.json")
     target = tmp_path / FILE
-    cases = share_of_cases(share, at_least=len(STRUCTURE_KINDS))
+    cases, first, kinds = structure_plan(run, share)
 
     def run(note) -> Counter:
         def case(mutant) -> str:
             note(mutant.label)
             return check_case(target, f"{name} {mutant.label}")
 
-        mutants = structure_mutations(original, target, f"h5-structure-{name}-{with_config}", cases)
-        return run_mutants(mutants, [_kind(op, how) for op, how in STRUCTURE_KINDS], case)
+        mutants = structure_mutations(original, target, f"h5-structure-{name}-{with_config}", cases, first)
+        return run_mutants(mutants, kinds, case)
 
     outcomes = in_child(run, f"{name} structure mutations")
     print(f"{name}: {cases} cases: {dict(outcomes)}")

@@ -30,7 +30,7 @@ from fuzzing import (BYTE_KINDS, BYTE_SCHEDULE, ENTRY_KINDS, ENTRY_SCHEDULE, IND
 
 TF2 = FIXTURES / "tf2"
 PREFIX = "bert_model.ckpt"
-#: fixture directory -> (bundle prefix inside it, share of CASES (300 by default, `make fuzz`:
+#: fixture directory -> (bundle prefix inside it, share of CASES (100 by default, `make fuzz`:
 #: 20000) for its index bytes). A case costs 10-40 ms (tracemalloc on).
 INDEX_SHARES = {
     TF2 / "garden-model-adam": (PREFIX, 0.3),

@@ -18,7 +18,7 @@ from bertconv.commands import output
 from bertconv.commands.batch import checkpoints_below
 from bertconv.formats.registry import FORMATS
 
-from conftest import FIXTURES, run_cli, run_in_process
+from conftest import FIXTURES, requires, run_cli, run_in_process
 
 COMMANDS = ("inspect", "audit", "verify", "diff", "convert", "fill-mask")
 CHECKPOINT_KEYS = ("path", "format", "family", "config", "heads", "ignored")
@@ -82,7 +82,8 @@ def _runs(command: str, fixture: Path, tmp_path: Path) -> list[list]:
     return [[command, fixture, "--json"]]
 
 
-@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("command", [pytest.param(c, marks=requires("tokenizers") if c == "fill-mask" else ())
+                                     for c in COMMANDS])
 def test_every_command_on_every_fixture_prints_what_its_schema_says(command, tmp_path):
     seen = set()
     for fixture in REGISTERED:
@@ -98,6 +99,7 @@ def test_every_command_on_every_fixture_prints_what_its_schema_says(command, tmp
     assert False in seen  # every command reports on fixtures, not only errors
 
 
+@requires("tokenizers")  # fill-mask's object is one of them
 def test_the_checkpoint_fields_are_the_same_in_every_command(tmp_path):
     objects = [json.loads(run_in_process(*args).stdout) for command in COMMANDS
                for args in _runs(command, TRAINED, tmp_path)[:1]]
@@ -120,6 +122,7 @@ def test_bad_input_prints_an_error_object_and_exits_two(command, tmp_path):
     assert obj["error"]["message"] in result.stderr
 
 
+@requires("tokenizers")
 def test_fill_mask_of_several_texts_is_one_valid_object_per_text():
     texts = ["the [MASK] sat on [MASK] mat .", "no mask", "[MASK] dog"]
     result = run_in_process("fill-mask", TRAINED, *texts, "--json", "--top-k", "2")

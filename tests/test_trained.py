@@ -22,7 +22,7 @@ from bertconv.dtypes import BFLOAT16, FLOAT16, FLOAT32, FLOAT64, all_elements_eq
 from bertconv.tensor import ArrayTensor
 from bertconv.tree import ParameterTree
 
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, requires, run_cli
 
 TRAINED = FIXTURES / "trained"
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -75,8 +75,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("fixture, flags, status, verdict, signs", CASES,
-                         ids=[f"{c[0]}{''.join(c[1])}" for c in CASES])
+@pytest.mark.parametrize("fixture, flags, status, verdict, signs", [
+    pytest.param(*case, id=f"{case[0]}{''.join(case[1])}", marks=requires("torch") if "torch" in case[1] else ())
+    for case in CASES])
 def test_fixture_verdicts(fixture, flags, status, verdict, signs):
     code, report = verify_json(TRAINED / fixture, *flags)
     judged = report["mlm_trained"]
@@ -147,6 +148,7 @@ def test_probe_figures_are_what_transformers_computes():
     assert ours.nll == pytest.approx(theirs.nll, abs=1e-4) and ours.entropy == theirs.entropy
 
 
+@requires("torch")
 def test_numpy_and_torch_probes_agree():
     tree = formats.read(TRAINED / "bert4keras")
     by_numpy, by_torch = trained.probe(tree, "numpy"), trained.probe(tree, "torch")

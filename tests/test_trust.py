@@ -29,7 +29,7 @@ from bertconv.checks.diff import diff
 from bertconv.config import COMPUTATION_FIELDS
 from bertconv.convert import convert
 from bertconv.errors import BadInput
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, needs, run_cli
 
 HF = FIXTURES / "hf" / "pretraining"
 TF = FIXTURES / "tf" / "full"
@@ -143,8 +143,7 @@ def test_diff_counts_a_config_difference_as_a_difference(tmp_path):
 def _bin_with_extra_heads(directory: Path) -> Path:
     """The HF fixture as a transformers-4-style pytorch_model.bin: a tied decoder stored (sharing
     the embeddings' storage) and three heads BERT pre-training does not define."""
-    import torch
-    from safetensors.torch import load_file
+    torch, load_file = needs("torch"), needs("safetensors.torch").load_file
 
     state = load_file(str(HF / "model.safetensors"))
     state["cls.predictions.decoder.weight"] = state["bert.embeddings.word_embeddings.weight"]
@@ -349,8 +348,7 @@ def test_inspect_shows_the_file_shape_with_the_file_name():
 
 
 def test_training_saves_and_non_tensor_entries_are_read_and_listed(tmp_path):
-    import torch
-    from safetensors.torch import load_file
+    torch, load_file = needs("torch"), needs("safetensors.torch").load_file
 
     state = load_file(str(HF / "model.safetensors"))
     optimizer = {"state": {0: {"exp_avg": torch.zeros(3, 4), "step": 5}}, "param_groups": [{"lr": 0.1}]}
