@@ -225,7 +225,9 @@ class Ignored:
     `copy_of` names the canonical parameter this entry is a second stored copy of, when the
     format's framework loads the tree's copy over it (transformers' TF loader overwrites the
     encoder's embeddings with the MLM head's copies); `tensor` is then its data, which
-    `checks.copies` compares with the tree's by value.
+    `checks.copies` compares with the tree's by value. `unread` is an entry that no row and no
+    known kind of non-model entry names: the model's computation may read it, so the commands that
+    compute or convert refuse it unless the user accepts the loss (`checks.contract`).
     """
 
     name: str
@@ -235,6 +237,7 @@ class Ignored:
     shape: tuple[int, ...] = ()
     copy_of: str | None = None
     tensor: LazyTensor | None = field(default=None, compare=False, repr=False)
+    unread: bool = False
 
     def as_dict(self) -> dict:
         return {"name": self.name, "reason": self.reason, "parameters": self.parameters,

@@ -5,8 +5,9 @@
 - Every config key a family declares its computation reads, mutated one at a time in each family's
   Hugging Face fixture: `diff` sees it, each conversion keeps it or refuses (exit 2, nothing
   written), and the runtime's logits change wherever the mutated model still runs.
-- A key no family declares and none knows to be inert stops every command that computes or
-  converts (exit 2, naming it) unless `--accept-loss KEY`; `inspect` and `audit` note it.
+- A key no family declares and none knows to be inert, or a tensor no table row or skip names,
+  stops every command that computes or converts (exit 2, naming it) unless `--accept-loss NAME`;
+  `inspect` and `audit` note it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from bertconv import families, formats
 from bertconv.config import COMPUTATION_FIELDS
 from bertconv.errors import BadInput, BertconvError
 from bertconv.families.keys import BASE_COMPUTES
-from conftest import FIXTURES, ROOT, run_in_process
+from conftest import FIXTURES, ROOT, needs, run_in_process
 
 PACKAGE = ROOT / "bertconv"
 #: Each family's Hugging Face masked-LM fixture.
@@ -237,3 +238,40 @@ def test_inert_keys_of_real_configs_are_not_unread():
     """The keys real checkpoints' configs carry (Google's Chinese BERT, transformers' saves) read."""
     for fixture in FAMILY_FIXTURES.values():
         assert formats.read(fixture).config.unread == ()
+
+
+# --- tensors nobody's table names -----------------------------------------------------------
+
+
+@pytest.fixture
+def unnamed_tensor(tmp_path) -> Path:
+    """The BERT fixture with one more tensor inside the encoder that no table row names (as a
+    relative-position table was before bertconv knew it)."""
+    numpy = needs("safetensors.numpy")
+    directory = tmp_path / "unnamed"
+    shutil.copytree(FAMILY_FIXTURES["bert"], directory)
+    tensors = numpy.load_file(directory / "model.safetensors")
+    tensors["bert.encoder.layer.0.attention.self.rotary.inv_freq"] = np.ones(4, np.float32)
+    numpy.save_file(tensors, directory / "model.safetensors")
+    return directory
+
+
+def test_a_tensor_no_table_names_stops_every_command_that_computes_or_converts(unnamed_tensor, tmp_path):
+    name = "bert.encoder.layer.0.attention.self.rotary.inv_freq"
+    for command, args in _computing_commands(unnamed_tensor, tmp_path).items():
+        result = run_in_process(*args)
+        assert result.exit_code == 2 and name in result.stderr and f"--accept-loss {name}" in result.stderr, command
+    accepted = run_in_process("convert", unnamed_tensor, tmp_path / "out", "--to", "hf", "--accept-loss", name)
+    assert accepted.exit_code == 0 and "accepted loss" in accepted.stderr
+    inspected = json.loads(run_in_process("inspect", unnamed_tensor, "--json").stdout)
+    assert any(name in note and "--accept-loss" in note for note in inspected["notes"])
+
+
+def test_known_kinds_of_non_model_entry_are_not_unread():
+    """Optimizer slots, steps, buffers, task heads and the other model of an ELECTRA pre-training
+    checkpoint are named by the formats' skips: no fixture holds an entry nobody names."""
+    for fmt in formats.registry.FORMATS:
+        for pattern in fmt.fixtures:
+            for path in sorted(FIXTURES.glob(pattern)):
+                tree = formats.read(path)
+                assert not [i.name for i in tree.ignored if i.unread], path

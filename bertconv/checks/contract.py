@@ -1,46 +1,60 @@
-"""The computation contract: what a config says that bertconv would not compute with.
+"""The computation contract: what a checkpoint holds that bertconv would not compute with.
 
 A family declares the config keys its computation reads and those that never matter
-(`bertconv.families`); any other key a config states, or a key fixed at another value than
-bertconv computes, is *unread* (`BertConfig.unread`). A command that computes or converts
-(`convert`, `diff`, `verify`, `fill-mask`) refuses such a key (exit 2, naming it) unless the user
-accepts the loss by name (`--accept-loss KEY`), and then says what was accepted; `inspect` and
-`audit`, which compute nothing, note it.
+(`bertconv.families`), and a format's table names every tensor of a model and the known kinds of
+non-model entry (optimizer state, steps, buffers, task heads). What neither names is *unread*: a
+config key outside the declaration, or fixed at another value than bertconv computes
+(`BertConfig.unread`), and a tensor no row or skip names (`Ignored.unread`). A command that
+computes or converts (`convert`, `diff`, `verify`, `fill-mask`) refuses each (exit 2, naming it)
+unless the user accepts the loss by name (`--accept-loss NAME`), and then says what was accepted;
+`inspect` and `audit`, which compute nothing, note it.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from .. import families
 from ..errors import bad_input
 from ..tree import ParameterTree
 
 
-def _unread(tree: ParameterTree) -> list[tuple[str, str]]:
-    return list(tree.config.unread)
+@dataclass(frozen=True)
+class Unread:
+    """One thing a checkpoint holds that bertconv would not compute with."""
+
+    name: str
+    what: str
+
+    def sentence(self, tree: ParameterTree) -> str:
+        return f"{self.what}, which bertconv's {families.of(tree.config).display} model does not compute with"
 
 
-def _where(tree: ParameterTree) -> str:
-    return str(tree.config.source or tree.path)
+def unread(tree: ParameterTree) -> list[Unread]:
+    """The unread config keys (with their values) and tensors of `tree`, in that order."""
+    where = tree.config.source or tree.path
+    keys = [Unread(key, f"{where} states {key} = {value}") for key, value in tree.config.unread]
+    tensors = [Unread(entry.name, f"{tree.path} holds {entry.name} {list(entry.shape)}, which no row of its "
+                                  f"format's table names") for entry in tree.ignored if entry.unread]
+    return keys + tensors
 
 
 def require_read(tree: ParameterTree, accept_loss: tuple[str, ...] | list[str] = ()) -> list[str]:
-    """Refuse `tree` if its config states a key its computation in bertconv would not honour and
-    that is not in `accept_loss`; the notes that say which accepted keys were left out."""
-    refused = [(key, value) for key, value in _unread(tree) if key not in accept_loss]
+    """Refuse `tree` if it holds something its computation in bertconv would not honour that is
+    not named in `accept_loss`; the notes that say which accepted ones were left out."""
+    found = unread(tree)
+    refused = [item for item in found if item.name not in accept_loss]
     if refused:
-        stated = "; ".join(f"{key} = {value}" for key, value in refused)
-        keys = " ".join(f"--accept-loss {key}" for key, _ in refused)
-        raise bad_input(tree.config.source or tree.path,
-                        f"the config states {stated}, which bertconv's {families.of(tree.config).display} model "
-                        f"does not compute with (neither a setting it reads nor one known not to change the "
-                        f"results); computed or converted without it, the model could compute otherwise. Nothing "
-                        f"was computed or written; pass {keys} to go on without it")
-    return [f"accepted loss: {_where(tree)} states {key} = {value}, which bertconv does not compute with"
-            for key, value in _unread(tree) if key in accept_loss]
+        stated = "; ".join(item.sentence(tree) for item in refused)
+        flags = " ".join(f"--accept-loss {item.name}" for item in refused)
+        raise bad_input(tree.config.source if tree.config.unread else tree.path,
+                        f"{stated} (neither something it reads nor known not to change the results); computed "
+                        f"or converted without it, the model could compute otherwise. Nothing was computed or "
+                        f"written; pass {flags} to go on without it")
+    return [f"accepted loss: {item.sentence(tree)}" for item in found]
 
 
 def unread_notes(tree: ParameterTree) -> list[str]:
-    """What `inspect` and `audit` say of the unread keys (they compute nothing, so they go on)."""
-    return [f"{_where(tree)} states {key} = {value}, which bertconv's {families.of(tree.config).display} model "
-            f"does not compute with: convert, diff, verify and fill-mask refuse it unless --accept-loss {key}"
-            for key, value in _unread(tree)]
+    """What `inspect` and `audit` say of what is unread (they compute nothing, so they go on)."""
+    return [f"{item.sentence(tree)}: convert, diff, verify and fill-mask refuse it unless --accept-loss {item.name}"
+            for item in unread(tree)]

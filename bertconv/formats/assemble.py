@@ -60,9 +60,9 @@ def assemble(
     for entry in entries:
         match = table.match(rename(entry.name))
         if match is None:
-            reason = table.skip_reason(entry.name) or UNKNOWN_REASON.format(format=format_name)
-            ignored.append(Ignored(entry.name, reason, entry.tensor.numel, str(entry.tensor.dtype),
-                                   tuple(entry.tensor.shape)))
+            reason = table.skip_reason(entry.name)
+            ignored.append(Ignored(entry.name, reason or UNKNOWN_REASON.format(format=format_name), entry.tensor.numel,
+                                   str(entry.tensor.dtype), tuple(entry.tensor.shape), unread=reason is None))
             continue
         if match.canonical in params:
             raise bad_input(path, f"both {params[match.canonical].source!r} and {entry.name!r} are "

@@ -39,7 +39,7 @@ from pathlib import Path
 from ..containers import tf_bundle, tf_prefix
 from ..tree import ParameterTree
 from . import object_bundle
-from .table import Row, Table, dense_rows, norm_rows
+from .table import Row, Skip, Table, dense_rows, norm_rows
 
 FORMAT = "tf-hub-savedmodel"
 #: The same names in a checkpoint of the functional `BertEncoder` (networks/bert_encoder.py), what
@@ -79,6 +79,9 @@ TABLE = Table(FORMAT, (
     *dense_rows("mlm.transform", "cls/predictions/transform/dense"),
     *norm_rows("mlm.norm", "cls/predictions/transform/LayerNorm"),
     Row("mlm.output_bias", "cls/predictions/output_bias/bias"),
+), skips=(
+    # The exporter saves the preprocessing's casing beside the weights (`export_tfhub_lib`).
+    Skip("do_lower_case/*", "the tokenizer's lower-casing flag the exporter saved, not a weight"),
 ))
 
 LAYOUT = object_bundle.ObjectLayout(FORMAT, TABLE, DEFAULT_ACTIVATION, object_bundle.keras_attention_shape,
