@@ -72,10 +72,14 @@ class Tokenizer:
       pad_id: the padding token's id, or None.
       lower_case: whether text is lower-cased (None: the tokenizer.json's normalizer decides, or
         a byte-level BPE, which keeps case); casing: why.
+      settings: the transformers settings it was built with (`do_lower_case`, `strip_accents`, ...;
+        empty for a tokenizer.json, which holds its own).
+      notes: what its user should hear about how it was built.
     """
 
     def __init__(self, backend: Any, *, source: Path, kind: str, mask_token: str, pad_token: str | None,
-                 lower_case: bool | None = None, casing: str | None = None):
+                 lower_case: bool | None = None, casing: str | None = None, settings: dict | None = None,
+                 notes: list[str] | None = None):
         self.backend = backend
         self.source = Path(source)
         self.kind = kind
@@ -88,6 +92,7 @@ class Tokenizer:
         self.mask_token, self.mask_id = mask_token, self.vocab[mask_token]
         self.pad_id = self.vocab.get(pad_token) if pad_token is not None else None
         self.lower_case, self.casing = lower_case, casing
+        self.settings, self.notes = dict(settings or {}), list(notes or [])
 
     def encode(self, text: str, pair: str | None = None) -> Encoding:
         """The text (and pair) with the special tokens the tokenizer adds."""
