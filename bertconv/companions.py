@@ -1,7 +1,9 @@
 """The files that travel with a checkpoint without being part of it: vocabulary and tokenizer.
 
-A conversion carries them from the source's directory into the output, and `convert --force`
-keeps those an existing output holds: a model without its tokenizer is a model nobody can run.
+A conversion carries them from the source's directory into the output: a model without its
+tokenizer is a model nobody can run. `convert --force` may replace an earlier output holding them,
+and they go with it: a replacement holds only what its conversion wrote, never another model's
+vocabulary.
 """
 
 from __future__ import annotations

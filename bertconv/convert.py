@@ -121,7 +121,8 @@ def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool 
         raise bad_input(destination, f"{how} {source}, which this conversion reads; choose a destination "
                                      f"apart from the inputs")
     extra = companions.find(companions.source_directory(tree.path))
-    replaceable = Replaceable(owned=fmt.owned_files, kept=companions.TOKENIZER_FILES) if fmt.writes_directory else None
+    replaceable = Replaceable(owned=fmt.owned_files, companions=companions.TOKENIZER_FILES) \
+        if fmt.writes_directory else None
     result = Conversion(tree, destination, target, notes=_default_notes(tree))
     try:
         with atomic_output(destination, directory=fmt.writes_directory, force=force,
@@ -129,6 +130,7 @@ def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool 
             written = fmt.write(tree, partial, options=options)
             if fmt.writes_directory:
                 written += _carry(extra, partial, written)
+                result.notes += _companions_not_rewritten(destination, written)
             output = formats.read(partial)
             dropped = ("mlm.decoder", "mlm.decoder_bias") if options.drop_untied_decoder else ()
             accepted = (*accept_loss, "tie_word_embeddings") if dropped else accept_loss
@@ -170,6 +172,18 @@ def _carry(files: list[Path], directory: Path, written: list[Path]) -> list[Path
             shutil.copyfile(file, directory / file.name)
             carried.append(directory / file.name)
     return carried
+
+
+def _companions_not_rewritten(destination: Path, written: list[Path]) -> list[str]:
+    """A note naming the tokenizer files an earlier output at `destination` holds that this
+    conversion does not write: they go with the output they belonged to."""
+    gone = sorted({p.name for p in companions.find(destination)} - {p.name for p in written}) \
+        if paths.kind_of(destination) == "directory" else []
+    if not gone:
+        return []
+    return [f"{destination} held {', '.join(gone)} beside the earlier output; the source has no such "
+            f"{'file' if len(gone) == 1 else 'files'}, so the replacement holds none: copy them in if they belong "
+            f"to this model"]
 
 
 def _default_notes(tree: ParameterTree) -> list[str]:

@@ -77,18 +77,40 @@ def clash(destination: Path, inputs: list[Path]) -> tuple[Path, str] | None:
     """The first input `destination` would replace, contain or sit inside, with how; else None.
 
     `inputs` are every file and directory a command reads (checkpoint files, config, vocab,
-    tokenizer files, the directory the user named).
+    tokenizer files, the directory the user named). A hard link to an input inside a destination
+    directory counts as the input itself: replacing the directory would remove it.
     """
     destination_chain = identity_chain(destination)
     destination_id = identity(destination)
+    links = hard_links_within(destination)
     for source in inputs:
         source_id = identity(source)
         if source_id is None:
             continue
         if destination_id is not None and destination_id == source_id:
             return source, "is"
+        if source_id in links:
+            return source, f"holds {links[source_id].name}, a hard link to"
         if destination_id is not None and destination_id in identity_chain(source)[1:]:
             return source, "contains"
         if os.path.isdir(source) and source_id in destination_chain:
             return source, "lies inside"
     return None
+
+
+def hard_links_within(directory: Path) -> dict[Identity, Path]:
+    """identity -> entry for the regular files directly inside `directory` that have other names
+    too (a link count above one); {} when it is not a directory. Not recursive: `--force`
+    replaces no directory that holds a subdirectory."""
+    if kind_of(directory) != "directory":
+        return {}
+    links = {}
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                st = entry.stat(follow_symlinks=False)
+                if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                    links[(st.st_dev, st.st_ino)] = Path(entry.path)
+    except OSError:
+        return links
+    return links
