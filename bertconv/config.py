@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from . import json_text
 from .errors import bad_input
 
 #: BERT's per-head width; used to state a default head count when nothing else says it.
@@ -453,7 +454,7 @@ def load_config_file(path: Path, *, gelu_means_for_google: str, family: str = "b
     """
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json_text.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise bad_input(path, "config file does not exist") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

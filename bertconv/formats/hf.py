@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import json_text
 from ..config import BertConfig
 from ..containers import safetensors_file
 from ..errors import bad_input
@@ -301,7 +302,7 @@ def sniff(path: Path) -> str | None:
 
 def _first_shard(index_path: Path) -> str:
     try:
-        weight_map = json.loads(index_path.read_text()).get("weight_map", {})
+        weight_map = json_text.loads(index_path.read_text()).get("weight_map", {})
         return next(iter(weight_map.values()), "")
     except (OSError, ValueError, AttributeError):
         return ""
@@ -376,7 +377,7 @@ def _non_tensors(file: Path, checkpoint: torch_pickle.TorchCheckpoint, table: Ta
 
 def _shards(index_path: Path) -> list[Path]:
     try:
-        index = json.loads(index_path.read_text(encoding="utf-8"))
+        index = json_text.loads(index_path.read_text(encoding="utf-8"))
         weight_map = index["weight_map"]
         if not isinstance(weight_map, dict):
             raise TypeError("weight_map is not an object")

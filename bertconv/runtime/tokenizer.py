@@ -15,11 +15,11 @@ extra (`pip install 'bertconv[fill-mask]'`), as torch is; without it fill-mask s
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import json_text
 from ..errors import BadInput, bad_input
 
 TOKENIZER_JSON = "tokenizer.json"
@@ -157,7 +157,7 @@ def _is_token_map(path: Path) -> bool:
 
 def read_json(path: Path) -> Any:
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        return json_text.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise bad_input(path, f"cannot read it as JSON: {exc}") from None
 
