@@ -51,6 +51,9 @@ class Replaceable:
       owned: name patterns (fnmatch) of the files a checkpoint of this kind consists of.
       companions: name patterns of the files that travel with such a checkpoint (tokenizer
         files): an earlier output holding them may be replaced too, and they with it.
+
+    A symbolic link with such a name is part of the old output too (a vocab.txt linked from
+    elsewhere): replacing the directory removes the link, never what it points to.
     """
 
     owned: tuple[str, ...]
@@ -61,8 +64,9 @@ class Replaceable:
         marked /)."""
         out = []
         for entry in sorted(os.listdir(directory)):
-            if paths.kind_of(directory / entry) != "file":
-                out.append(entry + ("/" if (directory / entry).is_dir() else ""))
+            kind = paths.kind_of(directory / entry)
+            if kind not in ("file", "symlink"):
+                out.append(entry + ("/" if kind == "directory" else ""))
             elif not self._matches(entry, self.owned + self.companions):
                 out.append(entry)
         return out
@@ -141,8 +145,9 @@ def check_replaceable(destination: Path, *, directory: bool, force: bool,
         unrelated = replaceable.unrelated(destination)
         if unrelated:
             shown = ", ".join(unrelated[:8]) + (" ..." if len(unrelated) > 8 else "")
-            raise bad_input(destination, f"holds {len(unrelated)} entr{'y' if len(unrelated) == 1 else 'ies'} that "
-                                         f"are not part of the checkpoint being written ({shown}); --force "
+            one = len(unrelated) == 1
+            raise bad_input(destination, f"holds {len(unrelated)} {'entry that is' if one else 'entries that are'} "
+                                         f"not part of the checkpoint being written ({shown}); --force "
                                          f"replaces only a checkpoint of the same kind: choose another "
                                          f"destination or move those away")
 
@@ -159,7 +164,9 @@ def atomic_output(destination: Path, *, directory: bool, force: bool = False,
     """
     destination = Path(os.path.abspath(destination))
     if not destination.parent.is_dir():
-        raise bad_input(destination, f"parent directory {destination.parent} does not exist")
+        there = paths.kind_of(destination.parent)
+        raise bad_input(destination, f"parent directory {destination.parent} does not exist" if there is None else
+                        f"parent {destination.parent} is {'a file' if there == 'file' else there}, not a directory")
     check_replaceable(destination, directory=directory, force=force, replaceable=replaceable)
     before = _lstat_identity(destination)
     clean_stale(destination)

@@ -33,5 +33,6 @@ def source_directory(path: Path) -> Path:
 
 
 def find(directory: Path) -> list[Path]:
-    """The tokenizer files in `directory` that are regular files, in `TOKENIZER_FILES` order."""
-    return [directory / name for name in TOKENIZER_FILES if paths.kind_of(directory / name) == "file"]
+    """The tokenizer files in `directory` that are regular files or links to one (a Hugging Face
+    cache's snapshot links every file), in `TOKENIZER_FILES` order."""
+    return [directory / name for name in TOKENIZER_FILES if paths.file_problem(directory / name) is None]

@@ -138,10 +138,22 @@ def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool 
             result.tensors = [p.source for p in output]
             result.ignored = _set_aside(tree, output)
     except OSError as exc:
-        reason = "no space left on device" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
-        raise bad_input(destination, f"cannot write: {reason}; nothing was left at the destination") from None
+        raise bad_input(destination, f"cannot write: {_write_failure(exc)}; nothing was left at the "
+                                     f"destination") from None
     result.files = [destination / p.relative_to(partial) if fmt.writes_directory else destination for p in written]
     return result
+
+
+def _write_failure(exc: OSError) -> str:
+    """Why writing failed, in one line: the system's words for its errno. h5py's OSError carries
+    HDF5's whole report in its text (times, buffer addresses, line breaks)."""
+    if exc.errno == errno.ENOSPC:
+        return "no space left on device"
+    if exc.errno == errno.EFBIG:
+        return "file too large (over the file-size limit of this process, `ulimit -f`, or of the filesystem)"
+    if exc.errno:
+        return os.strerror(exc.errno)
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 # --- cross-family refusal (issue 16) ---------------------------------------------------------

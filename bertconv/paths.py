@@ -40,16 +40,37 @@ def kind_of(path: Path) -> str | None:
     return _KINDS.get(stat.S_IFMT(mode), "a special file")
 
 
-def require_file_or_directory(path: Path, what: str = "input") -> None:
-    """Refuse a FIFO, socket or device: reading one can block forever or never end.
-    A path that does not exist is left to the caller's own message."""
+def special_kind(path: Path) -> str | None:
+    """What `path` leads to (symlinks followed) when that is a FIFO, socket or device ("a FIFO
+    (named pipe)", ...); None for a regular file, a directory or nothing at all."""
     try:
         mode = os.stat(path).st_mode
     except OSError:
-        return
-    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-        raise bad_input(path, f"is {_KINDS.get(stat.S_IFMT(mode), 'a special file')}, not a regular file or "
-                              f"directory; bertconv reads {what}s only from files")
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return _KINDS.get(stat.S_IFMT(mode), "a special file")
+
+
+def require_file_or_directory(path: Path, what: str = "input") -> None:
+    """Refuse a FIFO, socket or device: reading one can block forever or never end.
+    A path that does not exist is left to the caller's own message."""
+    special = special_kind(path)
+    if special is not None:
+        raise bad_input(path, f"is {special}, not a regular file or directory; bertconv reads {what}s only "
+                              f"from files")
+
+
+def file_problem(path: Path) -> str | None:
+    """None when `path` leads to a regular file (symlinks followed); else what is there instead, as
+    the end of a sentence naming it: "does not exist", "is a directory, not a file", "is a FIFO
+    (named pipe), not a regular file"."""
+    if os.path.isfile(path):
+        return None
+    if os.path.isdir(path):
+        return "is a directory, not a file"
+    special = special_kind(path)
+    return f"is {special}, not a regular file" if special is not None else "does not exist"
 
 
 def identity(path: Path) -> Identity | None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import json_text
+from .. import json_text, paths
 from ..config import BertConfig
 from ..containers import safetensors_file
 from ..errors import bad_input
@@ -388,8 +388,8 @@ def _shards(index_path: Path) -> list[Path]:
         shard_path = index_path.parent / str(shard)
         if Path(str(shard)).is_absolute() or ".." in Path(str(shard)).parts:
             raise bad_input(index_path, f"shard {shard!r} lies outside the checkpoint's directory")
-        if not shard_path.is_file():
-            raise bad_input(index_path, f"shard {shard!r} listed in the weight_map does not exist")
+        if (problem := paths.file_problem(shard_path)) is not None:
+            raise bad_input(index_path, f"shard {shard!r} listed in the weight_map {problem}")
         shards.append(shard_path)
     return shards
 

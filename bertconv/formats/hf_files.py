@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import json_text
+from .. import json_text, paths
 from ..config import BertConfig
 from ..errors import bad_input
 from ..tree import ParameterTree
@@ -57,8 +57,8 @@ def weight_map(index_path: Path) -> dict[str, Path]:
         if shard not in shards:
             if Path(shard).is_absolute() or ".." in Path(shard).parts:
                 raise bad_input(index_path, f"shard {shard!r} lies outside the checkpoint's directory")
-            if not (index_path.parent / shard).is_file():
-                raise bad_input(index_path, f"shard {shard!r} listed in the weight_map does not exist")
+            if (problem := paths.file_problem(index_path.parent / shard)) is not None:
+                raise bad_input(index_path, f"shard {shard!r} listed in the weight_map {problem}")
             shards[shard] = index_path.parent / shard
     return {str(name): shards[str(shard)] for name, shard in mapping.items()}
 
