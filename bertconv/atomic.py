@@ -13,8 +13,9 @@ very file it inspected at the start.
 
 `--force` replaces only a checkpoint of the kind being written (`Replaceable`): never a device,
 FIFO, socket or symlink, never a file where a directory is written, never a directory holding
-anything the format does not own. Companion files the format does not write (tokenizer files)
-are carried over into the replacement.
+anything the format does not own or that may travel with it (tokenizer files). A replacement
+holds exactly what this run wrote: what the old output held and this run did not write is gone
+with it.
 """
 
 from __future__ import annotations
@@ -48,26 +49,27 @@ class Replaceable:
 
     Attributes:
       owned: name patterns (fnmatch) of the files a checkpoint of this kind consists of.
-      kept: name patterns of companion files (tokenizer files) that are carried into the
-        replacement when it does not write them itself.
+      companions: name patterns of the files that travel with such a checkpoint (tokenizer
+        files): an earlier output holding them may be replaced too, and they with it.
+
+    A symbolic link with such a name is part of the old output too (a vocab.txt linked from
+    elsewhere): replacing the directory removes the link, never what it points to.
     """
 
     owned: tuple[str, ...]
-    kept: tuple[str, ...] = ()
+    companions: tuple[str, ...] = ()
 
     def unrelated(self, directory: Path) -> list[str]:
-        """Entries of `directory` that are neither owned nor kept (sorted; subdirectories marked /)."""
+        """Entries of `directory` that are neither owned nor companions (sorted; subdirectories
+        marked /)."""
         out = []
         for entry in sorted(os.listdir(directory)):
-            if paths.kind_of(directory / entry) != "file":
-                out.append(entry + ("/" if (directory / entry).is_dir() else ""))
-            elif not self._matches(entry, self.owned + self.kept):
+            kind = paths.kind_of(directory / entry)
+            if kind not in ("file", "symlink"):
+                out.append(entry + ("/" if kind == "directory" else ""))
+            elif not self._matches(entry, self.owned + self.companions):
                 out.append(entry)
         return out
-
-    def kept_in(self, directory: Path) -> list[Path]:
-        return [directory / e for e in sorted(os.listdir(directory))
-                if self._matches(e, self.kept) and paths.kind_of(directory / e) == "file"]
 
     @staticmethod
     def _matches(name: str, patterns: tuple[str, ...]) -> bool:
@@ -143,8 +145,9 @@ def check_replaceable(destination: Path, *, directory: bool, force: bool,
         unrelated = replaceable.unrelated(destination)
         if unrelated:
             shown = ", ".join(unrelated[:8]) + (" ..." if len(unrelated) > 8 else "")
-            raise bad_input(destination, f"holds {len(unrelated)} entr{'y' if len(unrelated) == 1 else 'ies'} that "
-                                         f"are not part of the checkpoint being written ({shown}); --force "
+            one = len(unrelated) == 1
+            raise bad_input(destination, f"holds {len(unrelated)} {'entry that is' if one else 'entries that are'} "
+                                         f"not part of the checkpoint being written ({shown}); --force "
                                          f"replaces only a checkpoint of the same kind: choose another "
                                          f"destination or move those away")
 
@@ -156,12 +159,14 @@ def atomic_output(destination: Path, *, directory: bool, force: bool = False,
 
     `directory` says whether the output is a directory (created empty) or a single file. An
     existing destination is replaced only with `force`, and only as `check_replaceable` allows;
-    companions that `replaceable.kept` names are carried over. On any failure (a signal
+    the replacement holds only what was written into the temporary. On any failure (a signal
     included) the temporary is removed and the destination is left as it was.
     """
     destination = Path(os.path.abspath(destination))
     if not destination.parent.is_dir():
-        raise bad_input(destination, f"parent directory {destination.parent} does not exist")
+        there = paths.kind_of(destination.parent)
+        raise bad_input(destination, f"parent directory {destination.parent} does not exist" if there is None else
+                        f"parent {destination.parent} is {'a file' if there == 'file' else there}, not a directory")
     check_replaceable(destination, directory=directory, force=force, replaceable=replaceable)
     before = _lstat_identity(destination)
     clean_stale(destination)
@@ -171,8 +176,6 @@ def atomic_output(destination: Path, *, directory: bool, force: bool = False,
         partial.mkdir()
     try:
         yield partial
-        if before is not None and directory and replaceable is not None:
-            _carry_kept(destination, partial, replaceable)
         _fsync_tree(partial)
         _install(partial, destination, before)
     except BaseException:
@@ -188,12 +191,6 @@ def _lstat_identity(path: Path) -> tuple[int, int, int] | None:
     except FileNotFoundError:
         return None
     return st.st_dev, st.st_ino, st.st_ctime_ns
-
-
-def _carry_kept(destination: Path, partial: Path, replaceable: Replaceable) -> None:
-    for companion in replaceable.kept_in(destination):
-        if not (partial / companion.name).exists():
-            shutil.copy2(companion, partial / companion.name)
 
 
 def _install(partial: Path, destination: Path, before: tuple[int, int, int] | None) -> None:

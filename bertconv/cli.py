@@ -18,41 +18,10 @@ import sys
 from inspect import cleandoc  # loaded anyway: dataclasses imports inspect
 from typing import Callable, NoReturn
 
-from .commands import output
+from .commands import COMMANDS, output
 from .commands.arguments import add_all
 from .errors import EXIT_BAD_INPUT, EXIT_OK, BertconvError
-
-#: Command name -> (its module in bertconv.commands, which defines `ARGUMENTS` and `command`; the line
-#: `bertconv --help` shows, the first of `command`'s docstring). A module is imported when its command
-#: runs, so that `audit` does not wait for what `fill-mask` or `diff` import.
-COMMANDS = {
-    "inspect": ("inspect", "Show a checkpoint's format, config, tensors and ignored entries (reads headers only)."),
-    "audit": ("audit", "Count parameters per component against the closed form from the config (reads no tensor "
-                       "data)."),
-    "convert": ("convert", "Convert SRC to DST in another (or the same) format, through the canonical tree."),
-    "verify": ("verify", "Check that the MLM head is present, trained and its decoder tied, and that shapes agree "
-                         "with the config."),
-    "diff": ("diff", "Compare two checkpoints tensor by tensor in canonical space (any two formats)."),
-    "fill-mask": ("fill_mask", "Predict every [MASK] in each TEXT with the checkpoint's MLM head."),
-}
-
-#: Signals that end a run the way Ctrl-C does: unwinding, so that temporaries are removed.
-UNWINDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-#: Shells report death by signal N as 128 + N.
-SIGNAL_EXIT_BASE = 128
-
-
-class Terminated(BaseException):
-    """Raised by the handler of an unwinding signal; like KeyboardInterrupt, not an error."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _terminate(signum, _frame):
-    raise Terminated(signum)
-
+from .launch import Terminated, install_signal_handlers, json_requested, stopped
 
 class UsageError(Exception):
     """A command line argparse cannot parse (exit 2), with the parser whose usage to show."""
@@ -161,11 +130,9 @@ def _run(args: list[str]) -> int:
         _print_error_object(args, str(exc), exc.path)
         return exc.exit_status
     except KeyboardInterrupt:
-        sys.stderr.write("bertconv: interrupted\n")
-        return SIGNAL_EXIT_BASE + signal.SIGINT
+        return stopped(args, signal.SIGINT)
     except Terminated as exc:
-        sys.stderr.write(f"bertconv: stopped by {signal.Signals(exc.signum).name}\n")
-        return SIGNAL_EXIT_BASE + exc.signum
+        return stopped(args, exc.signum)
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_OK
@@ -178,17 +145,9 @@ def _run(args: list[str]) -> int:
     return EXIT_OK
 
 
-def _json_requested(args: list[str]) -> bool:
-    """Whether the command line asks for `--json` (read from the arguments themselves, so that
-    an error while parsing the others is still answered in JSON)."""
-    if "--" in args:
-        args = args[:args.index("--")]
-    return "--json" in args
-
-
 def _print_error_object(args: list[str], message: str, path: str | None) -> None:
     """With --json, the error as the command's JSON object on stdout (see `commands.output`)."""
-    if args and args[0] in COMMANDS and _json_requested(args):
+    if json_requested(args):
         output.write(args[0], output.error_object(message, path))
 
 
@@ -206,8 +165,7 @@ def _silence_stdout() -> None:
 
 def run() -> None:
     """The console entry point: signal handlers, a usable stdout, then the commands."""
-    for signum in UNWINDING_SIGNALS:
-        signal.signal(signum, _terminate)
+    install_signal_handlers()
     if sys.stdout is None:  # started with stdout closed (`>&-`)
         sys.stderr.write("bertconv: error: standard output is closed; nowhere to print the result\n")
         raise SystemExit(EXIT_BAD_INPUT)

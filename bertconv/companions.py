@@ -1,7 +1,9 @@
 """The files that travel with a checkpoint without being part of it: vocabulary and tokenizer.
 
-A conversion carries them from the source's directory into the output, and `convert --force`
-keeps those an existing output holds: a model without its tokenizer is a model nobody can run.
+A conversion carries them from the source's directory into the output: a model without its
+tokenizer is a model nobody can run. `convert --force` may replace an earlier output holding them,
+and they go with it: a replacement holds only what its conversion wrote, never another model's
+vocabulary.
 """
 
 from __future__ import annotations
@@ -31,5 +33,6 @@ def source_directory(path: Path) -> Path:
 
 
 def find(directory: Path) -> list[Path]:
-    """The tokenizer files in `directory` that are regular files, in `TOKENIZER_FILES` order."""
-    return [directory / name for name in TOKENIZER_FILES if paths.kind_of(directory / name) == "file"]
+    """The tokenizer files in `directory` that are regular files or links to one (a Hugging Face
+    cache's snapshot links every file), in `TOKENIZER_FILES` order."""
+    return [directory / name for name in TOKENIZER_FILES if paths.file_problem(directory / name) is None]

@@ -130,7 +130,8 @@ def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool 
         raise bad_input(destination, f"{how} {source}, which this conversion reads; choose a destination "
                                      f"apart from the inputs")
     extra = companions.find(companions.source_directory(tree.path))
-    replaceable = Replaceable(owned=fmt.owned_files, kept=companions.TOKENIZER_FILES) if fmt.writes_directory else None
+    replaceable = Replaceable(owned=fmt.owned_files, companions=companions.TOKENIZER_FILES) \
+        if fmt.writes_directory else None
     result = Conversion(tree, destination, target,
                         notes=[*require_read(tree, accept_loss), *_default_notes(tree),
                                *(copy.sentence() for copy in differing_copies(tree))])
@@ -144,6 +145,7 @@ def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool 
             written = fmt.write(written_tree, partial, options=options)
             if fmt.writes_directory:
                 written += _carry(extra, partial, written)
+                result.notes += _companions_not_rewritten(destination, written)
             output = formats.read(partial)
             dropped = ("mlm.decoder", "mlm.decoder_bias") if options.drop_untied_decoder else ()
             accepted = (*accept_loss, "tie_word_embeddings") if dropped else accept_loss
@@ -152,10 +154,22 @@ def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool 
             result.tensors = [p.source for p in output]
             result.ignored = _set_aside(tree, output)
     except OSError as exc:
-        reason = "no space left on device" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
-        raise bad_input(destination, f"cannot write: {reason}; nothing was left at the destination") from None
+        raise bad_input(destination, f"cannot write: {_write_failure(exc)}; nothing was left at the "
+                                     f"destination") from None
     result.files = [destination / p.relative_to(partial) if fmt.writes_directory else destination for p in written]
     return result
+
+
+def _write_failure(exc: OSError) -> str:
+    """Why writing failed, in one line: the system's words for its errno. h5py's OSError carries
+    HDF5's whole report in its text (times, buffer addresses, line breaks)."""
+    if exc.errno == errno.ENOSPC:
+        return "no space left on device"
+    if exc.errno == errno.EFBIG:
+        return "file too large (over the file-size limit of this process, `ulimit -f`, or of the filesystem)"
+    if exc.errno:
+        return os.strerror(exc.errno)
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 # --- cross-family refusal (issue 16) ---------------------------------------------------------
@@ -208,6 +222,18 @@ def _carry(files: list[Path], directory: Path, written: list[Path]) -> list[Path
             shutil.copyfile(file, directory / file.name)
             carried.append(directory / file.name)
     return carried
+
+
+def _companions_not_rewritten(destination: Path, written: list[Path]) -> list[str]:
+    """A note naming the tokenizer files an earlier output at `destination` holds that this
+    conversion does not write: they go with the output they belonged to."""
+    gone = sorted({p.name for p in companions.find(destination)} - {p.name for p in written}) \
+        if paths.kind_of(destination) == "directory" else []
+    if not gone:
+        return []
+    return [f"{destination} held {', '.join(gone)} beside the earlier output; the source has no such "
+            f"{'file' if len(gone) == 1 else 'files'}, so the replacement holds none: copy them in if they belong "
+            f"to this model"]
 
 
 def _default_notes(tree: ParameterTree) -> list[str]:

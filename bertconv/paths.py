@@ -40,16 +40,37 @@ def kind_of(path: Path) -> str | None:
     return _KINDS.get(stat.S_IFMT(mode), "a special file")
 
 
-def require_file_or_directory(path: Path, what: str = "input") -> None:
-    """Refuse a FIFO, socket or device: reading one can block forever or never end.
-    A path that does not exist is left to the caller's own message."""
+def special_kind(path: Path) -> str | None:
+    """What `path` leads to (symlinks followed) when that is a FIFO, socket or device ("a FIFO
+    (named pipe)", ...); None for a regular file, a directory or nothing at all."""
     try:
         mode = os.stat(path).st_mode
     except OSError:
-        return
-    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-        raise bad_input(path, f"is {_KINDS.get(stat.S_IFMT(mode), 'a special file')}, not a regular file or "
-                              f"directory; bertconv reads {what}s only from files")
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return _KINDS.get(stat.S_IFMT(mode), "a special file")
+
+
+def require_file_or_directory(path: Path, what: str = "input") -> None:
+    """Refuse a FIFO, socket or device: reading one can block forever or never end.
+    A path that does not exist is left to the caller's own message."""
+    special = special_kind(path)
+    if special is not None:
+        raise bad_input(path, f"is {special}, not a regular file or directory; bertconv reads {what}s only "
+                              f"from files")
+
+
+def file_problem(path: Path) -> str | None:
+    """None when `path` leads to a regular file (symlinks followed); else what is there instead, as
+    the end of a sentence naming it: "does not exist", "is a directory, not a file", "is a FIFO
+    (named pipe), not a regular file"."""
+    if os.path.isfile(path):
+        return None
+    if os.path.isdir(path):
+        return "is a directory, not a file"
+    special = special_kind(path)
+    return f"is {special}, not a regular file" if special is not None else "does not exist"
 
 
 def why_not_a_file(path: Path) -> str | None:
@@ -97,18 +118,40 @@ def clash(destination: Path, inputs: list[Path]) -> tuple[Path, str] | None:
     """The first input `destination` would replace, contain or sit inside, with how; else None.
 
     `inputs` are every file and directory a command reads (checkpoint files, config, vocab,
-    tokenizer files, the directory the user named).
+    tokenizer files, the directory the user named). A hard link to an input inside a destination
+    directory counts as the input itself: replacing the directory would remove it.
     """
     destination_chain = identity_chain(destination)
     destination_id = identity(destination)
+    links = hard_links_within(destination)
     for source in inputs:
         source_id = identity(source)
         if source_id is None:
             continue
         if destination_id is not None and destination_id == source_id:
             return source, "is"
+        if source_id in links:
+            return source, f"holds {links[source_id].name}, a hard link to"
         if destination_id is not None and destination_id in identity_chain(source)[1:]:
             return source, "contains"
         if os.path.isdir(source) and source_id in destination_chain:
             return source, "lies inside"
     return None
+
+
+def hard_links_within(directory: Path) -> dict[Identity, Path]:
+    """identity -> entry for the regular files directly inside `directory` that have other names
+    too (a link count above one); {} when it is not a directory. Not recursive: `--force`
+    replaces no directory that holds a subdirectory."""
+    if kind_of(directory) != "directory":
+        return {}
+    links = {}
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                st = entry.stat(follow_symlinks=False)
+                if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                    links[(st.st_dev, st.st_ino)] = Path(entry.path)
+    except OSError:
+        return links
+    return links

@@ -202,7 +202,49 @@ def test_existing_destination_is_replaced_only_with_force(tmp_path, target):
     assert _digest(destination) != before
     assert sorted(p.name for p in tmp_path.iterdir()) == [destination.name], "a temporary was left"
     assert run_cli("diff", SMALL, destination).exit_code == 0
-    assert (destination / "tokenizer.json").read_text() == '{"kept": true}', "--force lost a tokenizer file"
+    assert not (destination / "tokenizer.json").exists(), "--force kept a file this conversion did not write"
+
+
+def test_a_forced_output_holds_exactly_what_the_conversion_wrote(tmp_path):
+    """An earlier output's vocab.txt (83 tokens) is not left beside a new model of 99 rows whose
+    source has none; the conversion says it is gone."""
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("model.safetensors", "config.json"):
+        shutil.copy(SMALL / name, source / name)
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    for name in ("model.safetensors", "config.json"):
+        shutil.copy(SMALL / name, earlier / name)
+    (earlier / "vocab.txt").write_text("".join(f"t{i}\n" for i in range(83)))
+    destination = tmp_path / "out"
+    assert run_cli("convert", earlier, destination, "--to", "hf").exit_code == 0
+    assert (destination / "vocab.txt").is_file()
+    result = run_cli("convert", source, destination, "--to", "hf", "--force", "--json")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert not (destination / "vocab.txt").exists()
+    listed = {Path(f).name for f in report["output"]["files"]}
+    assert {p.name for p in destination.iterdir()} == listed
+    assert any("vocab.txt" in note and "holds none" in note for note in report["notes"])
+    people = run_cli("convert", earlier, destination, "--to", "hf", "--force")  # the vocab.txt comes back
+    assert people.exit_code == 0 and (destination / "vocab.txt").is_file() and "holds none" not in people.stderr
+
+
+def test_a_destination_holding_a_hard_link_to_an_input_is_refused(tmp_path):
+    """Refused by device and inode, as the README promises, whatever the link is called."""
+    source = tmp_path / "source"
+    shutil.copytree(SMALL, source)
+    destination = tmp_path / "out"
+    assert run_cli("convert", source, destination, "--to", "hf").exit_code == 0
+    (destination / "model.safetensors").unlink()
+    os.link(source / "model.safetensors", destination / "model.safetensors")
+    before = _digest(source), _digest(destination)
+    result = run_cli("convert", source, destination, "--to", "hf", "--force")
+    assert result.exit_code == 2
+    assert "a hard link to" in result.stderr and str(source / "model.safetensors") in result.stderr
+    assert (_digest(source), _digest(destination)) == before
+    assert (destination / "model.safetensors").stat().st_ino == (source / "model.safetensors").stat().st_ino
 
 
 def test_temporaries_of_live_runs_and_unrelated_files_are_left_alone(tmp_path):

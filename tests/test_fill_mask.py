@@ -297,3 +297,54 @@ def test_loading_reports_every_byte_it_reads():
     NumpyBert(tree, on_tensor=seen.append)
     plan = weights.plan(tree)
     assert sum(seen) == weights.plan_nbytes(tree, plan) > 0 and len(seen) == len(plan.names)
+
+
+# --- the tokenizer transformers builds, and a vocabulary of another size ------------------------------
+
+
+def cased_vocab_checkpoint(directory) -> None:
+    """The tied checkpoint with a bare vocab.txt (no tokenizer_config.json) that has upper-case tokens."""
+    for name in ("model.safetensors", "config.json"):
+        shutil.copy(TIED / name, directory / name)
+    tokens = VOCAB.read_text(encoding="utf-8").splitlines()
+    cased = {"paris": "Paris", "big": "Big", "france": "France"}
+    (directory / "vocab.txt").write_text("\n".join(cased.get(t, t) for t in tokens) + "\n", encoding="utf-8")
+
+
+def test_a_bare_cased_vocab_fills_as_transformers_5_on_the_same_directory(cli, tmp_path):
+    """transformers 5 lower-cases a vocab.txt with no tokenizer_config.json (BertTokenizer's default),
+    whatever its tokens: "Paris" becomes [UNK]; fill-mask gives its ids and probabilities and says so."""
+    transformers = pytest.importorskip("transformers")
+    transformers.logging.set_verbosity_error()
+    cased_vocab_checkpoint(tmp_path)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    model = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path, attn_implementation="eager").eval()
+    pipeline = transformers.pipeline("fill-mask", model=model, tokenizer=tokenizer, top_k=TOP_K)
+    text = "Paris is [MASK] Big"
+    result = cli("fill-mask", tmp_path, text, "--json", "--top-k", TOP_K)
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert_same_predictions([m["predictions"] for m in report["masks"]],
+                            [[(r["token"], r["score"]) for r in pipeline(text)]])
+    assert report["tokenizer"]["settings"] == {"do_lower_case": True, "tokenize_chinese_chars": True,
+                                               "strip_accents": None}
+    assert report["tokenizer"]["casing"] == "do_lower_case true, BertTokenizer's default"
+    assert len(report["notes"]) == 1 and "upper-case letters" in report["notes"][0]
+    people = cli("fill-mask", tmp_path, text)
+    assert "tokenizer settings: do_lower_case=true, tokenize_chinese_chars=true, strip_accents=null" in people.stdout
+    assert "warning:" in people.stderr and "--cased" in people.stderr
+
+
+def test_a_vocab_shorter_than_the_embeddings_warns_naming_both_sizes(cli, tmp_path):
+    """Rows no token names are kept (a vocabulary padded for speed leaves them on purpose), and said."""
+    for name in ("model.safetensors", "config.json"):
+        shutil.copy(TIED / name, tmp_path / name)
+    tokens = VOCAB.read_text(encoding="utf-8").splitlines()
+    (tmp_path / "vocab.txt").write_text("\n".join(tokens[:83]) + "\n", encoding="utf-8")
+    people = cli("fill-mask", tmp_path, "the cat [MASK] on the mat.")
+    assert people.exit_code == 0, people.stderr
+    assert "warning:" in people.stderr and "83 tokens" in people.stderr and "99 rows" in people.stderr
+    assert "rows 83..98 have no token" in people.stderr
+    report = json.loads(cli("fill-mask", tmp_path, "the cat [MASK] on the mat.", "--json").stdout)
+    assert any("83 tokens" in note and "99 rows" in note for note in report["notes"])
+    assert "warning" not in cli("fill-mask", TIED, "the cat [MASK] on the mat.").stderr

@@ -8,6 +8,7 @@ traceback would); a few run `bertconv` as a separate process, as a user does (`r
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -239,3 +240,87 @@ def test_not_a_checkpoint_at_all(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     fails(cli("inspect", empty), 2, str(empty), "holds no checkpoint", "model.safetensors")
+
+
+# --- what a path is, said as it is (issue 26) -------------------------------------------------------
+
+TIED = FIXTURES / "runtime" / "pretraining"
+
+
+def sharded(directory: Path) -> Path:
+    """The tied fixture as a two-shard checkpoint whose second shard is for the test to make."""
+    directory.mkdir()
+    shutil.copy(TIED / "config.json", directory)
+    shutil.copy(TIED / "model.safetensors", directory / "model-00001-of-00002.safetensors")
+    (directory / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": {
+        "a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}))
+    return directory / "model-00002-of-00002.safetensors"
+
+
+@pytest.mark.parametrize("kind, said", [("fifo", "is a FIFO (named pipe), not a regular file"),
+                                        ("directory", "is a directory, not a file"), ("absent", "does not exist")])
+def test_a_shard_that_is_not_a_file_is_said_to_be_what_it_is(tmp_path, kind, said):
+    shard = sharded(tmp_path / "ckpt")
+    if kind == "fifo":
+        os.mkfifo(shard)
+    elif kind == "directory":
+        shard.mkdir()
+    fails(cli("audit", tmp_path / "ckpt"), 2, "model.safetensors.index.json",
+          f"shard 'model-00002-of-00002.safetensors' listed in the weight_map {said}")
+
+
+def test_a_directory_whose_checkpoint_is_a_fifo_says_so(tmp_path):
+    directory = tmp_path / "ckpt"
+    directory.mkdir()
+    shutil.copy(TIED / "config.json", directory)
+    os.mkfifo(directory / "model.safetensors")
+    fails(cli("audit", directory), 2, "model.safetensors is a FIFO (named pipe), not a regular file")
+
+
+def test_a_destination_whose_parent_is_a_file_says_so(tmp_path):
+    (tmp_path / "afile").write_text("")
+    output = fails(cli("convert", TIED, tmp_path / "afile" / "out", "--to", "hf"), 2,
+                   f"parent {tmp_path / 'afile'} is a file, not a directory")
+    assert "does not exist" not in output
+
+
+def test_one_foreign_entry_is_one_entry_that_is(tmp_path):
+    destination = tmp_path / "out"
+    assert cli("convert", TIED, destination, "--to", "hf").exit_code == 0
+    (destination / "stray").write_text("")
+    fails(cli("convert", TIED, destination, "--to", "hf", "--force"), 2, "holds 1 entry that is not part")
+
+
+def test_a_linked_vocab_txt_is_a_tokenizer_file_on_both_sides(tmp_path):
+    """A Hugging Face cache's snapshot links every file: its vocab.txt is carried into the output;
+    a vocab.txt link in an earlier output is replaced (the link, never what it points to)."""
+    source = tmp_path / "snapshot"
+    source.mkdir()
+    for name in ("config.json", "model.safetensors", "vocab.txt"):
+        (source / name).symlink_to(TIED / name)
+    destination = tmp_path / "out"
+    assert cli("convert", source, destination, "--to", "hf").exit_code == 0
+    assert (destination / "vocab.txt").read_bytes() == (TIED / "vocab.txt").read_bytes()
+    assert not (destination / "vocab.txt").is_symlink()
+    (destination / "vocab.txt").unlink()
+    elsewhere = tmp_path / "vocab-elsewhere.txt"
+    shutil.copy(TIED / "vocab.txt", elsewhere)
+    (destination / "vocab.txt").symlink_to(elsewhere)
+    result = cli("convert", TIED, destination, "--to", "hf", "--force")
+    assert result.exit_code == 0, result.stderr
+    assert not (destination / "vocab.txt").is_symlink() and elsewhere.read_bytes() == (TIED / "vocab.txt").read_bytes()
+
+
+@pytest.mark.parametrize("target", ["bert4keras", "hf-tf"])
+def test_a_file_size_limit_is_one_line_and_nothing_left(tmp_path, target):
+    """Under `ulimit -f` the HDF5 writers' OSError carries HDF5's whole report; the message is one line."""
+    import subprocess
+    import sys
+    from conftest import ROOT
+    limit = "import resource; resource.setrlimit(resource.RLIMIT_FSIZE, (40960, 40960)); "
+    code = limit + "from bertconv.cli import main; main()"
+    proc = subprocess.run([sys.executable, "-c", code, "convert", str(TIED), str(tmp_path / "out"), "--to", target],
+                          capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "file too large" in proc.stderr and "errno" not in proc.stderr
+    assert list(tmp_path.iterdir()) == []

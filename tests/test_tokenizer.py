@@ -107,15 +107,36 @@ def test_cased_keeps_case_and_accents_uncased_folds_them(cased_vocab):
     assert open_tokenizer(cased_vocab, lower_case=True).encode("The Café").tokens == [CLS, "the", "caf", "##e", SEP]
 
 
-def test_casing_is_decided_from_tokenizer_config_then_vocab(cased_vocab):
+def test_casing_is_transformers_default_unless_tokenizer_config_says(cased_vocab):
+    """A bare vocab.txt is lower-cased whatever its tokens, as transformers 5's BertTokenizer does;
+    upper-case letters in it only bring a note."""
     tokens = cased_vocab.read_text(encoding="utf-8").split()
     assert not looks_uncased(tokens)
-    assert decide_lower_case(cased_vocab, tokens)[0] is False
-    assert open_tokenizer(cased_vocab).lower_case is False
-    (cased_vocab.parent / "tokenizer_config.json").write_text('{"do_lower_case": true}')
-    assert decide_lower_case(cased_vocab, tokens) == (True, "do_lower_case in tokenizer_config.json")
-    assert open_tokenizer(cased_vocab).lower_case is True
+    assert decide_lower_case({}) == (True, "do_lower_case true, BertTokenizer's default")
+    bare = open_tokenizer(cased_vocab)
+    assert bare.lower_case is True and "--cased" in bare.notes[0]
+    assert bare.settings == {"do_lower_case": True, "tokenize_chinese_chars": True, "strip_accents": None}
+    (cased_vocab.parent / "tokenizer_config.json").write_text('{"do_lower_case": false}')
+    assert decide_lower_case({"do_lower_case": False}) == (False, "do_lower_case in tokenizer_config.json")
+    configured = open_tokenizer(cased_vocab)
+    assert configured.lower_case is False and configured.notes == []
     assert looks_uncased(FIXTURE_VOCAB.read_text(encoding="utf-8").split())
+    assert open_tokenizer(FIXTURE_VOCAB).notes == []  # nothing to say of an uncased vocabulary
+
+
+@pytest.mark.parametrize("config", [None, {"do_lower_case": False}, {"strip_accents": False},
+                                    {"do_lower_case": False, "strip_accents": True},
+                                    {"tokenize_chinese_chars": False}])
+def test_a_directory_tokenizes_as_transformers_builds_it_from_the_same_files(cased_vocab, config):
+    """transformers 5's AutoTokenizer on the directory (a config.json says "bert"), the oracle."""
+    directory = cased_vocab.parent
+    (directory / "config.json").write_text('{"model_type": "bert"}')
+    if config is not None:
+        (directory / "tokenizer_config.json").write_text(json.dumps(config))
+    reference = transformers.AutoTokenizer.from_pretrained(directory)
+    ours = open_tokenizer(cased_vocab)
+    for text in ["Paris is [MASK] Big", "The Paris Café.", "Zürich ZÜRICH zurich", "中国s [MASK].", *TEXTS]:
+        assert ours.encode(text).ids == reference(text)["input_ids"], text
 
 
 def test_a_vocab_without_the_special_tokens_is_refused(tmp_path):

@@ -3,6 +3,7 @@ from any format, with the checkpoint's own tokenizer."""
 
 from __future__ import annotations
 
+import json
 import sys
 from argparse import ArgumentTypeError
 from pathlib import Path
@@ -12,7 +13,7 @@ from ..checks.report import checkpoint
 from ..config import ACTIVATIONS
 from ..errors import BadInput, bad_input
 from ..runtime import weights
-from ..runtime.fill_mask import check_masked_lm, check_text, check_vocabulary, predict
+from ..runtime.fill_mask import check_masked_lm, check_text, check_vocabulary, predict, vocabulary_shortfall
 from ..runtime.numerics import DTYPE_MIN, Numerics, family_of
 from ..runtime.tokenizer import find, open_tokenizer
 from . import output
@@ -68,8 +69,8 @@ ARGUMENTS = (
     option("--quiet", "-q", action="store_true", help="No progress bar while the model loads."),
     option("--cased", "--uncased", action=Toggle,
            help="Keep case and accents, or lower-case (for a vocab.txt or spiece.model; default: do_lower_case of a "
-                "tokenizer_config.json beside it, else for a vocab.txt uncased unless it has upper-case letters, for "
-                "a spiece.model uncased)."),
+                "tokenizer_config.json beside it, else uncased, as transformers' BertTokenizer and AlbertTokenizer "
+                "default)."),
     *CHECKPOINT_OPTIONS,
     ACCEPT_LOSS,
     option("--act", dest="activation", choices=ACTIVATIONS,
@@ -109,6 +110,10 @@ def command(path: Path, texts: list[str], texts_file: str | None, vocab_path: Pa
     with byte_progress(f"loading {tree.path.name}", weights.plan_nbytes(tree, plan), quiet or as_json) as advance:
         model = _model(runtime, tree, numerics, advance)
     check_vocabulary(model, tokenizer)
+    notes = [*tokenizer.notes, *filter(None, [vocabulary_shortfall(model, tokenizer)])]
+    if not as_json:
+        for note in notes:
+            stderr.print(f"[yellow]warning:[/] {escape(note)}", soft_wrap=True)
 
     encodings = tokenizer.encode_batch(all_texts)
     errors: dict[int, BadInput] = {}
@@ -124,7 +129,8 @@ def command(path: Path, texts: list[str], texts_file: str | None, vocab_path: Pa
                                          batch_size=batch_size)))
 
     fields = {**checkpoint(tree), "runtime": runtime, "numerics": numerics.describe(),
-              "tokenizer": {"file": str(vocab_path), "kind": tokenizer.kind, "lower_case": tokenizer.lower_case}}
+              "tokenizer": {"file": str(vocab_path), "kind": tokenizer.kind, "lower_case": tokenizer.lower_case,
+                            "casing": tokenizer.casing, "settings": tokenizer.settings}}
     for index, text in enumerate(all_texts):
         if as_json:
             if index in errors:
@@ -150,6 +156,9 @@ def _print_header(tree, runtime: str, numerics: Numerics, vocab_path: Path, toke
     stdout.print(f"numerics: {numerics.describe()} (defaults of {family_of(tree.format)})")
     case = "" if tokenizer.lower_case is None else (", uncased" if tokenizer.lower_case else ", cased")
     stdout.print(f"tokenizer: {escape(str(vocab_path))} ({escape(tokenizer.kind)}{case}: {escape(tokenizer.casing)})")
+    if tokenizer.settings:
+        settings = ", ".join(f"{key}={json.dumps(value)}" for key, value in tokenizer.settings.items())
+        stdout.print(f"tokenizer settings: {escape(settings)}")
 
 
 def _print_text(index: int, text: str, masks, error: BadInput | None, tokenizer, several: bool) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable
 
-from .. import dtypes
+from .. import dtypes, json_text
 from ..dtypes import DType
 from ..errors import bad_input
 from ..lazy import lazy_module
@@ -85,7 +85,7 @@ def read_header(path: Path) -> SafetensorsHeader:
     except OSError as exc:
         raise bad_input(path, f"cannot read: {exc.strerror or exc}") from None
     try:
-        header = json.loads(raw.decode("utf-8"), object_pairs_hook=_refuse_duplicate_keys)
+        header = json_text.loads(raw.decode("utf-8"), object_pairs_hook=_refuse_duplicate_keys)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise bad_input(path, f"safetensors header is not valid JSON: {exc}") from None
     except _DuplicateKey as exc:

@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from .. import json_text
 from ..config import ACTIVATIONS, LAYER_NORM_EPS, BertConfig
 from ..errors import bad_input
 from . import DEFAULT, FAMILIES, of
@@ -180,7 +181,7 @@ def load_config_file(path: Path, *, gelu_means_for_google: str, family: str = DE
     """
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json_text.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise bad_input(path, "config file does not exist") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

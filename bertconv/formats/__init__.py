@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import paths
 from ..errors import bad_input
 from .registry import (FORMATS, MODELS, SNIFF_ORDER, TARGETS, Format, Output, Specificity, container_hints,
                        expected_checkpoints, format_named)
@@ -39,6 +40,13 @@ def resolve(path: Path) -> tuple[Format, Path]:
         for fmt in asked:
             for candidate in fmt.candidates(path):
                 found.setdefault(candidate, fmt)
+        special = next((entry for entry in sorted(found) if paths.special_kind(entry)), None)
+        if special is None and not found:
+            special = next((entry for entry in sorted(path.iterdir()) if paths.special_kind(entry)), None)
+        if special is not None:  # opening a FIFO would wait for a writer forever
+            raise bad_input(path, f"directory holds no checkpoint bertconv reads: {special.name} is "
+                                  f"{paths.special_kind(special)}, not a regular file, and bertconv reads "
+                                  f"checkpoints only from regular files")
         if len(found) == 1:
             ((candidate, fmt),) = found.items()
             return fmt, candidate

@@ -45,6 +45,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .. import json_text
 from ..config import BertConfig
 from ..containers import sstable, tf_bundle, tf_prefix
 from .. import families
@@ -357,7 +358,7 @@ def _albert_inner_groups(prefix: Path, config_path: Path | None) -> int | None:
     if config is None:
         return None
     try:
-        data = json.loads(config.read_text(encoding="utf-8"))
+        data = json_text.loads(config.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None  # reading the config properly reports it
     value = data.get("inner_group_num") if isinstance(data, dict) else None

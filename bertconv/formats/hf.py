@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import families
+from .. import families, json_text, paths
 from ..config import BertConfig
 from ..containers import safetensors_file
 from ..errors import bad_input
@@ -303,7 +303,7 @@ def sniff(path: Path) -> str | None:
 
 def _first_shard(index_path: Path) -> str:
     try:
-        weight_map = json.loads(index_path.read_text()).get("weight_map", {})
+        weight_map = json_text.loads(index_path.read_text()).get("weight_map", {})
         return next(iter(weight_map.values()), "")
     except (OSError, ValueError, AttributeError):
         return ""
@@ -378,7 +378,7 @@ def _non_tensors(file: Path, checkpoint: torch_pickle.TorchCheckpoint, table: Ta
 
 def _shards(index_path: Path) -> list[Path]:
     try:
-        index = json.loads(index_path.read_text(encoding="utf-8"))
+        index = json_text.loads(index_path.read_text(encoding="utf-8"))
         weight_map = index["weight_map"]
         if not isinstance(weight_map, dict):
             raise TypeError("weight_map is not an object")
@@ -389,8 +389,8 @@ def _shards(index_path: Path) -> list[Path]:
         shard_path = index_path.parent / str(shard)
         if Path(str(shard)).is_absolute() or ".." in Path(str(shard)).parts:
             raise bad_input(index_path, f"shard {shard!r} lies outside the checkpoint's directory")
-        if not shard_path.is_file():
-            raise bad_input(index_path, f"shard {shard!r} listed in the weight_map does not exist")
+        if (problem := paths.file_problem(shard_path)) is not None:
+            raise bad_input(index_path, f"shard {shard!r} listed in the weight_map {problem}")
         shards.append(shard_path)
     return shards
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .. import json_text, paths
 from ..config import BertConfig
 from ..errors import bad_input
 from ..families.dialects import hf_config_dict
@@ -35,7 +36,7 @@ def vocab_beside(path: Path) -> Path | None:
 def index_shards_end_with(index_path: Path, suffix: str) -> bool:
     """Whether a shard index's first shard file ends with `suffix` (for sniffing); never raises."""
     try:
-        weight_map = json.loads(Path(index_path).read_text(encoding="utf-8")).get("weight_map", {})
+        weight_map = json_text.loads(Path(index_path).read_text(encoding="utf-8")).get("weight_map", {})
         return str(next(iter(weight_map.values()), "")).endswith(suffix)
     except (OSError, UnicodeDecodeError, ValueError, AttributeError):
         return False
@@ -46,7 +47,7 @@ def weight_map(index_path: Path) -> dict[str, Path]:
     inside the index's directory."""
     index_path = Path(index_path)
     try:
-        mapping = json.loads(index_path.read_text(encoding="utf-8"))["weight_map"]
+        mapping = json_text.loads(index_path.read_text(encoding="utf-8"))["weight_map"]
         if not isinstance(mapping, dict):
             raise TypeError("weight_map is not an object")
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
@@ -57,8 +58,8 @@ def weight_map(index_path: Path) -> dict[str, Path]:
         if shard not in shards:
             if Path(shard).is_absolute() or ".." in Path(shard).parts:
                 raise bad_input(index_path, f"shard {shard!r} lies outside the checkpoint's directory")
-            if not (index_path.parent / shard).is_file():
-                raise bad_input(index_path, f"shard {shard!r} listed in the weight_map does not exist")
+            if (problem := paths.file_problem(index_path.parent / shard)) is not None:
+                raise bad_input(index_path, f"shard {shard!r} listed in the weight_map {problem}")
             shards[shard] = index_path.parent / shard
     return {str(name): shards[str(shard)] for name, shard in mapping.items()}
 

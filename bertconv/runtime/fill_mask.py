@@ -73,6 +73,19 @@ def check_vocabulary(model: Any, tokenizer: Tokenizer) -> None:
                        f"embeddings have {model.config.vocab_size} rows: the tokenizer belongs to another model")
 
 
+def vocabulary_shortfall(model: Any, tokenizer: Tokenizer) -> str | None:
+    """A sentence when the model's embeddings have rows no token of the tokenizer names (their
+    predictions have no token to show), else None. Not refused: vocabularies padded to a multiple
+    of 8 or 64 rows for speed (Megatron's BERT, 30,592 rows for 30,522 tokens) leave such rows on
+    purpose; but a vocabulary of another model does too."""
+    tokens, rows = len(tokenizer.tokens), model.config.vocab_size
+    if tokens >= rows:
+        return None
+    return (f"{tokenizer.source}: the tokenizer has {tokens} tokens but the model's embeddings have {rows} rows: "
+            f"rows {tokens}..{rows - 1} have no token (shown as \"not in the vocabulary\"); if most predictions are "
+            f"such rows, the tokenizer belongs to another model")
+
+
 def check_text(model: Any, tokenizer: Tokenizer, text: str, encoding: Encoding) -> None:
     """BadInput unless the encoded text has a mask and fits the model's position table."""
     if tokenizer.mask_id not in encoding.ids:

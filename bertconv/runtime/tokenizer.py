@@ -15,11 +15,11 @@ extra (`pip install 'bertconv[fill-mask]'`), as torch is; without it fill-mask s
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import json_text
 from ..errors import BadInput, bad_input
 
 TOKENIZER_JSON = "tokenizer.json"
@@ -72,10 +72,14 @@ class Tokenizer:
       pad_id: the padding token's id, or None.
       lower_case: whether text is lower-cased (None: the tokenizer.json's normalizer decides, or
         a byte-level BPE, which keeps case); casing: why.
+      settings: the transformers settings it was built with (`do_lower_case`, `strip_accents`, ...;
+        empty for a tokenizer.json, which holds its own).
+      notes: what its user should hear about how it was built.
     """
 
     def __init__(self, backend: Any, *, source: Path, kind: str, mask_token: str, pad_token: str | None,
-                 lower_case: bool | None = None, casing: str | None = None):
+                 lower_case: bool | None = None, casing: str | None = None, settings: dict | None = None,
+                 notes: list[str] | None = None):
         self.backend = backend
         self.source = Path(source)
         self.kind = kind
@@ -88,6 +92,7 @@ class Tokenizer:
         self.mask_token, self.mask_id = mask_token, self.vocab[mask_token]
         self.pad_id = self.vocab.get(pad_token) if pad_token is not None else None
         self.lower_case, self.casing = lower_case, casing
+        self.settings, self.notes = dict(settings or {}), list(notes or [])
 
     def encode(self, text: str, pair: str | None = None) -> Encoding:
         """The text (and pair) with the special tokens the tokenizer adds."""
@@ -152,7 +157,7 @@ def _is_token_map(path: Path) -> bool:
 
 def read_json(path: Path) -> Any:
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        return json_text.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise bad_input(path, f"cannot read it as JSON: {exc}") from None
 

@@ -68,7 +68,9 @@ def wordpiece(path: Path, *, lower_case: bool | None = None) -> Tokenizer:
     (clean-up, CJK characters apart, lower-casing and accents as decided), BertPreTokenizer
     (whitespace and punctuation), WordPiece, [CLS] A [SEP] (B [SEP]).
 
-    `lower_case` None: `do_lower_case` of the settings, else whether the vocabulary looks uncased.
+    `lower_case` None: `do_lower_case` of the settings, else true (BertTokenizer's default, even for
+    a vocabulary with upper-case letters: a note says so); `tokenize_chinese_chars` (default true)
+    and `strip_accents` (default: as lower-casing) of the settings, as BertTokenizer takes them.
     """
     tokenizers = library()
     tokens = read_vocab_txt(path)
@@ -79,15 +81,19 @@ def wordpiece(path: Path, *, lower_case: bool | None = None) -> Tokenizer:
                if specials[key].content not in vocab]
     if missing:
         raise bad_input(path, f"not a BERT vocabulary: the vocabulary lacks {', '.join(missing)}")
-    casing = "--cased/--uncased"
+    casing, notes = "--cased/--uncased", []
     if lower_case is None:
-        lower_case, casing = decide_lower_case(path, tokens, settings)
+        lower_case, casing = decide_lower_case(settings)
+        if lower_case and "do_lower_case" not in settings and not looks_uncased(tokens):
+            notes.append(f"{path}: the vocabulary has upper-case letters but no {TOKENIZER_CONFIG} says "
+                         f"do_lower_case, so text is lower-cased as transformers' BertTokenizer does by default; "
+                         f"pass --cased if the model was trained on cased text")
+    chinese_chars, strip_accents = settings.get("tokenize_chinese_chars", True), settings.get("strip_accents")
     backend = tokenizers.Tokenizer(tokenizers.models.WordPiece(
         vocab, unk_token=specials["unk_token"].content, max_input_chars_per_word=MAX_CHARS_PER_WORD,
         continuing_subword_prefix=CONTINUATION_PREFIX))
     backend.normalizer = tokenizers.normalizers.BertNormalizer(
-        clean_text=True, handle_chinese_chars=settings.get("tokenize_chinese_chars", True),
-        strip_accents=settings.get("strip_accents"), lowercase=lower_case)
+        clean_text=True, handle_chinese_chars=chinese_chars, strip_accents=strip_accents, lowercase=lower_case)
     backend.pre_tokenizer = tokenizers.pre_tokenizers.BertPreTokenizer()
     backend.add_special_tokens([token for token in specials.values() if token.content in vocab])
     cls, sep = specials["cls_token"].content, specials["sep_token"].content
@@ -95,7 +101,9 @@ def wordpiece(path: Path, *, lower_case: bool | None = None) -> Tokenizer:
         single=f"{cls}:0 $A:0 {sep}:0", pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
         special_tokens=[(cls, vocab[cls]), (sep, vocab[sep])])
     return Tokenizer(backend, source=path, kind="WordPiece vocab.txt", mask_token=specials["mask_token"].content,
-                     pad_token=specials["pad_token"].content, lower_case=lower_case, casing=casing)
+                     pad_token=specials["pad_token"].content, lower_case=lower_case, casing=casing, notes=notes,
+                     settings={"do_lower_case": lower_case, "tokenize_chinese_chars": chinese_chars,
+                               "strip_accents": strip_accents})
 
 
 def byte_level_bpe(vocab_path: Path, merges_path: Path) -> Tokenizer:
@@ -127,7 +135,7 @@ def byte_level_bpe(vocab_path: Path, merges_path: Path) -> Tokenizer:
         (sep, vocab[sep]), (cls, vocab[cls]), trim_offsets=True, add_prefix_space=add_prefix_space)
     return Tokenizer(backend, source=vocab_path, kind=f"byte-level BPE vocab.json + {merges_path.name}",
                      mask_token=specials["mask_token"].content, pad_token=specials["pad_token"].content,
-                     casing="a byte-level BPE keeps case")
+                     casing="a byte-level BPE keeps case", settings={"add_prefix_space": add_prefix_space})
 
 
 def sentencepiece_unigram(path: Path, *, lower_case: bool | None = None) -> Tokenizer:
@@ -159,7 +167,8 @@ def sentencepiece_unigram(path: Path, *, lower_case: bool | None = None) -> Toke
     if model.precompiled_charsmap:
         steps.append(normalizers.Precompiled(model.precompiled_charsmap))
     backend.normalizer = normalizers.Sequence(steps)
-    prepend = "always" if settings.get("add_prefix_space", True) else "never"
+    add_prefix_space = bool(settings.get("add_prefix_space", True))
+    prepend = "always" if add_prefix_space else "never"
     backend.pre_tokenizer = tokenizers.pre_tokenizers.Sequence([
         tokenizers.pre_tokenizers.WhitespaceSplit(),
         tokenizers.pre_tokenizers.Metaspace(replacement=METASPACE, prepend_scheme=prepend)])
@@ -177,7 +186,9 @@ def sentencepiece_unigram(path: Path, *, lower_case: bool | None = None) -> Toke
         single=f"{cls}:0 $A:0 {sep}:0", pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
         special_tokens=[(cls, vocab[cls]), (sep, vocab[sep])])
     return Tokenizer(backend, source=path, kind="SentencePiece Unigram model", mask_token=specials["mask_token"].content,
-                     pad_token=specials["pad_token"].content, lower_case=lower_case, casing=casing)
+                     pad_token=specials["pad_token"].content, lower_case=lower_case, casing=casing,
+                     settings={"do_lower_case": lower_case, "keep_accents": keep_accents,
+                               "add_prefix_space": add_prefix_space})
 
 
 # --- vocab.txt ----------------------------------------------------------------------------------
@@ -192,21 +203,18 @@ def read_vocab_txt(path: Path) -> list[str]:
 
 
 def looks_uncased(tokens: list[str]) -> bool:
-    """No upper-case letter in any token but the bracketed special ones ([CLS], [unused0], ...)."""
+    """No upper-case letter in any token but the bracketed special ones ([CLS], [unused0], ...):
+    lower-casing such a vocabulary's text loses nothing it could tell apart."""
     characters = set("".join(t for t in tokens if not (t.startswith("[") and t.endswith("]"))))  # each once
     return not any(c.isupper() for c in characters)
 
 
-def decide_lower_case(vocab_path: Path, tokens: list[str], settings: dict | None = None) -> tuple[bool, str]:
+def decide_lower_case(settings: dict) -> tuple[bool, str]:
     """(lower_case, why): `do_lower_case` of a tokenizer_config.json beside the vocabulary, else
-    whether the vocabulary looks uncased (`looks_uncased`)."""
-    settings = settings_beside(vocab_path) if settings is None else settings
-    value = settings.get("do_lower_case")
-    if isinstance(value, bool):
-        return value, f"do_lower_case in {TOKENIZER_CONFIG}"
-    if looks_uncased(tokens):
-        return True, "no upper-case letters in the vocabulary"
-    return False, "upper-case letters in the vocabulary"
+    true, as transformers 5's BertTokenizer decides (it never looks at the vocabulary)."""
+    if "do_lower_case" in settings:
+        return bool(settings["do_lower_case"]), f"do_lower_case in {TOKENIZER_CONFIG}"
+    return True, "do_lower_case true, BertTokenizer's default"
 
 
 # --- special tokens -----------------------------------------------------------------------------

@@ -1,0 +1,70 @@
+"""The console entry point (`bertconv`): the signal handlers go in before anything else is
+imported, so that a signal at any moment after the interpreter has started ends the run with one
+line (and, with --json, the command's JSON error object), then `cli` takes over.
+
+SIGTERM and SIGHUP unwind as Ctrl-C does (an output being written is removed on the way out);
+the exit status is the one shells give death by the signal, 128 + N. Before the interpreter runs
+this module's first line, nothing of bertconv can answer a signal.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+#: Signals that end a run the way Ctrl-C does: unwinding, so that temporaries are removed.
+UNWINDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+#: Shells report death by signal N as 128 + N.
+SIGNAL_EXIT_BASE = 128
+
+
+class Terminated(BaseException):
+    """Raised by the handler of an unwinding signal; like KeyboardInterrupt, not an error."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _terminate(signum, _frame):
+    raise Terminated(signum)
+
+
+def install_signal_handlers() -> None:
+    for signum in UNWINDING_SIGNALS:
+        signal.signal(signum, _terminate)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def json_requested(args: list[str]) -> bool:
+    """Whether the command line names a command and asks for its `--json` (read from the arguments
+    themselves, so that an error while parsing the others is still answered in JSON)."""
+    from .commands import COMMANDS
+
+    if "--" in args:
+        args = args[:args.index("--")]
+    return bool(args) and args[0] in COMMANDS and "--json" in args
+
+
+def stopped(args: list[str], signum: int) -> int:
+    """A run ended by signal `signum`: one line on stderr, and the command's JSON error object on
+    stdout with --json; returns the exit status."""
+    message = "interrupted (SIGINT)" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
+    sys.stderr.write(f"bertconv: {message}\n")
+    if json_requested(args):
+        from .commands import output
+
+        output.write(args[0], output.error_object(message, None))
+    return SIGNAL_EXIT_BASE + signum
+
+
+def run() -> None:
+    """`bertconv ARGS`: handlers first, then the command line (`cli.run`)."""
+    install_signal_handlers()
+    try:
+        from . import cli
+    except KeyboardInterrupt:
+        raise SystemExit(stopped(sys.argv[1:], signal.SIGINT)) from None
+    except Terminated as exc:
+        raise SystemExit(stopped(sys.argv[1:], exc.signum)) from None
+    cli.run()
