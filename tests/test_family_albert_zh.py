@@ -138,12 +138,15 @@ def test_a_pre_layernorm_config_is_refused(tmp_path):
         formats.read(directory)
 
 
-def test_without_a_config_the_applied_layer_count_is_asked_for(tmp_path):
+def test_without_a_config_the_applied_layer_count_is_asked_for_by_what_computes(tmp_path):
+    """audit counts brightmart's ALBERT from its tensors (issue 26); verify, which computes,
+    asks for the config (tests/test_family_hf.py has every command)."""
     directory = tmp_path / "bare"
     shutil.copytree(TF_DIR, directory)
     (directory / "albert_config_tiny.json").unlink()
-    result = run_cli("audit", directory)
-    assert result.exit_code == 2 and "--config" in result.stderr
+    assert run_cli("audit", directory).exit_code == 0
+    result = run_cli("verify", directory)
+    assert result.exit_code == 2 and "--config" in result.stderr and "num_hidden_layers" in result.stderr
 
 
 def test_verify_says_the_head_is_complete_and_tied():

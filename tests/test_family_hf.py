@@ -19,7 +19,7 @@ from bertconv.errors import BadInput
 from bertconv.runtime import NumpyBert, TorchBert
 from bertconv.runtime.inputs import position_ids
 
-from conftest import FIXTURES
+from conftest import FIXTURES, run_in_process
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -120,10 +120,27 @@ def test_without_a_config_the_names_tell_the_family(tmp_path, fixture, model_typ
         assert getattr(tree.config, field) == getattr(reference, field), field
 
 
-def test_albert_without_a_config_asks_for_one(tmp_path):
-    shutil.copy(FAMILY / "albert" / "masked_lm" / "model.safetensors", tmp_path / "model.safetensors")
-    with pytest.raises(BadInput, match="pass --config albert_config.json"):
-        formats.read(tmp_path)
+@pytest.mark.parametrize("source", [FAMILY / "albert" / "masked_lm" / "model.safetensors",
+                                    FIXTURES / "albert_zh" / "tf" / "albert_model.ckpt"])
+def test_albert_without_a_config_is_audited_and_nothing_computes_it(source, tmp_path):
+    """An ALBERT's count does not depend on how many times its shared layers are applied: audit
+    counts what the tensors determine and says what they cannot; whatever computes or converts
+    asks for the config, naming the fields."""
+    for file in source.parent.glob(source.name + "*"):
+        shutil.copy(file, tmp_path / file.name)
+    bare = tmp_path / source.name
+    with_config = formats.read(source.parent)
+    audited = run_in_process("audit", bare, "--json")
+    report = json.loads(audited.stdout)
+    assert audited.exit_code == 0 and report["parameters"] == audit(with_config)["parameters"]
+    assert report["config"]["provenance"]["num_hidden_layers"] == "unknown"
+    assert any("no config states num_hidden_layers" in note for note in report["notes"])
+    assert "num_hidden_layers=?" in run_in_process("audit", bare).stdout
+    for args in (["verify", bare], ["fill-mask", bare, "a [MASK]"], ["diff", bare, source.parent],
+                 ["convert", bare, tmp_path / "out", "--to", "tf"]):
+        refused = run_in_process(*args)
+        assert refused.exit_code == 2 and "no config states num_hidden_layers" in refused.stderr, args
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_config_of_another_family_is_refused(tmp_path):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from .. import families
 from ..errors import bad_input
+from ..formats.assemble import UNKNOWN
 from ..tree import ParameterTree
 
 
@@ -39,9 +40,26 @@ def unread(tree: ParameterTree) -> list[Unread]:
     return keys + tensors
 
 
+def unknown_fields(tree: ParameterTree) -> list[str]:
+    """Config fields neither a config nor the shapes give (provenance "unknown"): their values are
+    placeholders (an ALBERT's applied layer count and grouping without its config)."""
+    return [name for name, source in tree.config.provenance.items() if source == UNKNOWN]
+
+
+def _unknown_sentence(tree: ParameterTree, fields: list[str]) -> str:
+    return (f"no config states {', '.join(fields)}, and {tree.path}'s shapes do not say "
+            f"{'it' if len(fields) == 1 else 'them'} ({families.of(tree.config).display} models apply their stored "
+            f"layers a number of times only their config gives)")
+
+
 def require_read(tree: ParameterTree, accept_loss: tuple[str, ...] | list[str] = ()) -> list[str]:
-    """Refuse `tree` if it holds something its computation in bertconv would not honour that is
-    not named in `accept_loss`; the notes that say which accepted ones were left out."""
+    """Refuse `tree` if a field its computation needs is unknown, or if it holds something its
+    computation in bertconv would not honour that is not named in `accept_loss`; the notes that
+    say which accepted ones were left out."""
+    unknown = unknown_fields(tree)
+    if unknown:
+        raise bad_input(tree.path, f"{_unknown_sentence(tree, unknown)}; nothing was computed or written: pass "
+                                   f"--config with the model's config file")
     found = unread(tree)
     refused = [item for item in found if item.name not in accept_loss]
     if refused:
@@ -55,6 +73,10 @@ def require_read(tree: ParameterTree, accept_loss: tuple[str, ...] | list[str] =
 
 
 def unread_notes(tree: ParameterTree) -> list[str]:
-    """What `inspect` and `audit` say of what is unread (they compute nothing, so they go on)."""
-    return [f"{item.sentence(tree)}: convert, diff, verify and fill-mask refuse it unless --accept-loss {item.name}"
-            for item in unread(tree)]
+    """What `inspect` and `audit` say of what is unread or unknown (they compute nothing, so they
+    go on)."""
+    unknown = unknown_fields(tree)
+    notes = [f"{_unknown_sentence(tree, unknown)}: the counts do not depend on {'it' if len(unknown) == 1 else 'them'}; "
+             f"convert, diff, verify and fill-mask need --config"] if unknown else []
+    return notes + [f"{item.sentence(tree)}: convert, diff, verify and fill-mask refuse it unless "
+                    f"--accept-loss {item.name}" for item in unread(tree)]

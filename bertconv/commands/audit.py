@@ -19,7 +19,8 @@ def print_report(report: dict) -> None:
                  + (f"  model [cyan]{report['model']}[/]" if report["model"] else ""))
     config = report["config"]
     shown = [key for key in SHOWN_CONFIG if key in config] + (["conditional_size"] if config.get("conditional_size") else [])
-    stdout.print("config: " + " ".join(f"{key}={config[key]}" for key in shown))
+    unknown = {key for key, source in config["provenance"].items() if source == "unknown"}
+    stdout.print("config: " + " ".join(f"{key}={'?' if key in unknown else config[key]}" for key in shown))
     heads = ", ".join(name for name, present in report["heads"].items() if present) or "none"
     stdout.print(f"heads: {heads}")
     table = Table("component", "parameters", "closed form", "")
@@ -32,8 +33,12 @@ def print_report(report: dict) -> None:
     for copy in report["tied_copies"]:
         how = "shares storage with" if copy["shared_storage"] else "is a stored copy of"
         stdout.print(f"tied: {copy['name']} ({copy['canonical']}) {how} its tied parameter; counted once")
-    for sentence in ignored_summary(report["ignored"]):
+    ignored = ignored_summary(report["ignored"])
+    for sentence in ignored:
         stdout.print(f"{sentence} (not counted)")
+    for note in report["notes"]:
+        if note not in ignored:
+            stdout.print(f"note: {note}")
     for problem in report["problems"]:
         stdout.print(f"[red]problem:[/] {problem}")
     stdout.print("[green]audit ok[/]" if report["ok"] else "[red]audit FAILED[/]")

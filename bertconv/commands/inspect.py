@@ -75,7 +75,8 @@ def command(paths: list[Path], config_path: Path | None, num_heads: int | None, 
                  + (f"  model [cyan]{report['model']}[/]" if report["model"] else ""))
     config = tree.config
     stdout.print(
-        f"config: V={config.vocab_size} H={config.hidden_size} L={config.num_hidden_layers} "
+        f"config: V={config.vocab_size} H={config.hidden_size} "
+        f"L={'?' if config.provenance.get('num_hidden_layers') == 'unknown' else config.num_hidden_layers} "
         f"A={config.num_attention_heads} I={config.intermediate_size} P={config.max_position_embeddings} "
         f"T={config.type_vocab_size} act={config.hidden_act}"
         + (f" C={config.conditional_size}" if config.conditional_size else "")

@@ -18,6 +18,9 @@ from ..tree import Ignored, Parameter, ParameterTree, layer_of, model_order_key,
 from .table import Table
 
 UNKNOWN_REASON = "not a BERT pre-training parameter (no row of the {format} table names it)"
+#: The provenance of a field neither a config nor the shapes give (an ALBERT's applied layer
+#: count without its config): its value is a placeholder no command computes or converts with.
+UNKNOWN = "unknown"
 
 
 @dataclass(frozen=True)
@@ -142,9 +145,6 @@ def config_from_shapes(path: Path, params: dict[str, Parameter], activation: str
         return int(shape[axis])
 
     declared = families.named(family)
-    if not declared.shapes_give_layer_count:
-        raise bad_input(path, f"no config given, and an {declared.display} checkpoint's shapes do not say how many "
-                              f"times its shared layers are applied; pass --config {declared.model_type}_config.json")
     relative = sorted(n for n in params if n.endswith(".attention.distance_embedding"))
     if relative:
         raise bad_input(params[relative[0]].file,
@@ -154,7 +154,9 @@ def config_from_shapes(path: Path, params: dict[str, Parameter], activation: str
                         f"pass --config config.json")
     width = dim("embeddings.word", 1)
     projected = "embeddings.projection.kernel" in params
-    hidden = dim("embeddings.projection.kernel", 1) if projected else width
+    projector = next((n for n in ("embeddings.projection.kernel", "embeddings.word_projection.kernel") if n in params),
+                     None)
+    hidden = dim(projector, 1) if projector else width
     layers = {layer_of(n) for n in params if layer_of(n) is not None}
     conditional = [p for n, p in params.items() if role_of(n).conditional]
     provenance = {k: "shapes" for k in ("vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size",
@@ -163,6 +165,13 @@ def config_from_shapes(path: Path, params: dict[str, Parameter], activation: str
     provenance.update(num_attention_heads="default", hidden_act="default", layer_norm_eps="default",
                       tie_word_embeddings="default", model_type="format",
                       position_offset="format" if declared.position_offset_key else "default")
+    shared: dict[str, int] = {}
+    if not declared.shapes_give_layer_count:
+        # How many times the stored layers are applied, and how they group, only a config says;
+        # the parameter count does not depend on it (each stored layer counts once), so audit can
+        # go on, and whatever computes or converts refuses these fields (`checks.contract`).
+        shared = dict(num_hidden_groups=len(layers), inner_group_num=1)
+        provenance.update({name: UNKNOWN for name in ("num_hidden_layers", *shared)})
     return BertConfig(
         vocab_size=dim("embeddings.word", 0),
         hidden_size=hidden,
@@ -177,6 +186,7 @@ def config_from_shapes(path: Path, params: dict[str, Parameter], activation: str
         embedding_size=width if width != hidden or declared.states_embedding_size else None,
         embedding_projection=projected,
         position_offset=position_offset(declared),
+        **shared,
         provenance=provenance,
     )
 

@@ -412,6 +412,8 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     )
     tree.scope = scope
     tree.model = chosen.model.name
+    if config is None and chosen.model is ALBERT_ZH:  # sizes from the shapes; the names say brightmart's
+        tree.config = _albert_zh_config(tree.config)
     return tree
 
 
