@@ -172,6 +172,10 @@ def _refuse_other_family(tree: ParameterTree, target: str, destination: Path) ->
         return
     able = [name for name, fmt in formats.TARGETS.items() if family in fmt.families]
     instead = f"convert it --to {' or --to '.join(able)}" if able else "no target writes it yet"
+    if tree.config.position_offset:
+        # What no table could fix: the target's model looks positions up from row 0.
+        instead = (f"its positions start at row {tree.config.position_offset} of the position table (past the "
+                   f"padding index), and the {target} writer's models count them from row 0; {instead}")
     raise bad_input(destination, f"{tree.path} holds a {families.display_name(family)} model (model_type "
                                  f"{tree.config.model_type!r}), and "
                                  f"the {target} writer has names for {', '.join(writes)} only: written there it "

@@ -16,4 +16,5 @@ FAMILY = Family(
     computes={HF: ("pad_token_id", "position_embedding_type", "is_decoder", "add_cross_attention")},
     # RoBERTa's names: only config.json's model_type tells the two apart.
     hf_marks=(".roberta.", ".lm_head."),
+    tokenizer_class="CamembertTokenizer",
 )

@@ -92,6 +92,9 @@ class Family:
         configs' `dim` for BERT's `hidden_size`): read and written under that name.
       lacks: per dialect, keys of `keys.BASE_COMPUTES` its library never reads (its code fixes
         what they would say): stated in a config, they are unread.
+      tokenizer_class: transformers' tokenizer class for the family's own vocabulary file, where
+        the file alone does not say how ids are laid out (XLM-R's and CamemBERT's
+        `sentencepiece.bpe.model`, in two different fairseq dictionary orders).
     """
 
     model_type: str
@@ -114,6 +117,7 @@ class Family:
     token_types: bool = True
     key_names: dict[str, dict[str, str]] = field(default_factory=dict)
     lacks: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    tokenizer_class: str | None = None
 
     def projects(self, embedding_size: int, hidden_size: int) -> bool:
         """Whether a model of this family with E = `embedding_size` projects its embeddings to H."""

@@ -16,4 +16,5 @@ FAMILY = Family(
     stated={"bos_token_id": 0, "eos_token_id": 2},
     # RoBERTa's names: only config.json's model_type tells the two apart.
     hf_marks=(".roberta.", ".lm_head."),
+    tokenizer_class="XLMRobertaTokenizer",
 )
