@@ -286,3 +286,10 @@ def test_a_sentencepiece_bpe_model_of_no_known_order_is_albert_s_or_refused(tmp_
     shutil.copy(MASKED_LM["camembert"] / "sentencepiece.bpe.model", alone)
     with pytest.raises(BadInput, match="bpe model"):
         open_tokenizer(alone)
+
+
+def test_the_json_schemas_name_every_family():
+    from bertconv import families
+
+    schema = json.loads((Path(formats.__file__).parents[1] / "schemas" / "common.json").read_text())
+    assert schema["$defs"]["checkpoint"]["properties"]["family"]["enum"] == list(families.FAMILIES)
