@@ -50,6 +50,7 @@ bench: $(VENV)/.test
 fixtures: $(VENV)/.test $(TF2_VENV)/.done
 	$(BIN)/python fixtures/make_hf_fixtures.py
 	$(BIN)/python fixtures/make_family_hf_fixtures.py
+	$(BIN)/python fixtures/make_xlmr_distilbert_fixtures.py
 	$(BIN)/python fixtures/make_tokenizer_fixtures.py
 	$(BIN)/python fixtures/make_tf_fixtures.py
 	$(BIN)/python fixtures/make_bert4keras_fixtures.py

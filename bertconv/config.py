@@ -34,6 +34,9 @@ DEFAULT_HEAD_SIZE = 64
 LAYER_NORM_EPS = 1e-12
 
 ACTIVATIONS = ("gelu", "gelu_tanh", "relu")
+#: The provenance of a field neither a config nor the shapes give (an ALBERT's applied layer
+#: count without its config): its value is a placeholder no command computes or converts with.
+UNKNOWN = "unknown"
 
 
 @dataclass(frozen=True)

@@ -136,7 +136,8 @@ def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool 
                         notes=[*require_read(tree, accept_loss), *_default_notes(tree),
                                *(copy.sentence() for copy in differing_copies(tree))])
     written_tree = tree
-    if fmt.token_type_table and tree.config.type_vocab_size == 0:
+    # A family without token types (DistilBERT) has a library that never looks them up.
+    if fmt.token_type_table and families.of(tree.config).token_types and tree.config.type_vocab_size == 0:
         written_tree = with_one_token_type(tree)
         result.notes.append(_ONE_TOKEN_TYPE_NOTE.format(target=target))
     try:
@@ -185,6 +186,10 @@ def _refuse_other_family(tree: ParameterTree, target: str, destination: Path) ->
         return
     able = [name for name, fmt in formats.TARGETS.items() if family in fmt.families]
     instead = f"convert it --to {' or --to '.join(able)}" if able else "no target writes it yet"
+    if tree.config.position_offset:
+        # What no table could fix: the target's model looks positions up from row 0.
+        instead = (f"its positions start at row {tree.config.position_offset} of the position table (past the "
+                   f"padding index), and the {target} writer's models count them from row 0; {instead}")
     raise bad_input(destination, f"{tree.path} holds a {families.display_name(family)} model (model_type "
                                  f"{tree.config.model_type!r}), and "
                                  f"the {target} writer has names for {', '.join(writes)} only: written there it "

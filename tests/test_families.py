@@ -23,7 +23,7 @@ import pytest
 from bertconv import families, formats
 from bertconv.config import COMPUTATION_FIELDS
 from bertconv.errors import BadInput, BertconvError
-from bertconv.families.keys import BASE_COMPUTES
+from bertconv.families.dialects import computed_keys
 from conftest import FIXTURES, ROOT, needs, run_in_process
 
 PACKAGE = ROOT / "bertconv"
@@ -33,6 +33,9 @@ FAMILY_FIXTURES = {
     "albert": FIXTURES / "family_hf" / "albert" / "masked_lm",
     "electra": FIXTURES / "family_hf" / "electra" / "generator",
     "roberta": FIXTURES / "family_hf" / "roberta" / "masked_lm",
+    "xlm-roberta": FIXTURES / "family_hf" / "xlm_roberta" / "masked_lm",
+    "camembert": FIXTURES / "family_hf" / "camembert" / "masked_lm",
+    "distilbert": FIXTURES / "family_hf" / "distilbert" / "masked_lm",
 }
 TARGETS = sorted(formats.TARGETS)
 
@@ -86,7 +89,9 @@ def test_every_family_declares_what_generic_code_reads():
 def _mutations(config: dict, model_type: str) -> list[tuple[str, object]]:
     """(key, another value) for every key the family's computation reads in transformers' dialect."""
     family = families.named(model_type)
-    keys = [*BASE_COMPUTES[families.HF], *family.computes.get(families.HF, ())]
+    keys = computed_keys(family, families.HF)
+    own = {bert: name for name, bert in family.key_names.get(families.HF, {}).items()}  # DistilBERT's dim ...
+    config = {**config, **{bert: config[name] for bert, name in own.items() if name in config}}
     heads = config["num_attention_heads"]
     other = {
         "num_attention_heads": next(h for h in (2, 1, 4, 8) if h != heads and config["hidden_size"] % h == 0),
@@ -101,6 +106,8 @@ def _mutations(config: dict, model_type: str) -> list[tuple[str, object]]:
         "pad_token_id": config.get("pad_token_id", 1) + 3,
         "ln_type": "preln",
     }
+    other.update({name: other[bert] for bert, name in own.items() if bert in other})
+    config.update({name: config[bert] for bert, name in own.items() if bert in config})
     mutated = []
     for key in keys:
         if key in other:

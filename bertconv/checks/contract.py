@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from .. import families
 from ..errors import bad_input
-from ..formats.assemble import UNKNOWN
+from ..config import UNKNOWN
 from ..tree import ParameterTree
 
 

@@ -71,6 +71,7 @@ def config_from_dict(data: dict[str, Any], *, gelu_means: str, source: str = "fi
     """
     dialect = HF if is_hf_config(data) else GOOGLE
     declared = _family(data, family)
+    stated, data = data, in_bert_names(data, declared, dialect)
     missing = [k for k in REQUIRED if k not in data]
     if missing:
         raise KeyError(", ".join(missing))
@@ -80,7 +81,8 @@ def config_from_dict(data: dict[str, Any], *, gelu_means: str, source: str = "fi
                          f"after; bertconv's model is post-LayerNorm (\"postln\") only, and the names alone "
                          f"cannot tell the two apart")
     values: dict[str, Any] = {k: _size(data, k) for k in REQUIRED}
-    values["type_vocab_size"] = _size(data, "type_vocab_size") if "type_vocab_size" in data else 2
+    values["type_vocab_size"] = (_size(data, "type_vocab_size") if "type_vocab_size" in data
+                                 else 2 if declared.token_types else 0)
     if data.get(EXACT_ACTIVATION_KEY) in ACTIVATIONS:
         values["hidden_act"] = data[EXACT_ACTIVATION_KEY]
     else:
@@ -98,7 +100,30 @@ def config_from_dict(data: dict[str, Any], *, gelu_means: str, source: str = "fi
     values.update(_family_fields(data, declared, dialect))
     provenance = {k: source if k in data else "default" for k in values}
     provenance["hidden_act"] = source if "hidden_act" in data else "default"
-    return BertConfig(**values, unread=unread_keys(data, declared, dialect), provenance=provenance)
+    return BertConfig(**values, unread=unread_keys(stated, declared, dialect), provenance=provenance)
+
+
+def in_bert_names(data: dict[str, Any], family: Family, dialect: str) -> dict[str, Any]:
+    """`data` with the family's own key names as BERT's (DistilBERT's `dim` as `hidden_size`) and
+    without the keys its library never reads (`Family.lacks`: `unread_keys` names them). Raises
+    ValueError for a key stated under both names."""
+    lacks = family.lacks.get(dialect, ())
+    out = {key: value for key, value in data.items() if key not in lacks}
+    for own, bert in family.key_names.get(dialect, {}).items():
+        if own not in out:
+            continue
+        if bert in out:
+            raise ValueError(f"{own} and {bert} are both stated, and {family.display}'s library reads {bert} as "
+                             f"{own}: which one it computes with depends on the order it sets them")
+        out[bert] = out.pop(own)
+    return out
+
+
+def computed_keys(family: Family, dialect: str) -> tuple[str, ...]:
+    """The config keys, as the family's configs name them, whose values its computation reads."""
+    lacks = family.lacks.get(dialect, ())
+    return (*(k for k in BASE_COMPUTES.get(dialect, ()) if k not in lacks), *family.key_names.get(dialect, {}),
+            *family.computes.get(dialect, ()))
 
 
 def _family(data: dict[str, Any], default: str) -> Family:
@@ -144,8 +169,7 @@ def _family_fields(data: dict[str, Any], family: Family, dialect: str) -> dict[s
 def unread_keys(data: dict[str, Any], family: Family, dialect: str) -> tuple[tuple[str, str], ...]:
     """The keys of `data` that `family`'s computation in bertconv would not honour, with their
     values as JSON: neither declared nor inert, or fixed at another value than bertconv computes."""
-    known = {*BASE_COMPUTES.get(dialect, ()), *family.computes.get(dialect, ()), *INERT.get(dialect, ()),
-             *family.inert.get(dialect, ())}
+    known = {*computed_keys(family, dialect), *INERT.get(dialect, ()), *family.inert.get(dialect, ())}
     fixed = {**BASE_FIXED.get(dialect, {}), **family.fixed.get(dialect, {})}
     unread = []
     for key, value in data.items():
@@ -265,7 +289,16 @@ def hf_config_dict(config: BertConfig, *, architectures: list[str], dtype: str) 
         out["position_embedding_type"] = config.position_embedding_type
     if config.is_decoder:
         out["is_decoder"] = True
-    return out
+    return in_family_names(out, of(config), HF)
+
+
+def in_family_names(data: dict[str, Any], family: Family, dialect: str) -> dict[str, Any]:
+    """The inverse of `in_bert_names`: BERT's key names as the family's own, without the keys its
+    library never reads (a config can only state what its code computes; the read-back of a
+    conversion refuses whatever that loses)."""
+    lacks = family.lacks.get(dialect, ())
+    own_name = {bert: own for own, bert in family.key_names.get(dialect, {}).items()}
+    return {own_name.get(key, key): value for key, value in data.items() if key in own_name or key not in lacks}
 
 
 def _family_dict(config: BertConfig) -> dict[str, Any]:

@@ -10,7 +10,10 @@ the checks) reads these fields; it never asks which family a model is by name. A
   positions start, which position schemes it has and how it adds their terms (a decoder, with
   causal attention, is a family that reads `is_decoder`);
 - its heads (as `config.Heads` names them), how its files' names mark it, and how its name is
-  written in messages.
+  written in messages;
+- where its configs name BERT's keys otherwise (DistilBERT's `dim` is BERT's `hidden_size`), and
+  which of BERT's keys its library does not read at all (DistilBERT's `layer_norm_eps`: fixed
+  at 1e-12 in its code).
 
 A config key outside a family's declared and inert keys (in the dialect it was read in), or a
 `fixed` key at another value, is *unread*: bertconv would compute without it, so every command
@@ -83,6 +86,15 @@ class Family:
       variants: members that compute otherwise than the family's own code.
       shapes_give_layer_count: whether a checkpoint's shapes give the applied layer count (an
         ALBERT's stored layers are applied a number of times only its config says).
+      token_types: whether its models have token types at all; without (DistilBERT), its library
+        never looks them up and its configs state no `type_vocab_size` (read as 0).
+      key_names: per dialect, the family's own name for a key of `keys.BASE_COMPUTES` (its
+        configs' `dim` for BERT's `hidden_size`): read and written under that name.
+      lacks: per dialect, keys of `keys.BASE_COMPUTES` its library never reads (its code fixes
+        what they would say): stated in a config, they are unread.
+      tokenizer_class: transformers' tokenizer class for the family's own vocabulary file, where
+        the file alone does not say how ids are laid out (XLM-R's and CamemBERT's
+        `sentencepiece.bpe.model`, in two different fairseq dictionary orders).
     """
 
     model_type: str
@@ -102,6 +114,10 @@ class Family:
     hf_marks: tuple[str, ...] = ()
     variants: tuple[Variant, ...] = ()
     shapes_give_layer_count: bool = True
+    token_types: bool = True
+    key_names: dict[str, dict[str, str]] = field(default_factory=dict)
+    lacks: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    tokenizer_class: str | None = None
 
     def projects(self, embedding_size: int, hidden_size: int) -> bool:
         """Whether a model of this family with E = `embedding_size` projects its embeddings to H."""

@@ -11,16 +11,14 @@ from pathlib import Path
 from typing import Hashable
 
 from .. import families
-from ..config import BertConfig, default_heads
+from ..config import UNKNOWN, BertConfig, default_heads
 from ..errors import bad_input
 from ..tensor import LazyTensor
 from ..tree import Ignored, Parameter, ParameterTree, layer_of, model_order_key, role_of
 from .table import Table
 
 UNKNOWN_REASON = "not a BERT pre-training parameter (no row of the {format} table names it)"
-#: The provenance of a field neither a config nor the shapes give (an ALBERT's applied layer
-#: count without its config): its value is a placeholder no command computes or converts with.
-UNKNOWN = "unknown"
+
 
 
 @dataclass(frozen=True)

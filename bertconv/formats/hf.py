@@ -1,6 +1,7 @@
 """Hugging Face state dicts of the BERT family: `model.safetensors`, `pytorch_model.bin`, sharded sets.
 
-One table per family (BERT, ALBERT, ELECTRA, RoBERTa: `FAMILIES`), chosen on reading by the
+One table per family (BERT, ALBERT, ELECTRA, RoBERTa, DistilBERT; XLM-RoBERTa and CamemBERT are
+RoBERTa's names: `FAMILIES`), chosen on reading by the
 names a family's modules give its tensors or by config.json's `model_type`, and on writing by
 the tree's `config.model_type`.
 Layout: `nn.Linear` weights are `[out, in]`, the transpose of canonical kernels; embeddings are
@@ -175,6 +176,29 @@ ROBERTA_TABLE = Table("hf", (
 ), skips=_SKIPS)
 
 
+_DISTILBERT_LAYER = "distilbert.transformer.layer.{i}"
+
+#: transformers `DistilBertForMaskedLM` and `DistilBertModel`: no token types, no pooler; the MLM
+#: head's `vocab_projector` is the decoder tied to the word embeddings, its bias the output bias.
+DISTILBERT_TABLE = Table("hf", (
+    Row("embeddings.word", "distilbert.embeddings.word_embeddings.weight"),
+    Row("embeddings.position", "distilbert.embeddings.position_embeddings.weight"),
+    *_norm_rows("embeddings.norm", "distilbert.embeddings.LayerNorm"),
+    *_linear_rows("layers.{i}.attention.query", f"{_DISTILBERT_LAYER}.attention.q_lin"),
+    *_linear_rows("layers.{i}.attention.key", f"{_DISTILBERT_LAYER}.attention.k_lin"),
+    *_linear_rows("layers.{i}.attention.value", f"{_DISTILBERT_LAYER}.attention.v_lin"),
+    *_linear_rows("layers.{i}.attention.output", f"{_DISTILBERT_LAYER}.attention.out_lin"),
+    *_norm_rows("layers.{i}.attention_norm", f"{_DISTILBERT_LAYER}.sa_layer_norm"),
+    *_linear_rows("layers.{i}.ffn.intermediate", f"{_DISTILBERT_LAYER}.ffn.lin1"),
+    *_linear_rows("layers.{i}.ffn.output", f"{_DISTILBERT_LAYER}.ffn.lin2"),
+    *_norm_rows("layers.{i}.ffn_norm", f"{_DISTILBERT_LAYER}.output_layer_norm"),
+    *_linear_rows("mlm.transform", "vocab_transform"),
+    *_norm_rows("mlm.norm", "vocab_layer_norm"),
+    Row("mlm.output_bias", "vocab_projector.bias"),
+    Row("mlm.decoder", "vocab_projector.weight"),
+), skips=(*_SKIPS, Skip("pre_classifier.*", "a fine-tuning head that DistilBERT pre-training does not define")))
+
+
 @dataclass(frozen=True)
 class Family:
     """One model family's Hugging Face spelling.
@@ -209,20 +233,26 @@ FAMILIES: dict[str, Family] = {family.model_type: family for family in (
     Family("electra", ELECTRA_TABLE, "electra", ("generator_predictions.", "generator_lm_head.",
                                                  "discriminator_predictions.")),
     Family("roberta", ROBERTA_TABLE, "roberta", ("lm_head.",)),
+    # XLM-RoBERTa and CamemBERT are RoBERTa's modules under their own model types.
+    Family("xlm-roberta", ROBERTA_TABLE, "roberta", ("lm_head.",)),
+    Family("camembert", ROBERTA_TABLE, "roberta", ("lm_head.",)),
+    Family("distilbert", DISTILBERT_TABLE, "distilbert", ("vocab_transform.", "vocab_layer_norm.",
+                                                          "vocab_projector.")),
 )}
 
 #: The families this module writes (`convert` refuses a tree of any other).
 WRITES_FAMILIES = tuple(FAMILIES)
 
 
-def family_of_names(names: list[str]) -> Family | None:
+def family_of_names(names: list[str], stated: str | None = None) -> Family | None:
     """The family whose own module names (its declaration's `hf_marks`) the file's names hold, or
-    None for an encoder-only file whose names several families share (its config.json says which)."""
-    for family in FAMILIES.values():
-        if any(mark in "." + name.removeprefix(DATA_PARALLEL_PREFIX)
-               for name in names for mark in family.declared.hf_marks):
-            return family
-    return None
+    None for an encoder-only file whose names several families share (its config.json says which).
+    Families spelled alike (RoBERTa, XLM-RoBERTa, CamemBERT) are told apart by the `stated` model
+    type (config.json's), else the first of them is taken."""
+    marked = [family for family in FAMILIES.values()
+              if any(mark in "." + name.removeprefix(DATA_PARALLEL_PREFIX)
+                     for name in names for mark in family.declared.hf_marks)]
+    return next((family for family in marked if family.model_type == stated), next(iter(marked), None))
 
 
 _ALBERT_GROUPED = re.compile(r"\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.")
@@ -333,7 +363,8 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
             checkpoints.append((shard, checkpoint))
     config = config_beside(path.parent, config_path, [CONFIG_FILE], activation=DEFAULT_ACTIVATION)
     names = [entry.name for entry in entries] + [name for _, c in checkpoints for name in c.non_tensors]
-    family = family_of_names(names) or FAMILIES.get(config.model_type if config else "bert", FAMILIES["bert"])
+    stated = config.model_type if config else None
+    family = family_of_names(names, stated) or FAMILIES.get(stated or "bert", FAMILIES["bert"])
     rename = _renamer(path, family, config, names)
     ignored = [item for file, checkpoint in checkpoints
                for item in _non_tensors(file, checkpoint, family.table, rename)]

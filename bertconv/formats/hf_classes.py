@@ -15,10 +15,14 @@ CLASSES: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
     "albert": ((("mlm", "sop"), "AlbertForPreTraining"), (("mlm",), "AlbertForMaskedLM"), ((), "AlbertModel")),
     "electra": ((("rtd",), "ElectraForPreTraining"), (("mlm",), "ElectraForMaskedLM"), ((), "ElectraModel")),
     "roberta": ((("mlm",), "RobertaForMaskedLM"), ((), "RobertaModel")),
+    "xlm-roberta": ((("mlm",), "XLMRobertaForMaskedLM"), ((), "XLMRobertaModel")),
+    "camembert": ((("mlm",), "CamembertForMaskedLM"), ((), "CamembertModel")),
+    "distilbert": ((("mlm",), "DistilBertForMaskedLM"), ((), "DistilBertModel")),
 }
 #: Per `model_type`: the class of a causal model (`is_decoder`) with its LM head, which is the
 #: masked LM's head predicting the next token.
-CAUSAL_CLASSES = {"bert": "BertLMHeadModel", "electra": "ElectraForCausalLM", "roberta": "RobertaForCausalLM"}
+CAUSAL_CLASSES = {"bert": "BertLMHeadModel", "electra": "ElectraForCausalLM", "roberta": "RobertaForCausalLM",
+                  "xlm-roberta": "XLMRobertaForCausalLM", "camembert": "CamembertForCausalLM"}
 
 
 def architecture(tree: ParameterTree) -> str:

@@ -7,8 +7,10 @@ Beside a checkpoint, the first of these is used (`find`):
     vocab.txt                  BERT's WordPiece, as transformers' BertTokenizer builds it
     vocab.json + merges.txt    RoBERTa's byte-level BPE, as transformers' RobertaTokenizer builds it
     spiece.model               ALBERT's SentencePiece Unigram, as transformers' AlbertTokenizer builds it
+    sentencepiece.bpe.model    XLM-R's or CamemBERT's SentencePiece vocabulary in fairseq's dictionary
+                               order, as transformers' XLMRobertaTokenizer / CamembertTokenizer build it
 
-`tokenizer_files` builds the last three; a `tokenizer_config.json` beside them gives the settings
+`tokenizer_files` builds the last four; a `tokenizer_config.json` beside them gives the settings
 transformers reads there (casing, prefix space, the special tokens). The library is an optional
 extra (`pip install 'bertconv[fill-mask]'`), as torch is; without it fill-mask says so (exit 2).
 """
@@ -27,6 +29,7 @@ VOCAB_TXT = "vocab.txt"
 VOCAB_JSON = "vocab.json"
 MERGES_TXT = "merges.txt"
 SPIECE_MODEL = "spiece.model"
+SENTENCEPIECE_BPE_MODEL = "sentencepiece.bpe.model"
 #: transformers' tokenizer settings, beside the vocabulary files.
 TOKENIZER_CONFIG = "tokenizer_config.json"
 #: How the tokenizers library is installed with bertconv.
@@ -120,22 +123,29 @@ def find(directory: Path, vocab: Path | None = None) -> Path | None:
     candidates = [directory / TOKENIZER_JSON, vocab, directory / VOCAB_TXT]
     if (directory / MERGES_TXT).is_file():
         candidates.append(directory / VOCAB_JSON)
-    candidates.append(directory / SPIECE_MODEL)
+    candidates += [directory / SPIECE_MODEL, directory / SENTENCEPIECE_BPE_MODEL]
     return next((path for path in candidates if path is not None and path.is_file()), None)
 
 
 def open_tokenizer(path: Path, *, lower_case: bool | None = None) -> Tokenizer:
     """The tokenizer of the file at `path`: a tokenizer.json, a vocab.json (with merges.txt beside
-    it), a SentencePiece model (`*.model`) or a vocab.txt (any other name). `lower_case` overrides
+    it), a SentencePiece model (`*.model`: XLM-R's or CamemBERT's when the settings or config
+    beside it say so, else ALBERT's) or a vocab.txt (any other name). `lower_case` overrides
     the casing of a vocab.txt or SentencePiece model (None: as their settings or vocabulary say).
     """
-    from . import tokenizer_files
+    from . import tokenizer_fairseq, tokenizer_files
 
     path = Path(path)
     if not path.is_file():
         raise bad_input(path, "tokenizer file does not exist")
     library()
     if path.suffix == ".model":
+        layout = tokenizer_fairseq.layout_beside(path)
+        if layout is not None:
+            if lower_case is not None:
+                raise bad_input(path, f"--cased/--uncased do not apply to {layout.tokenizer_class}'s vocabulary, "
+                                      f"which keeps case")
+            return tokenizer_fairseq.fairseq_sentencepiece(path, layout)
         return tokenizer_files.sentencepiece_unigram(path, lower_case=lower_case)
     if path.suffix == ".json":
         if _is_token_map(path):

@@ -53,7 +53,7 @@ def tokenizer_json(path: Path) -> Tokenizer:
     backend.no_truncation()
     vocab = backend.get_vocab(with_added_tokens=True)
     settings = settings_beside(path)
-    named = [_content(settings.get(key)) for key in ("mask_token", "pad_token")]
+    named = [token_content(settings.get(key)) for key in ("mask_token", "pad_token")]
     mask = next((t for t in (named[0], MASK, ROBERTA_SPECIALS["mask_token"]) if t is not None and t in vocab), None)
     if mask is None:
         raise bad_input(path, f"the tokenizer has no mask token ({MASK} or {ROBERTA_SPECIALS['mask_token']})")
@@ -220,7 +220,7 @@ def decide_lower_case(settings: dict) -> tuple[bool, str]:
 # --- special tokens -----------------------------------------------------------------------------
 
 
-def _content(value: Any) -> str | None:
+def token_content(value: Any) -> str | None:
     """A special token's text from the settings: a string, or an AddedToken's {"content": ...}."""
     if isinstance(value, dict):
         value = value.get("content")
@@ -237,7 +237,7 @@ def _specials(settings: dict, defaults: dict[str, str], lstrip: dict[str, bool] 
     out = {}
     for key, default in defaults.items():
         given = settings.get(key)
-        content = _content(given) or default
+        content = token_content(given) or default
         flags = given if isinstance(given, dict) else decoder.get(content, {})
         out[key] = tokenizers.AddedToken(
             content, lstrip=bool(flags.get("lstrip", (lstrip or {}).get(key, False))),
