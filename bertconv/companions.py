@@ -31,5 +31,7 @@ def source_directory(path: Path) -> Path:
 
 
 def find(directory: Path) -> list[Path]:
-    """The tokenizer files in `directory` that are regular files, in `TOKENIZER_FILES` order."""
-    return [directory / name for name in TOKENIZER_FILES if paths.kind_of(directory / name) == "file"]
+    """The tokenizer files in `directory` that are regular files or symlinks to one (a Hugging Face
+    cache snapshot's files are links into its `blobs/`), in `TOKENIZER_FILES` order."""
+    return [directory / name for name in TOKENIZER_FILES
+            if paths.kind_of(directory / name) in ("file", "symlink") and paths.why_not_a_file(directory / name) is None]

@@ -6,6 +6,9 @@ bertconv computes, is *unread* (`BertConfig.unread`). A command that computes or
 (`convert`, `diff`, `verify`, `fill-mask`) refuses such a key (exit 2, naming it) unless the user
 accepts the loss by name (`--accept-loss KEY`), and then says what was accepted; `inspect` and
 `audit`, which compute nothing, note it.
+
+Both also carry the tree's own notes (`ParameterTree.notes`: which file of a directory was read,
+the cache snapshot a repo id led to), so that every report says what was read.
 """
 
 from __future__ import annotations
@@ -35,12 +38,12 @@ def require_read(tree: ParameterTree, accept_loss: tuple[str, ...] | list[str] =
                         f"does not compute with (neither a setting it reads nor one known not to change the "
                         f"results); computed or converted without it, the model could compute otherwise. Nothing "
                         f"was computed or written; pass {keys} to go on without it")
-    return [f"accepted loss: {_where(tree)} states {key} = {value}, which bertconv does not compute with"
-            for key, value in _unread(tree) if key in accept_loss]
+    return [*tree.notes, *(f"accepted loss: {_where(tree)} states {key} = {value}, which bertconv does not compute "
+                           f"with" for key, value in _unread(tree) if key in accept_loss)]
 
 
 def unread_notes(tree: ParameterTree) -> list[str]:
     """What `inspect` and `audit` say of the unread keys (they compute nothing, so they go on)."""
-    return [f"{_where(tree)} states {key} = {value}, which bertconv's {families.of(tree.config).display} model "
-            f"does not compute with: convert, diff, verify and fill-mask refuse it unless --accept-loss {key}"
-            for key, value in _unread(tree)]
+    return [*tree.notes, *(f"{_where(tree)} states {key} = {value}, which bertconv's "
+                           f"{families.of(tree.config).display} model does not compute with: convert, diff, verify "
+                           f"and fill-mask refuse it unless --accept-loss {key}" for key, value in _unread(tree))]

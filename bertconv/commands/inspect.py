@@ -50,8 +50,8 @@ ARGUMENTS = (
 )
 
 
-def command(paths: list[Path], config_path: Path | None, num_heads: int | None, model: str | None, recursive: bool,
-            jobs: int | None, as_json: bool) -> None:
+def command(paths: list[Path], config_path: Path | None, num_heads: int | None, model: str | None,
+            revision: str | None, recursive: bool, jobs: int | None, as_json: bool) -> None:
     """Show a checkpoint's format, config, tensors and ignored entries (reads headers only).
 
     A parameter the format stores twice (a tf_model.h5's embeddings) is read in both copies, to
@@ -63,9 +63,10 @@ def command(paths: list[Path], config_path: Path | None, num_heads: int | None, 
         from . import batch  # a run over one checkpoint does without
 
         batch.run("inspect", batch.expand(paths, recursive), describe,
-                  dict(config_path=config_path, num_heads=num_heads, model=model), jobs=jobs, as_json=as_json)
+                  dict(config_path=config_path, num_heads=num_heads, model=model, revision=revision),
+                  jobs=jobs, as_json=as_json)
         return
-    tree = load(paths[0], config_path, num_heads, model)
+    tree = load(paths[0], config_path, num_heads, model, revision)
     report = describe(tree)
     if as_json:
         print_json("inspect", report)

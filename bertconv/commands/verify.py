@@ -129,9 +129,10 @@ ARGUMENTS = (
 )
 
 
-def command(paths: list[Path], config_path: Path | None, num_heads: int | None, model: str | None, recursive: bool,
-            jobs: int | None, deep: bool, allow_missing_mlm: bool, allow_untrained_mlm: bool, probe: bool | None,
-            runtime: str, headers_only: bool, accept_loss: list[str], as_json: bool, quiet: bool) -> None:
+def command(paths: list[Path], config_path: Path | None, num_heads: int | None, model: str | None,
+            revision: str | None, recursive: bool, jobs: int | None, deep: bool, allow_missing_mlm: bool,
+            allow_untrained_mlm: bool, probe: bool | None, runtime: str, headers_only: bool, accept_loss: list[str],
+            as_json: bool, quiet: bool) -> None:
     """Check that the MLM head is present, trained and its decoder tied, and that shapes agree with the config.
 
     Several PATHs (or --recursive) print one row per checkpoint; the exit status is the worst.
@@ -144,9 +145,10 @@ def command(paths: list[Path], config_path: Path | None, num_heads: int | None, 
         from . import batch  # a run over one checkpoint does without
 
         batch.run("verify", batch.expand(paths, recursive), partial(verify, **checks),
-                  dict(config_path=config_path, num_heads=num_heads, model=model), jobs=jobs, as_json=as_json)
+                  dict(config_path=config_path, num_heads=num_heads, model=model, revision=revision),
+                  jobs=jobs, as_json=as_json)
         return
-    tree = load(paths[0], config_path, num_heads, model)
+    tree = load(paths[0], config_path, num_heads, model, revision)
     work = sum(p.tensor.nbytes for p in tree) if deep else 0
     with byte_progress(f"reading {tree.path.name}", work, quiet) as advance:
         report = verify(tree, **checks, on_tensor=advance)
