@@ -13,13 +13,14 @@ from __future__ import annotations
 from typing import Callable
 
 from ..tree import ParameterTree, model_order_key
-from .diff import diff, stand_in
 from .files import data_file_problems
 
 
 def header_differences(read: ParameterTree, copy: ParameterTree) -> list[str]:
     """Canonical names one side lacks, and shapes that differ (a tied copy one side does not
     store stands for the tensor it copies, as in `diff`)."""
+    from .diff import stand_in  # diff imports NumPy, which plain verify does without
+
     differences = []
     for name in sorted(set(read.params) | set(copy.params), key=model_order_key):
         a, b = stand_in(read, name), stand_in(copy, name)
@@ -42,6 +43,8 @@ def compare_copy(read: ParameterTree, copy: ParameterTree, *, deep: bool,
     if not found:
         found = header_differences(read, copy)
     if deep and not found:
+        from .diff import diff
+
         compared = "values"
         found = diff(read, copy, on_tensor=on_tensor)["problems"]  # A: the file read, B: the copy
     problems = [f"the copy {copy.path.name} disagrees with {read.path.name}, the file read (A: {read.path.name}, "
