@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from . import companions, families, formats, paths
+from . import companions, families, formats, hub_cache, paths
 from .atomic import Replaceable, atomic_output
 from .checks.contract import require_read
 from .checks.copies import differing_copies
@@ -129,6 +129,10 @@ def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool 
         source, how = clash
         raise bad_input(destination, f"{how} {source}, which this conversion reads; choose a destination "
                                      f"apart from the inputs")
+    cache = hub_cache.cache_holding(destination)
+    if cache is not None:
+        raise bad_input(destination, f"lies inside the Hugging Face cache {cache}, which only huggingface_hub writes "
+                                     f"(its snapshots are links into shared blobs); choose a destination outside it")
     extra = companions.find(companions.source_directory(tree.path))
     replaceable = Replaceable(owned=fmt.owned_files, companions=companions.TOKENIZER_FILES) \
         if fmt.writes_directory else None

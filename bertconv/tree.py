@@ -260,6 +260,10 @@ class ParameterTree:
         fine-tune), "" when its names are the format's own.
       model: which of a checkpoint's models this is, when it holds more than one ("generator"
         or "discriminator" of an ELECTRA pre-training checkpoint); None when it holds one.
+      copies: the other checkpoints of the same model in its directory, not read (a Hugging Face
+        snapshot's `pytorch_model.bin` beside the `model.safetensors` read); `verify` compares them.
+      notes: sentences on how the path given led to the file read (a repo id resolved in the
+        Hugging Face cache, the copy chosen), which every report carries.
     """
 
     format: str
@@ -271,6 +275,8 @@ class ParameterTree:
     vocab: Path | None = None
     scope: str = ""
     model: str | None = None
+    copies: tuple[Path, ...] = ()
+    notes: tuple[str, ...] = ()
 
     def __contains__(self, name: str) -> bool:
         return name in self.params

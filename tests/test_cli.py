@@ -54,12 +54,14 @@ def test_missing_path_exits_two_with_its_name(cli, tmp_path):
 
 
 def test_directory_with_two_checkpoints_is_refused_by_name(cli, tmp_path):
-    for name in ("model.safetensors", "config.json"):
-        (tmp_path / name).write_bytes((HF / "pretraining" / name).read_bytes())
-    (tmp_path / "pytorch_model.bin").write_bytes((HF / "pretraining_bin" / "pytorch_model.bin").read_bytes())
+    """Two checkpoints that are not one model in transformers' formats (those are read as
+    transformers reads them: tests/test_hub_cache_formats.py): which one is meant is not known."""
+    (tmp_path / "config.json").write_bytes((HF / "pretraining" / "config.json").read_bytes())
+    for name in ("first.safetensors", "second.safetensors"):
+        (tmp_path / name).write_bytes((HF / "pretraining" / "model.safetensors").read_bytes())
     result = cli("audit", tmp_path)
     assert result.exit_code == 2
-    assert "model.safetensors" in result.stderr and "pytorch_model.bin" in result.stderr
+    assert "first.safetensors" in result.stderr and "second.safetensors" in result.stderr
 
 
 def _digest(path: Path) -> tuple[str, int]:

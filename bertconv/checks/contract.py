@@ -8,6 +8,9 @@ config key outside the declaration, or fixed at another value than bertconv comp
 computes or converts (`convert`, `diff`, `verify`, `fill-mask`) refuses each (exit 2, naming it)
 unless the user accepts the loss by name (`--accept-loss NAME`), and then says what was accepted;
 `inspect` and `audit`, which compute nothing, note it.
+
+Both also carry the tree's own notes (`ParameterTree.notes`: which file of a directory was read,
+the cache snapshot a repo id led to), so that every report says what was read.
 """
 
 from __future__ import annotations
@@ -69,7 +72,7 @@ def require_read(tree: ParameterTree, accept_loss: tuple[str, ...] | list[str] =
                         f"{stated} (neither something it reads nor known not to change the results); computed "
                         f"or converted without it, the model could compute otherwise. Nothing was computed or "
                         f"written; pass {flags} to go on without it")
-    return [f"accepted loss: {item.sentence(tree)}" for item in found]
+    return [*tree.notes, *(f"accepted loss: {item.sentence(tree)}" for item in found)]
 
 
 def unread_notes(tree: ParameterTree) -> list[str]:
@@ -78,5 +81,5 @@ def unread_notes(tree: ParameterTree) -> list[str]:
     unknown = unknown_fields(tree)
     notes = [f"{_unknown_sentence(tree, unknown)}: the counts do not depend on {'it' if len(unknown) == 1 else 'them'}; "
              f"convert, diff, verify and fill-mask need --config"] if unknown else []
-    return notes + [f"{item.sentence(tree)}: convert, diff, verify and fill-mask refuse it unless "
-                    f"--accept-loss {item.name}" for item in unread(tree)]
+    return [*tree.notes, *notes, *(f"{item.sentence(tree)}: convert, diff, verify and fill-mask refuse it unless "
+                                   f"--accept-loss {item.name}" for item in unread(tree))]

@@ -12,4 +12,6 @@ COMMANDS = {
                          "with the config."),
     "diff": ("diff", "Compare two checkpoints tensor by tensor in canonical space (any two formats)."),
     "fill-mask": ("fill_mask", "Predict every [MASK] in each TEXT with the checkpoint's MLM head."),
+    "migrate-cache": ("migrate_cache", "Convert every cached repo whose weights are only tf_model.h5 or "
+                                       "flax_model.msgpack to safetensors in OUT."),
 }

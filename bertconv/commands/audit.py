@@ -52,8 +52,8 @@ ARGUMENTS = (
 )
 
 
-def command(paths: list[Path], config_path: Path | None, num_heads: int | None, model: str | None, recursive: bool,
-            jobs: int | None, as_json: bool) -> None:
+def command(paths: list[Path], config_path: Path | None, num_heads: int | None, model: str | None,
+            revision: str | None, recursive: bool, jobs: int | None, as_json: bool) -> None:
     """Count parameters per component against the closed form from the config (reads no tensor data).
 
     Several PATHs (or --recursive) print one row per checkpoint; the exit status is the worst.
@@ -62,7 +62,8 @@ def command(paths: list[Path], config_path: Path | None, num_heads: int | None, 
         from . import batch  # a run over one checkpoint does without
 
         batch.run("audit", batch.expand(paths, recursive), audit,
-                  dict(config_path=config_path, num_heads=num_heads, model=model), jobs=jobs, as_json=as_json)
+                  dict(config_path=config_path, num_heads=num_heads, model=model, revision=revision),
+                  jobs=jobs, as_json=as_json)
         return
-    report = audit(load(paths[0], config_path, num_heads, model))
+    report = audit(load(paths[0], config_path, num_heads, model, revision))
     finish("audit", report, as_json, print_report)

@@ -30,8 +30,8 @@ UNWRAPPED_WIDTH = 10_000
 
 def checkpoints_below(root: Path) -> list[Path]:
     """Every checkpoint in the tree under `root`, in walk order: a directory holding one checkpoint
-    (as `formats.resolve` finds it) is that checkpoint; a directory holding several gives each of
-    them. A checkpoint directory's own subdirectories are its files (a SavedModel's `variables/`),
+    (as `formats.resolve` finds it, one model in several of transformers' formats included) is
+    that checkpoint; a directory holding several gives each of them. A checkpoint directory's own subdirectories are its files (a SavedModel's `variables/`),
     not further checkpoints; a directory holding none is passed over."""
     found = []
     for directory, subdirectories, _ in os.walk(root):
@@ -42,7 +42,8 @@ def checkpoints_below(root: Path) -> list[Path]:
         except BertconvError:  # a checkpoint that cannot be listed: its row will say why
             candidates = [directory]
         if candidates:
-            found.extend([directory] if len(candidates) == 1 else candidates)
+            one = len(candidates) == 1 or formats.preferred(candidates) is not None
+            found.extend([directory] if one else candidates)
             subdirectories.clear()
     return found
 

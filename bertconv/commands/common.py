@@ -6,10 +6,11 @@ import os
 import re
 import sys
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from .. import formats
+from .. import formats, hub_cache
 from ..errors import EXIT_CHECK_FAILED
 from ..paths import require_file_or_directory
 from ..tree import ParameterTree
@@ -116,7 +117,8 @@ stderr = _LazyConsole(stderr=True, highlight=False)
 
 #: The checkpoints of a command that takes one or several (`inspect`, `audit`, `verify`).
 CHECKPOINT_PATHS = option("paths", nargs="+", type=Path, metavar="PATH",
-                          help="A checkpoint: a file, or a directory holding one.")
+                          help="A checkpoint: a file, a directory holding one, or a repo id (org/name) in the Hugging "
+                               "Face cache (an existing path always wins).")
 
 #: `--recursive` and `--jobs N`, for the commands that take several checkpoints (see `batch`).
 BATCH_OPTIONS = (
@@ -135,6 +137,9 @@ CHECKPOINT_OPTIONS = (
     option("--model", choices=formats.MODELS,
            help="Which model of an ELECTRA pre-training checkpoint to read: the generator (the masked LM, the "
                 "default) or the discriminator."),
+    option("--revision", metavar="REV",
+           help="With a repo id: the branch, tag or commit (full, or 7 or more leading hex digits) of its snapshot "
+                "in the Hugging Face cache (default: main)."),
 )
 
 
@@ -144,13 +149,18 @@ ACCEPT_LOSS = option("--accept-loss", action="append", default=[], metavar="FIEL
                           "(convert) a config field the output cannot hold; the loss is printed (repeatable).")
 
 
-def load(path: Path, config_path: Path | None, num_heads: int | None, model: str | None = None) -> ParameterTree:
-    """Read the checkpoint at `path` (`model`: which model of an ELECTRA pre-training checkpoint)."""
-    require_file_or_directory(Path(path), "checkpoint")
+def load(path: Path, config_path: Path | None, num_heads: int | None, model: str | None = None,
+         revision: str | None = None) -> ParameterTree:
+    """Read the checkpoint at `path`, or of the repo id `path` in the Hugging Face cache at
+    `revision` (`hub_cache.local_path`); `model`: which model of an ELECTRA pre-training checkpoint."""
+    path, snapshot = hub_cache.local_path(Path(path), revision)
+    require_file_or_directory(path, "checkpoint")
     if config_path is not None:
         require_file_or_directory(Path(config_path), "config")
-    return formats.read(Path(path), config_path=config_path, num_heads=num_heads,
-                        model=model)
+    tree = formats.read(path, config_path=config_path, num_heads=num_heads, model=model)
+    if snapshot is None:
+        return tree
+    return replace(tree, notes=(f"{snapshot.label} read from the Hugging Face cache: {snapshot.path}", *tree.notes))
 
 
 def print_json(command: str, data: dict) -> None:

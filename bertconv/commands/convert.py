@@ -44,14 +44,14 @@ ARGUMENTS = (
 
 
 def command(src: Path, dst: Path, target: str, config_path: Path | None, num_heads: int | None, model: str | None,
-            force: bool, max_shard_bytes: int, drop_untied_decoder: bool, accept_loss: list[str], as_json: bool,
-            quiet: bool) -> None:
+            revision: str | None, force: bool, max_shard_bytes: int, drop_untied_decoder: bool,
+            accept_loss: list[str], as_json: bool, quiet: bool) -> None:
     """Convert SRC to DST in another (or the same) format, through the canonical tree.
 
     DST is written atomically, never replaces an existing path without --force, and never
     replaces anything the conversion reads.
     """
-    tree = load(src, config_path, num_heads, model)
+    tree = load(src, config_path, num_heads, model, revision)
     for warning in warnings_for(tree):
         stderr.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     options = dict(max_shard_bytes=max_shard_bytes, drop_untied_decoder=drop_untied_decoder)

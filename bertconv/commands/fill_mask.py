@@ -86,15 +86,15 @@ ARGUMENTS = (
 
 def command(path: Path, texts: list[str], texts_file: str | None, vocab_path: Path | None, top_k: int,
             batch_size: int, runtime: str, as_json: bool, quiet: bool, cased: bool | None, config_path: Path | None,
-            num_heads: int | None, model: str | None, activation: str | None, layer_norm_eps: float | None,
-            mask_adder: float | str | None, accept_loss: list[str]) -> None:
+            num_heads: int | None, model: str | None, revision: str | None, activation: str | None,
+            layer_norm_eps: float | None, mask_adder: float | str | None, accept_loss: list[str]) -> None:
     """Predict every [MASK] in each TEXT with the checkpoint's MLM head.
 
     Exit status 1 when the checkpoint has no MLM head, 2 when an input (or one of the texts) cannot
     be read or filled.
     """
     all_texts = read_texts(texts, texts_file)
-    tree = load(path, config_path, num_heads, model)
+    tree = load(path, config_path, num_heads, model, revision)
     notes = require_read(tree, accept_loss)
     numerics = Numerics.for_tree(tree, activation=activation, layer_norm_eps=layer_norm_eps,
                                  mask_adder=mask_adder)

@@ -6,8 +6,10 @@ from pathlib import Path
 
 from ..checks.contract import unread_notes
 from ..checks.copies import differing_copies
+from .. import hub_cache
 from ..checks.report import checkpoint
-from .arguments import json_flag
+from ..errors import bad_input
+from .arguments import json_flag, option
 from .common import BATCH_OPTIONS, CHECKPOINT_OPTIONS, CHECKPOINT_PATHS, Table, human, load, print_json, stdout
 
 
@@ -43,29 +45,42 @@ def _shape(shape: list[int]) -> str:
 
 
 ARGUMENTS = (
-    CHECKPOINT_PATHS,
+    option(*CHECKPOINT_PATHS[0], **{**CHECKPOINT_PATHS[1], "nargs": "*"}),
     *CHECKPOINT_OPTIONS,
     *BATCH_OPTIONS,
+    option("--cache", action="store_true",
+           help="The inventory of the Hugging Face cache (each PATH a cache directory; default: HF_HUB_CACHE, "
+                "HF_HOME/hub or ~/.cache/huggingface/hub): one row per repo and cached revision."),
     json_flag("Print one JSON object (several checkpoints: one per line)."),
 )
 
 
-def command(paths: list[Path], config_path: Path | None, num_heads: int | None, model: str | None, recursive: bool,
-            jobs: int | None, as_json: bool) -> None:
+def command(paths: list[Path], config_path: Path | None, num_heads: int | None, model: str | None,
+            revision: str | None, recursive: bool, jobs: int | None, cache: bool, as_json: bool) -> None:
     """Show a checkpoint's format, config, tensors and ignored entries (reads headers only).
 
     A parameter the format stores twice (a tf_model.h5's embeddings) is read in both copies, to
     say whether they agree.
 
-    Several PATHs (or --recursive) print one row per checkpoint.
+    Several PATHs (or --recursive) print one row per checkpoint. --cache, or --recursive over a
+    Hugging Face cache directory, prints its inventory: one row per repo and cached revision, with
+    the formats its snapshot holds, its family, MLM head (present, trained) and parameters.
     """
+    if cache or (recursive and paths and all(hub_cache.is_cache(path) for path in paths)):
+        from . import hub  # the inventory's own machinery
+
+        hub.inventory(hub.caches_given(paths), jobs=jobs, as_json=as_json)
+        return
+    if not paths:
+        raise bad_input("inspect", "give a PATH (a checkpoint, or a repo id in the Hugging Face cache), or --cache")
     if len(paths) > 1 or recursive:
         from . import batch  # a run over one checkpoint does without
 
         batch.run("inspect", batch.expand(paths, recursive), describe,
-                  dict(config_path=config_path, num_heads=num_heads, model=model), jobs=jobs, as_json=as_json)
+                  dict(config_path=config_path, num_heads=num_heads, model=model, revision=revision),
+                  jobs=jobs, as_json=as_json)
         return
-    tree = load(paths[0], config_path, num_heads, model)
+    tree = load(paths[0], config_path, num_heads, model, revision)
     report = describe(tree)
     if as_json:
         print_json("inspect", report)

@@ -9,8 +9,9 @@ the tests run on every format. No other code dispatches on a format.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 from .. import paths
 from ..errors import bad_input
@@ -20,18 +21,44 @@ from .registry import (FORMATS, MODELS, SNIFF_ORDER, TARGETS, Format, Output, Sp
 if TYPE_CHECKING:
     from ..tree import ParameterTree
 
-__all__ = ["FORMATS", "MODELS", "TARGETS", "Format", "Output", "Specificity", "format_named", "read", "resolve"]
+__all__ = ["FORMATS", "MODELS", "TARGETS", "Format", "Output", "Specificity", "format_named", "read", "resolve",
+           "TRANSFORMERS_PREFERENCE", "preferred"]
+
+#: transformers' weight files in the order `from_pretrained` takes them from a directory (4.57's
+#: `_get_resolved_checkpoint_files`, 5's alike): safetensors, then its index, then a PyTorch pickle,
+#: then its index; a TF or Flax file only when asked (`from_tf` tried before `from_flax`), so last.
+TRANSFORMERS_PREFERENCE = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                           "pytorch_model.bin.index.json", "tf_model.h5", "tf_model.h5.index.json",
+                           "flax_model.msgpack", "flax_model.msgpack.index.json")
+
+
+def preferred(found: Iterable[Path]) -> tuple[Path, list[Path]] | None:
+    """When a directory's checkpoints are all transformers weight files (a Hub snapshot: one model
+    saved in several formats), the one transformers reads and the others, in preference order;
+    None when any other checkpoint is among them (then which one is meant is not known)."""
+    found = list(found)
+    if len(found) < 2 or any(path.name not in TRANSFORMERS_PREFERENCE for path in found):
+        return None
+    ordered = sorted(found, key=lambda path: TRANSFORMERS_PREFERENCE.index(path.name))
+    return ordered[0], ordered[1:]
 
 
 def resolve(path: Path) -> tuple[Format, Path]:
     """The format of `path` and the exact path its reader takes.
 
     A file (or TF bundle prefix) goes to the first format in `SNIFF_ORDER` (most specific sniffer
-    first) whose sniffer claims it. A directory must hold exactly one checkpoint; a checkpoint
-    that several formats list as a candidate is the most specific one's. The errors list what
+    first) whose sniffer claims it. A directory must hold exactly one checkpoint, or copies of
+    one model in transformers' formats, of which it takes the one transformers reads (`preferred`);
+    a checkpoint that several formats list as a candidate is the most specific one's. The errors list what
     was found, or what was expected. Only the formats that may claim the path (`Format.may_claim`)
     are asked, so only their modules are imported.
     """
+    fmt, exact, _ = _resolve(path)
+    return fmt, exact
+
+
+def _resolve(path: Path) -> tuple[Format, Path, list[Path]]:
+    """`resolve`, and the other copies of the model a directory holds (see `preferred`)."""
     path = Path(path)
     hints = container_hints(path)
     asked = [fmt for fmt in SNIFF_ORDER if fmt.may_claim(hints)]
@@ -49,7 +76,10 @@ def resolve(path: Path) -> tuple[Format, Path]:
                                   f"checkpoints only from regular files")
         if len(found) == 1:
             ((candidate, fmt),) = found.items()
-            return fmt, candidate
+            return fmt, candidate, []
+        chosen = preferred(found)
+        if chosen is not None:
+            return found[chosen[0]], chosen[0], chosen[1]
         if not found:
             listing = ", ".join(sorted(p.name for p in path.iterdir())[:12]) or "nothing"
             raise bad_input(path, f"directory holds no checkpoint bertconv reads (it holds: {listing}); "
@@ -59,7 +89,7 @@ def resolve(path: Path) -> tuple[Format, Path]:
                               f"pass the one to use, e.g. {candidates[0]}")
     for fmt in asked:
         if fmt.sniff(path):
-            return fmt, path
+            return fmt, path, []
     if not path.exists():
         raise bad_input(path, "does not exist")
     if "hdf5" in hints:
@@ -76,12 +106,21 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
 
     `model` picks one of the models a file holds (an ELECTRA pre-training checkpoint's
     "generator", the default, or "discriminator"); a format whose files hold one model refuses it.
+    A directory holding the model in several of transformers' formats is read from the file
+    transformers reads; the tree lists the others (`ParameterTree.copies`) and says so in a note.
     """
-    fmt, exact = resolve(path)
+    fmt, exact, copies = _resolve(path)
     if model is None:
-        return fmt.read(exact, config_path=config_path, num_heads=num_heads)
-    if model not in fmt.models:
+        tree = fmt.read(exact, config_path=config_path, num_heads=num_heads)
+    elif model not in fmt.models:
         held = "its files hold one model" if not fmt.models else f"its files hold {' or '.join(fmt.models)}"
         raise bad_input(exact, f"is a {fmt.target} checkpoint and {held}: --model {model} does not apply "
                                f"(it picks one of an ELECTRA pre-training checkpoint's generator and discriminator)")
-    return fmt.read(exact, config_path=config_path, num_heads=num_heads, model=model)
+    else:
+        tree = fmt.read(exact, config_path=config_path, num_heads=num_heads, model=model)
+    if not copies:
+        return tree
+    note = (f"read {exact.name}, the file transformers loads first; {exact.parent} also holds "
+            f"{', '.join(copy.name for copy in copies)}, the same model in other formats (verify checks that they "
+            f"agree: names and shapes, values with --deep)")
+    return replace(tree, copies=tuple(copies), notes=(*tree.notes, note))
