@@ -17,6 +17,7 @@ reader does not read yet.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from ..config import BertConfig
@@ -84,6 +85,8 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     entries, files = _entries(model_path, MODEL_PREFIX, config), [model_path]
     if task_path.is_file():
         entries, files = entries + _entries(task_path, TASK_PREFIX, config), files + [task_path]
+    else:  # a backbone preset: no head computes with the task's numerics
+        config = replace(config, mlm_hidden_act=None, mlm_layer_norm_eps=None)
     vocab = directory / TOKENIZER_ASSETS / "vocabulary.txt"
     return assemble(format_name=FORMAT, path=model_path, entries=entries, table=family.table, config=config,
                     default_activation=config.hidden_act, num_heads=num_heads, files=files,
