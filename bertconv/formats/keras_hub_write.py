@@ -42,14 +42,6 @@ def write_caveats(tree: ParameterTree) -> list[str]:
             "output is 0; the masked LM does not read it)"]
 
 
-def _family(tree: ParameterTree) -> KerasHubFamily:
-    family = FAMILIES.get(tree.config.model_type)
-    if family is None:
-        raise bad_input(tree.path, f"a {tree.config.model_type} model has no keras-hub preset here; this writer "
-                                   f"writes {', '.join(FAMILIES)}")
-    return family
-
-
 def _dtype_policy(name: str) -> dict[str, Any]:
     return {"module": "keras", "class_name": "DTypePolicy", "config": {"name": name}, "registered_name": None}
 
@@ -137,7 +129,7 @@ def _object_name(family: KerasHubFamily, group: str, tree: ParameterTree) -> str
 
 def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
     """Write `tree` as a keras-hub preset into the new `directory`; the files written."""
-    family = _family(tree)
+    family = FAMILIES[tree.config.model_type]  # `convert` refused any other (the registry's WRITES_FAMILIES)
     directory = Path(directory)
     if tree.conditional:
         raise bad_input(tree.path, "conditional LayerNorm (bert4keras layer_norm_cond) has no keras-hub equivalent")
