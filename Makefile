@@ -19,8 +19,11 @@ TF2_VENV := $(CACHE)/tf2-venv
 # tf_model.h5 and flax_model.msgpack, in an environment of its own.
 ORACLE_VENV := $(CACHE)/oracle-venv
 ORACLE := $(ORACLE_VENV)/.oracle
+# keras-hub 0.32 with Keras 3 on TensorFlow (no tf-keras): the oracle for keras-hub presets.
+KERASHUB_VENV := $(CACHE)/kerashub-venv
+KERASHUB := $(KERASHUB_VENV)/.kerashub
 
-.PHONY: demo test test-core fuzz bench fixtures clean oracle
+.PHONY: demo test test-core fuzz bench fixtures clean oracle kerashub
 demo: $(VENV)/.core
 	@rm -rf demo-out && mkdir -p demo-out
 	$(BIN)/bertconv convert fixtures/trained/tf demo-out/hf --to hf
@@ -30,6 +33,7 @@ demo: $(VENV)/.core
 
 test: $(VENV)/.test $(MINILM) $(PROBE_MODELS)/.done
 	$(MAKE) $(ORACLE) || echo "oracle env unavailable: tests that need it will skip"
+	$(MAKE) $(KERASHUB) || echo "keras-hub env unavailable: tests that need it will skip"
 	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 # The suite with the core and the test tooling alone: every test that needs more skips, naming it.
@@ -66,6 +70,8 @@ fixtures: $(VENV)/.test $(TF2_VENV)/.done
 	$(MAKE) $(ORACLE)
 	$(ORACLE_VENV)/bin/python fixtures/make_hf_tf_flax_fixtures.py
 	$(ORACLE_VENV)/bin/python fixtures/make_relpos_fixtures.py
+	$(MAKE) $(KERASHUB)
+	$(KERASHUB_VENV)/bin/python fixtures/make_kerashub_fixtures.py
 
 # The core: numpy, h5py, google-crc32c, cramjam, rich, msgpack, threadpoolctl.
 $(VENV)/.core: pyproject.toml
@@ -119,6 +125,14 @@ $(PROBE_MODELS)/.done:
 	touch $@
 
 oracle: $(ORACLE)
+
+$(KERASHUB):
+	$(PYTHON) -m venv $(KERASHUB_VENV)
+	$(KERASHUB_VENV)/bin/pip install -q --upgrade pip
+	$(KERASHUB_VENV)/bin/pip install -q keras-hub==0.32.0 tensorflow-cpu==2.21.0
+	touch $@
+
+kerashub: $(KERASHUB)
 
 clean:
 	rm -rf $(VENV) $(CACHE) demo-out

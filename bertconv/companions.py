@@ -27,6 +27,19 @@ TOKENIZER_FILES = (
 )
 
 
+#: keras-hub presets keep their tokenizer's files as assets (keras_hub tokenizers' `save_assets`),
+#: each the file of a checkpoint directory named beside it here.
+KERAS_HUB_ASSETS = {
+    "assets/tokenizer/vocabulary.txt": "vocab.txt",
+    "assets/tokenizer/vocabulary.spm": "spiece.model",
+    "assets/tokenizer/vocabulary.json": "vocab.json",
+    "assets/tokenizer/merges.txt": "merges.txt",
+}
+#: What marks a keras-hub object's serialized config (a preset's own tokenizer.json is one, not
+#: the Hugging Face tokenizer file of that name).
+_KERAS_HUB_MARK = b'"registered_name": "keras_hub>'
+
+
 def source_directory(path: Path) -> Path:
     """The directory a checkpoint path lives in (itself, for a directory)."""
     return path if path.is_dir() else path.parent
@@ -34,5 +47,21 @@ def source_directory(path: Path) -> Path:
 
 def find(directory: Path) -> list[Path]:
     """The tokenizer files in `directory` that are regular files or links to one (a Hugging Face
-    cache's snapshot links every file), in `TOKENIZER_FILES` order."""
-    return [directory / name for name in TOKENIZER_FILES if paths.file_problem(directory / name) is None]
+    cache's snapshot links every file), in `TOKENIZER_FILES` order, then a keras-hub preset's
+    tokenizer assets; a keras-hub `tokenizer.json` is not one."""
+    found = [directory / name for name in TOKENIZER_FILES
+             if paths.file_problem(directory / name) is None and not _is_keras_hub_config(directory / name)]
+    return found + [directory / asset for asset in KERAS_HUB_ASSETS if paths.file_problem(directory / asset) is None]
+
+
+def carried_name(file: Path) -> str:
+    """The name a companion file takes in a checkpoint directory (a keras-hub asset its own)."""
+    return KERAS_HUB_ASSETS.get(f"{file.parent.parent.name}/{file.parent.name}/{file.name}", file.name)
+
+
+def _is_keras_hub_config(path: Path) -> bool:
+    try:
+        with open(path, "rb") as file:
+            return _KERAS_HUB_MARK in file.read(4096)
+    except OSError:
+        return False

@@ -79,6 +79,11 @@ class BertConfig:
     #: Causal self-attention (transformers' `is_decoder`, as in `BertLMHeadModel`): each
     #: position attends to itself and the positions before it only.
     is_decoder: bool = False
+    #: The MLM head's own activation and LayerNorm epsilon where they differ from the encoder's
+    #: (None: the same). keras-hub's `MaskedLMHead` computes with its own: BertMaskedLM's head is
+    #: erf GELU over a tanh-GELU encoder, and every keras-hub head normalizes with epsilon 1e-5.
+    mlm_hidden_act: str | None = None
+    mlm_layer_norm_eps: float | None = None
     #: Config keys the file states that this model's computation in bertconv would not honour,
     #: with their values as JSON (`families.dialects.unread_keys`): every command that computes
     #: or converts refuses them unless the user accepts the loss.
@@ -196,7 +201,8 @@ COMPUTATION_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_att
                       "intermediate_size", "max_position_embeddings", "type_vocab_size", "hidden_act",
                       "layer_norm_eps", "tie_word_embeddings", "conditional_size", "model_type",
                       "embedding_size", "embedding_projection", "num_hidden_groups", "inner_group_num",
-                      "position_offset", "word_projection", "position_embedding_type", "is_decoder")
+                      "position_offset", "word_projection", "position_embedding_type", "is_decoder",
+                      "mlm_hidden_act", "mlm_layer_norm_eps")
 
 #: transformers 4's `position_embedding_type` values (transformers 5's BERT knows "absolute" only).
 POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query")

@@ -227,9 +227,11 @@ def _carry(files: list[Path], directory: Path, written: list[Path]) -> list[Path
     names = {p.name for p in written}
     carried = []
     for file in files:
-        if file.name not in names:
-            shutil.copyfile(file, directory / file.name)
-            carried.append(directory / file.name)
+        name = companions.carried_name(file)
+        if name not in names:
+            shutil.copyfile(file, directory / name)
+            carried.append(directory / name)
+            names.add(name)
     return carried
 
 

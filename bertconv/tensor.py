@@ -247,6 +247,31 @@ class TransposedTensor(LazyTensor):
         return self.base.storage()
 
 
+class ReshapedTensor(LazyTensor):
+    """Another lazy tensor's values in another shape of as many values, row-major: the same bytes
+    in the same order, so its spans are its base's (a Keras attention kernel [H, A, D] is the
+    canonical [H, H])."""
+
+    def __init__(self, base: LazyTensor, shape: tuple[int, ...]):
+        if math.prod(shape) != base.numel:
+            raise ValueError(f"cannot reshape {list(base.shape)} to {list(shape)}")
+        self.base = base
+        self.dtype = base.dtype
+        self.shape = tuple(shape)
+
+    def read(self) -> np.ndarray:
+        return np.asarray(self.base.read()).reshape(self.shape)
+
+    def byte_span(self) -> tuple[Path, int] | None:
+        return self.base.byte_span()
+
+    def copy_span(self) -> tuple[Path, int] | None:
+        return self.base.copy_span()
+
+    def storage(self) -> tuple[Path, int, int] | None:
+        return self.base.storage()
+
+
 #: A transpose is copied in tiles of this many source rows by this many source columns. numpy's
 #: own `ascontiguousarray(a.T)` walks one side a whole row apart per element, and with BERT's
 #: power-of-two row lengths (a [1024, 4096] kernel rows 16 KiB apart) every such access falls in

@@ -274,6 +274,19 @@ FORMATS: tuple[Format, ...] = (
         fuzz=("family_google/fairseq/roberta/model.pt",),
         containers=("torch",),
     ),
+    # keras-hub presets (save_to_preset): config.json naming a keras_hub> backbone beside its
+    # Keras 3 model.weights.h5 and the task's task.weights.h5 (the MLM head). Narrower than
+    # "bert4keras", which claims every Keras HDF5 file.
+    Format(
+        target="keras-hub", module=_module("keras_hub"), names=("keras-hub-preset",), numerics="keras-hub",
+        specificity=Specificity.CONTENT, output=Output.DIRECTORY,
+        description="a keras-hub preset (config.json naming a keras_hub backbone, model.weights.h5, task.weights.h5)",
+        fixtures=("keras_hub/*",),
+        fuzz=("keras_hub/bert/model.weights.h5", "keras_hub/bert/task.weights.h5"),
+        owned_files=("config.json", "metadata.json", "model.weights.h5", "task.json", "task.weights.h5",
+                     "preprocessor.json", "tokenizer.json"),
+        containers=("hdf5",),
+    ),
 )
 
 

@@ -68,6 +68,9 @@ DTYPE_MIN = "dtype-min"
 #: bert4keras 0.11.5 backend `attention_normalize` -> `sequence_masking(a, mask, -np.inf)`: masked
 #: scores are replaced by -inf, the same as adding -inf to them.
 BERT4KERAS_MASK_ADDER = float("-inf")
+#: Keras 3 `Softmax` with a mask (keras-hub's attention): masked scores are replaced by -1e9
+#: (keras/src/layers/activations/softmax.py `_large_negative_number`, float32).
+KERAS_MASK_ADDER = -1e9
 
 #: keras-bert's LayerNorm (keras-layer-normalization) epsilon: `K.epsilon() ** 2` with Keras'
 #: default 1e-7, its only numeric difference from google-research/bert (tanh GELU, -10000 mask).
@@ -153,6 +156,8 @@ FAMILY_DEFAULTS: dict[str, Numerics] = {
     "hf": Numerics(GELU_ERF, LAYER_NORM_EPS, DTYPE_MIN),
     "bert4keras": Numerics(GELU_ERF, LAYER_NORM_EPS, BERT4KERAS_MASK_ADDER),
     "keras-bert": Numerics(GELU_TANH, KERAS_BERT_LAYER_NORM_EPS, GOOGLE_MASK_ADDER),
+    # keras-hub's BERT and ALBERT; its configs state neither, its readers state each family's own.
+    "keras-hub": Numerics(GELU_TANH, LAYER_NORM_EPS, KERAS_MASK_ADDER),
 }
 
 

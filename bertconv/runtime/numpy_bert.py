@@ -285,7 +285,9 @@ class NumpyBert:
     def mlm_logits(self, hidden: np.ndarray) -> np.ndarray:
         """The MLM head on hidden states [..., H] -> logits [..., V]."""
         weights.require_head(self._plan, "mlm", self.path, "masked-LM prediction")
-        h = self._layer_norm(self._activation(self._dense(hidden, "mlm.transform")), "mlm.norm")
+        activation = ACTIVATIONS[self.config.mlm_hidden_act] if self.config.mlm_hidden_act else self._activation
+        h = self._layer_norm(activation(self._dense(hidden, "mlm.transform")), "mlm.norm",
+                             eps=self.config.mlm_layer_norm_eps)
         if self.config.word_projection:
             h = _matmul(h, self.params["embeddings.word_projection.kernel"].T)  # [..., E]: back through it
         decoder = self.params[self.decoder]  # [V, E]: the word-embedding table itself when tied
@@ -360,12 +362,13 @@ class NumpyBert:
         """x @ kernel + bias, kernel [in, out]: [..., in] -> [..., out]."""
         return _matmul(x, self.params[f"{prefix}.kernel"]) + self.params[f"{prefix}.bias"]
 
-    def _layer_norm(self, x: np.ndarray, prefix: str) -> np.ndarray:
-        """(x - mean) / sqrt(var + eps) * gamma + beta over the last axis (biased variance)."""
+    def _layer_norm(self, x: np.ndarray, prefix: str, eps: float | None = None) -> np.ndarray:
+        """(x - mean) / sqrt(var + eps) * gamma + beta over the last axis (biased variance); eps the
+        numerics' unless given."""
         mean = x.mean(axis=-1, keepdims=True)
         centered = x - mean
         variance = np.mean(centered * centered, axis=-1, keepdims=True)
-        normed = centered / np.sqrt(variance + np.float32(self.numerics.layer_norm_eps))
+        normed = centered / np.sqrt(variance + np.float32(eps if eps is not None else self.numerics.layer_norm_eps))
         return normed * self.params[f"{prefix}.gamma"] + self.params[f"{prefix}.beta"]
 
 

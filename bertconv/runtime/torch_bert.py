@@ -180,7 +180,8 @@ class TorchBert:
     def mlm_logits(self, hidden: "torch.Tensor") -> "torch.Tensor":
         """The MLM head on hidden states [..., H] -> logits [..., V]."""
         weights.require_head(self._plan, "mlm", self.path, "masked-LM prediction")
-        h = self._layer_norm(self._activation(self._dense(hidden, "mlm.transform")), "mlm.norm")
+        h = self._layer_norm(self._activation(self._dense(hidden, "mlm.transform"), self.config.mlm_hidden_act),
+                             "mlm.norm", eps=self.config.mlm_layer_norm_eps)
         if self.config.word_projection:
             h = h @ self.params["embeddings.word_projection.kernel"].T  # [..., E]: back through it
         decoder = self.params[self.decoder]  # [V, E]: the word-embedding table itself when tied
@@ -244,14 +245,16 @@ class TorchBert:
         return torch.addmm(self.params[f"{prefix}.bias"], x.reshape(-1, x.shape[-1]),
                            self.params[f"{prefix}.kernel"]).view(*x.shape[:-1], -1)
 
-    def _layer_norm(self, x: "torch.Tensor", prefix: str) -> "torch.Tensor":
+    def _layer_norm(self, x: "torch.Tensor", prefix: str, eps: float | None = None) -> "torch.Tensor":
         return F.layer_norm(x, x.shape[-1:], self.params[f"{prefix}.gamma"], self.params[f"{prefix}.beta"],
-                            eps=self.numerics.layer_norm_eps)
+                            eps=eps if eps is not None else self.numerics.layer_norm_eps)
 
-    def _activation(self, x: "torch.Tensor") -> "torch.Tensor":
-        if self.numerics.activation == RELU:
+    def _activation(self, x: "torch.Tensor", name: str | None = None) -> "torch.Tensor":
+        """The numerics' activation, or the one `name`d (the MLM head's own)."""
+        name = name or self.numerics.activation
+        if name == RELU:
             return F.relu(x)
-        return F.gelu(x, approximate=GELU_APPROXIMATE[self.numerics.activation])
+        return F.gelu(x, approximate=GELU_APPROXIMATE[name])
 
 
 def _numpy(values):

@@ -1,0 +1,66 @@
+"""Keras 3 weight files (`*.weights.h5`) written with h5py alone, as Keras' `save_weights` and
+keras-hub's `save_to_preset` write them (keras/src/saving/saving_lib.py `H5IOStore`).
+
+Model-agnostic: the caller says where each object's variables go. An object with variables is a
+group `<path>/vars` holding datasets `0`, `1`, ... in the order the object created them, its
+`name` attribute the object's Keras name (Keras 3.15 writes it; loading reads the paths alone).
+Objects without variables need no group: Keras loads an absent path as no variables.
+
+Written in the two passes of `containers/hdf5_workarounds.py`: h5py writes the structure with
+storage allocated but unfilled, once the disk is known to have room; then plain file writes put
+each tensor at its dataset's offset.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from .. import dtypes
+from ..errors import bad_input
+from ..lazy import lazy_module
+from ..tensor import LazyTensor
+from .hdf5_workarounds import allocated_unfilled, check_free_space, write_at_offsets
+
+if TYPE_CHECKING:
+    import h5py
+else:
+    h5py = lazy_module("h5py")
+
+VARS = "vars"
+
+
+@dataclass(frozen=True)
+class Keras3Object:
+    """One object with variables: its `path` in the file (`layers/transformer_encoder_1/
+    _self_attention_layer/query_dense`, "" for the model itself), its Keras `name`, and its
+    variables in creation order."""
+
+    path: str
+    name: str
+    variables: tuple[LazyTensor, ...]
+
+
+def write_keras3_file(path: Path, objects: Sequence[Keras3Object], *,
+                      on_tensor: Callable[[int], None] | None = None) -> None:
+    """Write `objects` as a Keras 3 weights file at `path` (a new file)."""
+    path = Path(path)
+    for obj in objects:
+        for index, tensor in enumerate(obj.variables):
+            if tensor.dtype is dtypes.BFLOAT16:
+                raise bad_input(path, f"{obj.path}/{VARS}/{index} is bfloat16, which bertconv does not write to "
+                                      f"Keras 3 files; widen it to float32 first")
+    check_free_space(path, data_bytes=sum(t.nbytes for obj in objects for t in obj.variables),
+                     objects=sum(3 + len(obj.variables) for obj in objects),
+                     name_bytes=sum(len(obj.path) + len(obj.name) for obj in objects))
+    placed = []
+    with h5py.File(path, "w") as f:
+        for obj in objects:
+            group = f.create_group(f"{obj.path}/{VARS}" if obj.path else VARS)
+            group.attrs["name"] = obj.name
+            for index, tensor in enumerate(obj.variables):
+                dataset = group.create_dataset(str(index), tuple(tensor.shape), dtype=tensor.dtype.numpy,
+                                               dcpl=allocated_unfilled())
+                placed.append((dataset.id.get_offset(), f"{group.name}/{index}", tensor))
+    write_at_offsets(path, placed, on_tensor)
