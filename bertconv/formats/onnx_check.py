@@ -88,8 +88,8 @@ def compare(tree: ParameterTree, model_path: Path, *, precision: Precision | Non
     session = _session(model_path)
     precision = precision or _stated_precision(session)
     fed = {value.name for value in session.get_inputs()}
+    _check_interface(tree, model_path, session)
     model = NumpyBert(tree, Numerics.for_tree(tree))
-    _check_interface(tree, model_path, fed)
     worst, worst_at, scale, nonfinite, nonfinite_at, positions = 0.0, [0, 0, 0], 0.0, 0, None, 0
     agree = top1_onnx = top1_numpy = 0
     shapes = []
@@ -97,7 +97,7 @@ def compare(tree: ParameterTree, model_path: Path, *, precision: Precision | Non
         shapes.append(list(batch[INPUT_IDS].shape))
         expected = model.mlm_logits(model.encode(batch[INPUT_IDS], batch[TOKEN_TYPE_IDS], batch[ATTENTION_MASK]))
         feeds = {name: batch[name] for name in fed}
-        (got,) = session.run([LOGITS], feeds)
+        (got,) = _run(session, feeds, model_path)
         expected, got = expected.astype(np.float64), got.astype(np.float64)
         scale = max(scale, float(np.abs(expected[np.isfinite(expected)]).max(initial=0.0)))
         broken = ~np.isfinite(got) & np.isfinite(expected)
@@ -140,12 +140,28 @@ def _batches(tree: ParameterTree):
         yield {INPUT_IDS: ids, TOKEN_TYPE_IDS: types, ATTENTION_MASK: mask}
 
 
-def _check_interface(tree: ParameterTree, model_path: Path, fed: set[str]) -> None:
-    """The export takes the inputs the model does: token types exactly when it has them."""
-    expected = {INPUT_IDS, ATTENTION_MASK} | ({TOKEN_TYPE_IDS} if tree.config.type_vocab_size else set())
+def _check_interface(tree: ParameterTree, model_path: Path, session) -> None:
+    """The export takes the inputs the model does (token types exactly when it has them) and
+    returns logits over its vocabulary."""
+    fed = sorted(value.name for value in session.get_inputs())
+    expected = sorted({INPUT_IDS, ATTENTION_MASK} | ({TOKEN_TYPE_IDS} if tree.config.type_vocab_size else set()))
+    outputs = {value.name: value.shape for value in session.get_outputs()}
     if fed != expected:
-        raise bad_input(model_path, f"takes inputs {sorted(fed)}, but {tree.path} is a model with inputs "
-                                    f"{sorted(expected)}: it is not an export of this checkpoint")
+        raise bad_input(model_path, f"takes inputs {fed}, but {tree.path} is a model with inputs {expected}: it "
+                                    f"is not an export of this checkpoint")
+    shape = outputs.get(LOGITS)
+    if shape is None or len(shape) != 3 or shape[2] != tree.config.vocab_size:
+        raise bad_input(model_path, f"returns {LOGITS} of shape {shape}, but {tree.path} has "
+                                    f"{tree.config.vocab_size} tokens: expected [batch, sequence, "
+                                    f"{tree.config.vocab_size}]; it is not an export of this checkpoint")
+
+
+def _run(session, feeds: dict, model_path: Path) -> list[np.ndarray]:
+    try:
+        return session.run([LOGITS], feeds)
+    except Exception as error:  # onnxruntime's own exception types
+        raise bad_input(model_path, f"onnxruntime cannot run it on inputs of shape "
+                                    f"{list(feeds[INPUT_IDS].shape)}: {str(error).splitlines()[0]}") from None
 
 
 def _stated_precision(session) -> Precision:
