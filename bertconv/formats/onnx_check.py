@@ -58,11 +58,15 @@ def verify(tree: ParameterTree, model_path: Path, precision: Precision) -> list[
                 f"runtime; run `bertconv diff SOURCE DST --outputs` once it is"]
     report = compare(tree, model_path, precision=precision)
     shapes = " and ".join(f"[{b}, {s}]" for b, s in report["shapes"])
+    if report["overflow"]:
+        raise CheckFailed(f"{tree.path}: the {precision.value} export overflows: its value {report['overflow']} is "
+                          f"inf or NaN on the check's inputs, where the NumPy runtime's float32 logits are finite "
+                          f"(activations past float16's largest value, 65504, overflow float16); export with "
+                          f"--dtype float32. Nothing was written")
     if report["nonfinite"]:
         raise CheckFailed(f"{tree.path}: the {precision.value} export computes {report['nonfinite']} logits that are "
                           f"inf or NaN where the NumPy runtime's float32 logits are finite (first at "
-                          f"{report['nonfinite_at']}): its activations overflow {precision.value}; export with "
-                          f"--dtype float32. Nothing was written")
+                          f"{report['nonfinite_at']}); nothing was written")
     if not report["ok"]:
         raise CheckFailed(f"{tree.path}: the ONNX export's logits differ from the NumPy runtime's by "
                           f"{report['max_abs_diff']} at {report['max_at']} on inputs {shapes}, beyond "
@@ -85,19 +89,21 @@ def compare(tree: ParameterTree, model_path: Path, *, precision: Precision | Non
     from ..runtime.numerics import Numerics
     from ..runtime.numpy_bert import NumpyBert
 
-    session = _session(model_path)
+    session, float16_values = _session(model_path)
     precision = precision or _stated_precision(session)
     fed = {value.name for value in session.get_inputs()}
     _check_interface(tree, model_path, session)
     model = NumpyBert(tree, Numerics.for_tree(tree))
     worst, worst_at, scale, nonfinite, nonfinite_at, positions = 0.0, [0, 0, 0], 0.0, 0, None, 0
     agree = top1_onnx = top1_numpy = 0
-    shapes = []
+    shapes, overflow = [], None
     for batch in _batches(tree):
         shapes.append(list(batch[INPUT_IDS].shape))
         expected = model.mlm_logits(model.encode(batch[INPUT_IDS], batch[TOKEN_TYPE_IDS], batch[ATTENTION_MASK]))
         feeds = {name: batch[name] for name in fed}
-        (got,) = _run(session, feeds, model_path)
+        got, *values = _run(session, [LOGITS, *float16_values], feeds, model_path)
+        if overflow is None:
+            overflow = next((name for name, value in zip(float16_values, values) if not np.isfinite(value).all()), None)
         expected, got = expected.astype(np.float64), got.astype(np.float64)
         scale = max(scale, float(np.abs(expected[np.isfinite(expected)]).max(initial=0.0)))
         broken = ~np.isfinite(got) & np.isfinite(expected)
@@ -121,7 +127,8 @@ def compare(tree: ParameterTree, model_path: Path, *, precision: Precision | Non
         "positions": positions, "shapes": shapes, "precision": precision.value, "atol": allowed,
         "max_abs_diff": json_number(worst), "max_at": worst_at, "logit_scale": scale,
         "top1_agreement": agree / positions, "top1_a": top1_numpy / positions, "top1_b": top1_onnx / positions,
-        "nonfinite": nonfinite, "nonfinite_at": nonfinite_at, "ok": bool(worst <= allowed and not nonfinite),
+        "nonfinite": nonfinite, "nonfinite_at": nonfinite_at, "overflow": overflow,
+        "ok": bool(worst <= allowed and not nonfinite and overflow is None),
     }
 
 
@@ -156,9 +163,9 @@ def _check_interface(tree: ParameterTree, model_path: Path, session) -> None:
                                     f"{tree.config.vocab_size}]; it is not an export of this checkpoint")
 
 
-def _run(session, feeds: dict, model_path: Path) -> list[np.ndarray]:
+def _run(session, outputs: list[str], feeds: dict, model_path: Path) -> list[np.ndarray]:
     try:
-        return session.run([LOGITS], feeds)
+        return session.run(outputs, feeds)
     except Exception as error:  # onnxruntime's own exception types
         raise bad_input(model_path, f"onnxruntime cannot run it on inputs of shape "
                                     f"{list(feeds[INPUT_IDS].shape)}: {str(error).splitlines()[0]}") from None
@@ -170,11 +177,34 @@ def _stated_precision(session) -> Precision:
 
 
 def _session(model_path: Path):
+    """(an onnxruntime session of the export, the float16 values it returns beside the logits).
+
+    onnxruntime's CPU provider computes float16 nodes it has no float16 kernel for in float32
+    (it inserts casts, then removes the casts between two such nodes), so a float16 value that
+    overflows may never be float16 there, and its logits stay finite where another provider's
+    are inf. Every float16 value of the graph is therefore made an output, which onnxruntime
+    rounds to float16: an overflow shows, wherever it is computed.
+    """
+    import onnx
+
     ort = _onnxruntime()
+    model = onnx.load(model_path, load_external_data=False)
+    inferred = onnx.shape_inference.infer_shapes(model)
+    float16_values = [value for value in inferred.graph.value_info
+                      if value.type.tensor_type.elem_type == onnx.TensorProto.FLOAT16]
+    model.graph.output.extend(float16_values)
+    external = any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
+    exposed = model_path.with_name(f".{model_path.name}.check")  # beside it: external data is found relative to it
     try:
-        return ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+        if external:
+            onnx.save(model, exposed)
+        source = str(exposed) if external else model.SerializeToString()
+        session = ort.InferenceSession(source, providers=["CPUExecutionProvider"])
     except Exception as error:  # onnxruntime raises its own exception types for a file it cannot load
         raise bad_input(model_path, f"onnxruntime cannot load it: {str(error).splitlines()[0]}") from None
+    finally:
+        exposed.unlink(missing_ok=True)
+    return session, [value.name for value in float16_values]
 
 
 def _onnxruntime():

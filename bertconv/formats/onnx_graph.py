@@ -108,10 +108,10 @@ class _Builder:
 
     # --- plumbing --------------------------------------------------------------------------
 
-    def op(self, op_type: str, *inputs: str, **attributes) -> str:
-        """One node; its single output's name."""
+    def op(self, op_type: str, *inputs: str, hint: str | None = None, **attributes) -> str:
+        """One node; its single output's name (`hint`, such as the layer it computes, then a count)."""
         self._count += 1
-        output = f"{op_type.lower()}_{self._count}"
+        output = f"{hint or op_type.lower()}_{self._count}"
         self.graph.nodes.append(helper.make_node(op_type, list(inputs), [output], name=f"{op_type}_{self._count}",
                                                  **attributes))
         return output
@@ -136,7 +136,8 @@ class _Builder:
 
     def dense(self, x: str, prefix: str) -> str:
         """x @ kernel + bias, kernel [in, out]: [..., in] -> [..., out]."""
-        return self.op("Add", self.op("MatMul", x, self.weight(f"{prefix}.kernel")), self.weight(f"{prefix}.bias"))
+        product = self.op("MatMul", x, self.weight(f"{prefix}.kernel"), hint=f"{prefix}.product")
+        return self.op("Add", product, self.weight(f"{prefix}.bias"), hint=prefix)
 
     def layer_norm(self, terms: list[str], prefix: str) -> str:
         """LayerNorm over the last axis of the sum of `terms`, summed and normalized in float32
@@ -163,7 +164,7 @@ class _Builder:
             inner = self.op("Tanh", self.op("Mul", self.constant(GELU_TANH_SCALE, dtype), self.op("Add", x, cube)))
         else:
             raise ValueError(f"no ONNX form for activation {name!r}")
-        return self.op("Mul", half, self.op("Add", self.constant(1.0, dtype), inner))
+        return self.op("Mul", half, self.op("Add", self.constant(1.0, dtype), inner), hint=name)
 
     # --- the model -------------------------------------------------------------------------
 
