@@ -298,7 +298,7 @@ FORMATS: tuple[Format, ...] = (
     Format(
         target="onnx", module=_module("onnx_export"), names=("onnx",), numerics="hf",
         specificity=Specificity.CONTENT, output=Output.DIRECTORY,
-        description="an ONNX export written by bertconv (model.onnx), which it runs but does not read",
+        description="a model.onnx export written by bertconv, which it runs but does not read",
         fixtures=(), fuzz=(),  # nothing to read: tests/test_onnx.py checks the refusal
         owned_files=("model.onnx", "model.onnx.data"),
         containers=("onnx",),
