@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import conversions, inputs
+from . import conversions, inputs, onnx_export
 from .report import render
 
 HERE = Path(__file__).resolve().parent
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     log(f"inputs in {inputs.bench_dir()}")
     idle_wait = args.idle_wait if args.idle_wait is not None else (0 if args.quick else 15)
     sections = conversions.run(sizes, reps, log, idle_wait=idle_wait)
-    extra = conversions.runtime_section(reps, args.quick, log)
+    extra = conversions.runtime_section(reps, args.quick, log) + onnx_export.section(reps, log)
     text = render(sections, command=command, reps=reps, extra=extra)
     print(text)
     if output is not None:

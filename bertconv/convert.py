@@ -44,10 +44,13 @@ class WriteOptions:
       drop_untied_decoder: write a format without a decoder matrix even when the source's
         decoder differs from the embeddings (that decoder is lost).
       on_tensor: called with each tensor's byte count as it is written (progress).
+      dtype: the dtype to write the weights in, for a format that offers a choice (its registry
+        entry's `dtypes`: onnx's float32 or float16); None writes them as the format does by default.
     """
 
     max_shard_bytes: int | None = None
     drop_untied_decoder: bool = False
+    dtype: str | None = None
     on_tensor: Callable[[int], None] | None = None
 
 
@@ -122,6 +125,9 @@ def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool 
     if problems:
         raise bad_input(tree.path, "tensors disagree with the config: " + "; ".join(problems[:5]))
     fmt = formats.TARGETS[target]
+    if options.dtype is not None and options.dtype not in fmt.dtypes:
+        offered = f"it takes {', '.join(fmt.dtypes)}" if fmt.dtypes else "it writes the tensors as they are stored"
+        raise bad_input(destination, f"--dtype {options.dtype} does not apply to --to {target}: {offered}")
     _refuse_other_family(tree, target, destination)
     destination = Path(os.path.abspath(destination))
     clash = paths.clash(destination, inputs_of(tree, given))
@@ -151,13 +157,18 @@ def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool 
             if fmt.writes_directory:
                 written += _carry(extra, partial, written)
                 result.notes += _companions_not_rewritten(destination, written)
-            output = formats.read(partial)
-            dropped = ("mlm.decoder", "mlm.decoder_bias") if options.drop_untied_decoder else ()
-            accepted = (*accept_loss, "tie_word_embeddings") if dropped else accept_loss
-            result.notes += _kept_computation(written_tree, output, destination, accepted, dropped)
+            if fmt.check_written is not None:  # an export, which its own check runs instead of a read-back
+                result.tensors, checked = fmt.check_written(written_tree, partial, options)
+                result.notes += checked
+                result.ignored = _set_aside(tree, set(result.tensors), absent=_NOT_EXPORTED)
+            else:
+                output = formats.read(partial)
+                dropped = ("mlm.decoder", "mlm.decoder_bias") if options.drop_untied_decoder else ()
+                accepted = (*accept_loss, "tie_word_embeddings") if dropped else accept_loss
+                result.notes += _kept_computation(written_tree, output, destination, accepted, dropped)
+                result.tensors = [p.source for p in output]
+                result.ignored = _set_aside(tree, set(output.params))
             result.notes += fmt.caveats(tree)
-            result.tensors = [p.source for p in output]
-            result.ignored = _set_aside(tree, output)
     except OSError as exc:
         raise bad_input(destination, f"cannot write: {_write_failure(exc)}; nothing was left at the "
                                      f"destination") from None
@@ -273,15 +284,19 @@ def _kept_computation(source: ParameterTree, output: ParameterTree, destination:
     return [f"accepted loss: {name} is {a!r} in the source, {b!r} in the output" for name, a, b in changed]
 
 
-def _set_aside(source: ParameterTree, output: ParameterTree) -> list[Ignored]:
-    """Source entries the output does not hold: what the reader ignored, then tensors not written."""
+_NOT_EXPORTED = "not part of the export, which computes the MLM logits alone"
+
+
+def _set_aside(source: ParameterTree, written: set[str], absent: str | None = None) -> list[Ignored]:
+    """Source entries the output does not hold (`written`: the canonical names it does): what the
+    reader ignored, then tensors not written (`absent` says why, for those that are counted)."""
     ignored = list(source.ignored)
     for param in source:
-        if param.name in output.params:
+        if param.name in written:
             continue
         if not source.is_counted(param.name):
             reason = "tied copy, not stored: the output's format ties it by construction"
         else:
-            reason = "untied MLM decoder dropped (--drop-untied-decoder): the word embeddings serve instead"
+            reason = absent or "untied MLM decoder dropped (--drop-untied-decoder): the word embeddings serve instead"
         ignored.append(Ignored(param.source, reason, param.numel, str(param.tensor.dtype), tuple(param.tensor.shape)))
     return ignored

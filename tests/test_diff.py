@@ -52,7 +52,14 @@ def destination(tmp_path: Path, target: str, label: str) -> Path:
 # --- a conversion and its way back are equal -------------------------------------------------
 
 
-@pytest.mark.parametrize("target", sorted(formats.TARGETS))
+#: Every target bertconv reads back (an export, onnx, is compared by its outputs: tests/test_onnx.py),
+#: but keras-hub, whose code fixes numerics a transformers BERT does not compute with (tanh GELU,
+#: a head epsilon of 1e-5): converting into it is refused unless accepted, tests/test_keras_hub.py.
+READ_BACK = sorted(target for target, fmt in formats.TARGETS.items()
+                   if fmt.check_written is None and target != "keras-hub")
+
+
+@pytest.mark.parametrize("target", READ_BACK)
 @pytest.mark.parametrize("fixture", ["pretraining", "pretraining_bin", "bert_model", "bf16"])
 def test_conversion_through_every_target_and_back_is_equal(fixture, target, tmp_path):
     source = formats.read(HF / fixture)

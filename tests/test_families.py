@@ -160,6 +160,9 @@ def test_a_declared_key_mutated_is_seen_kept_or_refused_and_computed(model_type,
             assert not out.exists(), f"--to {target} refused {key} but left {out}"
             continue
         assert result.exit_code == 0, result.stderr
+        if formats.TARGETS[target].check_written is not None:  # an export: run against the runtime, not read
+            assert "checked: onnxruntime" in result.stderr or "not verified" in result.stderr, result.stderr
+            continue
         written = formats.read(out).config
         lost = [f for f in COMPUTATION_FIELDS if getattr(written, f) != getattr(source.config, f)]
         assert not lost, f"--to {target} changed {lost} after {key} = {value!r}"

@@ -20,6 +20,9 @@ from conftest import FIXTURES, run_in_process
 from fuzzing import check_case
 
 FORMATS = [pytest.param(fmt, id=fmt.target) for fmt in formats.FORMATS]
+#: The formats bertconv reads: every one but the exports it runs and refuses to read (onnx).
+READ_FORMATS = [pytest.param(fmt, id=fmt.target) for fmt in formats.FORMATS if fmt.check_written is None]
+EXPORTS = [pytest.param(fmt, id=fmt.target) for fmt in formats.FORMATS if fmt.check_written is not None]
 FIXTURE_CASES = [pytest.param(fmt, path, id=str(path.relative_to(FIXTURES)))
                  for fmt in formats.FORMATS for path in fmt.fixture_paths(FIXTURES)]
 
@@ -50,7 +53,34 @@ def test_the_module_provides_what_the_entry_declares(fmt):
     if fmt.output is not None:
         assert inspect.signature(fmt.write).parameters["options"].kind is inspect.Parameter.KEYWORD_ONLY
         assert fmt.writes_directory == (fmt.output is Output.DIRECTORY)
-    assert fmt.description.startswith("a ") and fmt.fixtures and fmt.fuzz
+    assert fmt.description.startswith("a ")
+    exports = fmt.check_written is not None  # written and run, never read: nothing to read or fuzz
+    assert bool(fmt.fixtures and fmt.fuzz) != exports and (fmt.compare_outputs is not None) == exports
+
+
+@pytest.mark.parametrize("fmt", EXPORTS)
+def test_an_export_is_written_and_its_reader_refuses_it(fmt, tmp_path):
+    """An export (onnx) writes a directory its sniffer claims and its reader refuses, exit 2."""
+    out = tmp_path / "out"
+    try:
+        fmt.write(formats.read(FIXTURES / "hf" / "pretraining"), _directory(out), options=_options())
+    except ImportError as missing:
+        pytest.skip(f"needs {missing.name}, which is not installed (pip install -e '.[test]')")
+    found, exact = formats.resolve(out)
+    assert found is fmt and fmt.sniff(exact) in fmt.names
+    with pytest.raises(BadInput, match="export target, not a checkpoint bertconv reads"):
+        formats.read(out)
+
+
+def _directory(path):
+    path.mkdir()
+    return path
+
+
+def _options():
+    from bertconv.convert import WriteOptions
+
+    return WriteOptions()
 
 
 def test_targets_are_the_formats_that_write_and_convert_offers_them_all(monkeypatch):
@@ -62,7 +92,7 @@ def test_targets_are_the_formats_that_write_and_convert_offers_them_all(monkeypa
         assert f"{target} (a {fmt.output.value})" in help_text
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", READ_FORMATS)
 def test_every_registered_format_has_fixtures_that_read_with_its_reader(fmt):
     paths = fmt.fixture_paths(FIXTURES)
     assert paths, f"no fixture matches {fmt.fixtures}"
@@ -74,7 +104,7 @@ def test_every_registered_format_has_fixtures_that_read_with_its_reader(fmt):
     assert names_read == set(fmt.names), "every reader name the entry declares comes out of a fixture"
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", READ_FORMATS)
 def test_every_fuzz_fixture_reads_whole_as_its_format(fmt):
     for fixture in fmt.fuzz:
         path = FIXTURES / fixture

@@ -35,6 +35,9 @@ ARGUMENTS = (
            help="Replace DST if it is a checkpoint of the kind being written (its tokenizer files are kept)."),
     option("--max-shard-size", dest="max_shard_bytes", type=parse_size, default="5GB", metavar="SIZE",
            help="Hugging Face shard size limit (default: %(default)s)."),
+    option("--dtype", choices=("float32", "float16"),
+           help="Weights' dtype, for --to onnx: float32 (the default) or float16 (LayerNorm and softmax kept in "
+                "float32; refused if onnxruntime finds it overflows)."),
     option("--drop-untied-decoder", action="store_true",
            help="Write a format that has no decoder matrix even if the source's decoder differs from the embeddings."),
     ACCEPT_LOSS,
@@ -44,7 +47,7 @@ ARGUMENTS = (
 
 
 def command(src: Path, dst: Path, target: str, config_path: Path | None, num_heads: int | None, model: str | None,
-            revision: str | None, force: bool, max_shard_bytes: int, drop_untied_decoder: bool,
+            revision: str | None, force: bool, max_shard_bytes: int, dtype: str | None, drop_untied_decoder: bool,
             accept_loss: list[str], as_json: bool, quiet: bool) -> None:
     """Convert SRC to DST in another (or the same) format, through the canonical tree.
 
@@ -54,7 +57,7 @@ def command(src: Path, dst: Path, target: str, config_path: Path | None, num_hea
     tree = load(src, config_path, num_heads, model, revision)
     for warning in warnings_for(tree):
         stderr.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
-    options = dict(max_shard_bytes=max_shard_bytes, drop_untied_decoder=drop_untied_decoder)
+    options = dict(max_shard_bytes=max_shard_bytes, drop_untied_decoder=drop_untied_decoder, dtype=dtype)
     with byte_progress(f"writing {dst.name}", sum(p.tensor.nbytes for p in tree), quiet or as_json) as advance:
         result = convert(tree, dst, target, force=force, accept_loss=tuple(accept_loss), given=src,
                          options=WriteOptions(**options, on_tensor=advance))

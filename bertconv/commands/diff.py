@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .. import formats
 from ..checks.arrays import BIT_EXACT, format_value
 from ..checks.diff import diff
 from ..checks.outputs import OUTPUTS_ATOL, compare_outputs
 from ..checks.trained import RUNTIMES
 from .arguments import json_flag, option, tolerance
 from ..checks.contract import require_read
+from ..checks.report import checkpoint
+from ..errors import bad_input
 from .common import ACCEPT_LOSS, byte_progress, finish, load, stdout
 
 #: How many tensor names a line about differing dtypes shows.
@@ -131,8 +134,15 @@ def command(a: Path, b: Path, atol: float, with_outputs: bool, outputs_atol: flo
     With --outputs, the tensors must still be the same names and shapes, and their values are
     judged by the logits they compute (within --outputs-atol) instead of bit for bit.
 
+    B may be an ONNX export (`convert --to onnx`): with --outputs, onnxruntime runs it and its
+    logits are compared with A's in the NumPy runtime; it has no tensors to compare.
+
     Exit status: 0 equal (within --atol, or by the outputs), 1 they differ, 2 an input cannot be read.
     """
+    export = _export_at(b)
+    if export is not None:
+        _diff_export(a, *export, with_outputs, outputs_atol, accept_loss, as_json)
+        return
     tree_a, tree_b = load(a, None, None), load(b, None, None)
     accepted = [*require_read(tree_a, accept_loss), *require_read(tree_b, accept_loss)]
     work = sum(p.tensor.nbytes for p in tree_a) + sum(p.tensor.nbytes for p in tree_b)
@@ -147,3 +157,40 @@ def command(a: Path, b: Path, atol: float, with_outputs: bool, outputs_atol: flo
         report["ok"] = not report["problems"]
     report["notes"] = [*accepted, *report["notes"]]
     finish("diff", report, as_json, print_report)
+
+
+# --- B an export (ONNX): its outputs are all there is to compare -------------------------------
+
+
+def _export_at(path: Path):
+    """(the export's path, its format's `compare_outputs`) when `path` is an export bertconv runs
+    but does not read (ONNX), else None (a checkpoint, or nothing `load` will not explain)."""
+    try:
+        fmt, exact = formats.resolve(path)
+    except Exception:  # not a checkpoint at all: `load` says why
+        return None
+    return (exact, fmt.compare_outputs) if fmt.compare_outputs is not None else None
+
+
+def _diff_export(a: Path, export: Path, compare, with_outputs: bool, outputs_atol: float,
+                 accept_loss: list[str], as_json: bool) -> None:
+    """A's logits against the export's, run by its own runtime, on the export check's batches."""
+    if not with_outputs:
+        raise bad_input(export, "is an ONNX export, which holds a computation rather than a checkpoint's tensors: "
+                                "pass --outputs to compare its logits with A's")
+    tree_a = load(a, None, None)
+    accepted = require_read(tree_a, accept_loss)
+    outputs = compare(tree_a, export, atol=outputs_atol)
+    problems = [] if outputs["ok"] else [
+        f"outputs: {outputs['nonfinite']} logits of the export are inf or NaN where A's are finite"
+        if outputs["nonfinite"] else
+        f"outputs: largest difference {format_value(outputs['max_abs_diff'])} beyond --outputs-atol {outputs['atol']:g}"]
+    report = {"a": checkpoint(tree_a), "b": {"path": str(export), "format": "onnx", "export": True},
+              "outputs": outputs, "ok": outputs["ok"], "problems": problems, "notes": list(accepted)}
+    finish("diff", report, as_json, _print_export_report)
+
+
+def _print_export_report(report: dict) -> None:
+    stdout.print(f"A  [bold]{report['a']['path']}[/]  ({report['a']['format']})")
+    stdout.print(f"B  [bold]{report['b']['path']}[/]  (an ONNX export, run by onnxruntime)")
+    _print_outputs(report, report["outputs"])

@@ -151,6 +151,25 @@ class Format:
         return getattr(self.module, "write_caveats", lambda tree: [])
 
     @property
+    def dtypes(self) -> tuple[str, ...]:
+        """The dtypes `convert --dtype` may ask its writer for: its module's `WRITES_DTYPES`, none
+        where the module states none (the tensors are written as stored)."""
+        return tuple(getattr(self.module, "WRITES_DTYPES", ()))
+
+    @property
+    def check_written(self) -> Callable[..., tuple[list[str], list[str]]] | None:
+        """For an export its reader refuses (onnx): `check_written(tree, directory, options) ->
+        (tensors written, notes)`, which `convert` runs instead of reading the output back; None
+        for a checkpoint format."""
+        return getattr(self.module, "check_written", None)
+
+    @property
+    def compare_outputs(self) -> Callable[..., dict] | None:
+        """For an export: `compare_outputs(tree, path, atol=) -> dict`, the report of `diff
+        --outputs` with the export as side B (`checks.outputs.compare_outputs`' keys); else None."""
+        return getattr(self.module, "compare_outputs", None)
+
+    @property
     def writes_directory(self) -> bool:
         return self.output is Output.DIRECTORY
 
@@ -287,6 +306,16 @@ FORMATS: tuple[Format, ...] = (
                      "preprocessor.json", "tokenizer.json"),
         containers=("hdf5",),
     ),
+    # Write-only: the masked-LM logits as an ONNX graph (`convert --to onnx`, the `onnx` extra),
+    # run by onnxruntime against the NumPy runtime after writing. Its reader refuses the files.
+    Format(
+        target="onnx", module=_module("onnx_export"), names=("onnx",), numerics="hf",
+        specificity=Specificity.CONTENT, output=Output.DIRECTORY,
+        description="a model.onnx export written by bertconv, which it runs but does not read",
+        fixtures=(), fuzz=(),  # nothing to read: tests/test_onnx.py checks the refusal
+        owned_files=("model.onnx", "model.onnx.data"),
+        containers=("onnx",),
+    ),
 )
 
 
@@ -307,6 +336,7 @@ CONTAINER_SUFFIXES: dict[str, tuple[str, ...]] = {
     "msgpack": (".msgpack",),
     "shard-index": (".index.json",),
     "tf-bundle": (".index",),
+    "onnx": (".onnx",),
 }
 #: Every container a `Format.containers` may name.
 CONTAINERS = frozenset(CONTAINER_SUFFIXES)

@@ -1,0 +1,87 @@
+"""The ONNX-export row of issue 29: `bertconv convert --to onnx` against `torch.onnx.export` of the
+transformers model, on bert-base size, each a whole process (wall time, peak RSS); both files are
+then run by onnxruntime on one batch and compared with transformers' own (torch) logits.
+
+    python -m benchmarks.onnx_export [--reps N]
+
+bertconv's time includes its own check (onnxruntime against the NumPy runtime on two batches);
+the reference checks nothing. Prints a Markdown section; `python -m benchmarks` appends it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from . import inputs
+from .conversions import bertconv_command, reference
+from .measure import Job, measure_alternating
+from .report import MIB
+
+SIZE = "base"
+
+
+def onnx_logits(model: Path, feed: dict[str, np.ndarray]) -> np.ndarray:
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    names = {value.name for value in session.get_inputs()}
+    return session.run(["logits"], {k: v for k, v in feed.items() if k in names})[0]
+
+
+def transformers_logits(directory: Path, feed: dict[str, np.ndarray]) -> np.ndarray:
+    import torch
+    import transformers
+
+    model = transformers.AutoModelForMaskedLM.from_pretrained(directory, dtype=torch.float32).eval()
+    with torch.no_grad():
+        return model(**{k: torch.tensor(v) for k, v in feed.items()}).logits.numpy()
+
+
+def section(reps: int, log=print) -> list[str]:
+    source = inputs.ensure(SIZE, "hf-safetensors", log=log)
+    directory = source if source.is_dir() else source.parent
+    out = inputs.bench_dir() / "out-onnx"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    ours, theirs = out / "bertconv", out / "torch.onnx"
+    labels = ["bertconv convert --to onnx", "torch.onnx.export (transformers 5)"]
+    jobs = [Job([*bertconv_command(), "convert", directory, ours, "--to", "onnx", "--quiet"],
+                before_each=lambda: shutil.rmtree(ours, ignore_errors=True)),
+            Job(reference("torch_onnx_export.py", directory, theirs), before_each=lambda: theirs.unlink(missing_ok=True))]
+    log("onnx export: bertconv vs torch.onnx.export ...")
+    measured = measure_alternating(jobs, reps=reps)
+    rng = np.random.default_rng(0)
+    feed = {"input_ids": rng.integers(0, 30522, (2, 16)), "attention_mask": np.ones((2, 16), dtype=np.int64),
+            "token_type_ids": np.zeros((2, 16), dtype=np.int64)}
+    feed["attention_mask"][1, 10:] = 0
+    expected = transformers_logits(directory, feed)
+    differences = [float(np.abs(onnx_logits(path, feed) - expected).max()) for path in (ours / "model.onnx", theirs)]
+    sizes = [sum(p.stat().st_size for p in ours.iterdir()), theirs.stat().st_size]
+    shutil.rmtree(out, ignore_errors=True)
+    rows = ["| export | median time | peak RSS | file size | onnxruntime vs transformers (max abs logit diff) |",
+            "|---|---|---|---|---|"]
+    for label, m, difference, size in zip(labels, measured, differences, sizes):
+        rows.append(f"| {label} | {m.median_s:.1f} s | {m.peak_rss_bytes / MIB:,.0f} MiB | {size / MIB:,.0f} MiB "
+                    f"| {difference:.2g} |")
+    return ["## ONNX export with the MLM head (bert-base size, float32)", "",
+            "bertconv's time includes its check (onnxruntime against its NumPy runtime on two batches); "
+            "torch.onnx.export is transformers 5's BertForMaskedLM through TorchScript's exporter, opset 17. "
+            "Both files then run in onnxruntime on one padded batch [2, 16], compared with transformers' "
+            "torch logits.", "", *rows, ""]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.onnx_export", description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=1)
+    args = parser.parse_args(argv)
+    print("\n".join(section(args.reps, log=lambda m: print(m, file=sys.stderr))))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
