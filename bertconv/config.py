@@ -13,6 +13,8 @@ stated in fields, never in parallel classes: `embedding_size` and `embedding_pro
 (factorized embeddings), `word_projection` (brightmart albert_zh's other factorization: see
 `BertConfig.word_projection`), `num_hidden_groups` x `inner_group_num` (ALBERT's stored layers,
 shared across the L applied ones), `position_offset` (RoBERTa's first position row),
+`pre_layer_norm`, `final_layer_norm` and `embedding_layer_norm` (where the LayerNorms are:
+Megatron-BERT and ESM normalize before each sublayer and after the last layer),
 `position_embedding_type` and `is_decoder` (how attention sees positions and keys), and
 `model_type`, which names the family (`bertconv.families`) for writers and messages only.
 Reading and writing config files is `families/dialects.py`, as each family declares its keys.
@@ -76,6 +78,14 @@ class BertConfig:
     #: Causal self-attention (transformers' `is_decoder`, as in `BertLMHeadModel`): each
     #: position attends to itself and the positions before it only.
     is_decoder: bool = False
+    #: Where each layer normalizes: after the residual sum, LN(x + f(x)) (BERT), or before its
+    #: sublayer, x + f(LN(x)) (Megatron-BERT, ESM: `layers.{i}.attention_norm` before attention,
+    #: `layers.{i}.ffn_norm` before the feed-forward).
+    pre_layer_norm: bool = False
+    #: A LayerNorm after the last layer (`final_norm`; pre-LayerNorm encoders have one).
+    final_layer_norm: bool = False
+    #: Whether the summed embeddings are normalized (`embeddings.norm`; Megatron-BERT's are not).
+    embedding_layer_norm: bool = True
     #: Config keys the file states that this model's computation in bertconv would not honour,
     #: with their values as JSON (`families.dialects.unread_keys`): every command that computes
     #: or converts refuses them unless the user accepts the loss.
@@ -193,7 +203,8 @@ COMPUTATION_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_att
                       "intermediate_size", "max_position_embeddings", "type_vocab_size", "hidden_act",
                       "layer_norm_eps", "tie_word_embeddings", "conditional_size", "model_type",
                       "embedding_size", "embedding_projection", "num_hidden_groups", "inner_group_num",
-                      "position_offset", "word_projection", "position_embedding_type", "is_decoder")
+                      "position_offset", "word_projection", "position_embedding_type", "is_decoder",
+                      "pre_layer_norm", "final_layer_norm", "embedding_layer_norm")
 
 #: transformers 4's `position_embedding_type` values (transformers 5's BERT knows "absolute" only).
 POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query")
@@ -255,8 +266,9 @@ def expected_components(config: BertConfig, heads: Heads) -> dict[str, int]:
     out.update({
         "embeddings.token_type": T * W,
         "embeddings.position": P * W,
-        "embeddings.norm": 2 * W + 2 * C * W,
     })
+    if config.embedding_layer_norm:
+        out["embeddings.norm"] = 2 * W + 2 * C * W
     if config.embedding_projection:
         out["embeddings.projection"] = E * H + H
     for i in range(config.stored_layers):
@@ -264,6 +276,8 @@ def expected_components(config: BertConfig, heads: Heads) -> dict[str, int]:
         out[f"layers.{i}.attention_norm"] = norm
         out[f"layers.{i}.ffn"] = 2 * H * I + I + H
         out[f"layers.{i}.ffn_norm"] = norm
+    if config.final_layer_norm:
+        out["final_norm"] = norm
     if heads.pooler:
         out["pooler"] = H * H + H
     if heads.mlm:

@@ -32,8 +32,12 @@ def print_report(report: dict) -> None:
     for copy in report["tied_copies"]:
         how = "shares storage with" if copy["shared_storage"] else "is a stored copy of"
         stdout.print(f"tied: {copy['name']} ({copy['canonical']}) {how} its tied parameter; counted once")
-    for sentence in ignored_summary(report["ignored"]):
+    ignored = ignored_summary(report["ignored"])
+    for sentence in ignored:
         stdout.print(f"{sentence} (not counted)")
+    for note in report["notes"]:
+        if note not in ignored:
+            stdout.print(f"note: {note}")
     for problem in report["problems"]:
         stdout.print(f"[red]problem:[/] {problem}")
     stdout.print("[green]audit ok[/]" if report["ok"] else "[red]audit FAILED[/]")

@@ -134,10 +134,21 @@ def _family_fields(data: dict[str, Any], family: Family, dialect: str) -> dict[s
             raise ValueError(f"{key} is {json.dumps(data[key])}, expected true or false")
     if "is_decoder" in computes:
         out["is_decoder"] = data.get("is_decoder", False)
+    out.update(_layer_norms(data, family))
     if "add_cross_attention" in computes and data.get("add_cross_attention", False):
         raise ValueError("add_cross_attention is true: the model has cross-attention layers over an encoder's "
                          "outputs, which bertconv's canonical tree does not hold")
     return out
+
+
+def _layer_norms(data: dict[str, Any], family: Family) -> dict[str, Any]:
+    """Where the family's LayerNorms are; a config key decides the embeddings' where the family
+    names one (ESM's `emb_layer_norm_before`, absent or null meaning none)."""
+    key = family.embedding_layer_norm
+    value = data.get(key) if isinstance(key, str) else None
+    if value is not None and not isinstance(value, bool):
+        raise ValueError(f"{key} is {json.dumps(value)}, expected true, false or null")
+    return family.layer_norms(value)
 
 
 def unread_keys(data: dict[str, Any], family: Family, dialect: str) -> tuple[tuple[str, str], ...]:
@@ -280,6 +291,8 @@ def _family_dict(config: BertConfig) -> dict[str, Any]:
         out["inner_group_num"] = config.inner_group_num or 1
     if family.position_offset_key is not None:
         out[family.position_offset_key[0]] = config.position_offset - 1
+    if isinstance(family.embedding_layer_norm, str):
+        out[family.embedding_layer_norm] = config.embedding_layer_norm
     for variant in family.variants:
         if getattr(config, variant.flag):
             out.update(variant.stated)

@@ -177,6 +177,7 @@ def config_from_shapes(path: Path, params: dict[str, Parameter], activation: str
         embedding_size=width if width != hidden or declared.states_embedding_size else None,
         embedding_projection=projected,
         position_offset=position_offset(declared),
+        **declared.layer_norms("embeddings.norm.gamma" in params),
         provenance=provenance,
     )
 

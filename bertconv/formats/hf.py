@@ -175,6 +175,25 @@ ROBERTA_TABLE = Table("hf", (
 ), skips=_SKIPS)
 
 
+#: transformers `MegatronBertForPreTraining` / `ForMaskedLM` / `Model`: BERT's names and heads, its
+#: pre-LayerNorm encoder's norms before attention (`attention.ln`) and the FFN (`ln`), the final
+#: `encoder.ln`, no embedding LayerNorm.
+_MEGATRON_LAYER = "bert.encoder.layer.{i}"
+MEGATRON_TABLE = Table("hf", tuple(
+    row for row in TABLE.rows if not row.canonical.startswith(("embeddings.norm", "layers."))
+) + (
+    *_linear_rows("layers.{i}.attention.query", f"{_MEGATRON_LAYER}.attention.self.query"),
+    *_linear_rows("layers.{i}.attention.key", f"{_MEGATRON_LAYER}.attention.self.key"),
+    *_linear_rows("layers.{i}.attention.value", f"{_MEGATRON_LAYER}.attention.self.value"),
+    *_linear_rows("layers.{i}.attention.output", f"{_MEGATRON_LAYER}.attention.output.dense"),
+    *_norm_rows("layers.{i}.attention_norm", f"{_MEGATRON_LAYER}.attention.ln"),
+    *_linear_rows("layers.{i}.ffn.intermediate", f"{_MEGATRON_LAYER}.intermediate.dense"),
+    *_linear_rows("layers.{i}.ffn.output", f"{_MEGATRON_LAYER}.output.dense"),
+    *_norm_rows("layers.{i}.ffn_norm", f"{_MEGATRON_LAYER}.ln"),
+    *_norm_rows("final_norm", "bert.encoder.ln"),
+), skips=_SKIPS)
+
+
 @dataclass(frozen=True)
 class Family:
     """One model family's Hugging Face spelling.
@@ -209,6 +228,7 @@ FAMILIES: dict[str, Family] = {family.model_type: family for family in (
     Family("electra", ELECTRA_TABLE, "electra", ("generator_predictions.", "generator_lm_head.",
                                                  "discriminator_predictions.")),
     Family("roberta", ROBERTA_TABLE, "roberta", ("lm_head.",)),
+    Family("megatron-bert", MEGATRON_TABLE, "bert", ("cls.",)),
 )}
 
 #: The families this module writes (`convert` refuses a tree of any other).
@@ -218,11 +238,12 @@ WRITES_FAMILIES = tuple(FAMILIES)
 def family_of_names(names: list[str]) -> Family | None:
     """The family whose own module names (its declaration's `hf_marks`) the file's names hold, or
     None for an encoder-only file whose names several families share (its config.json says which)."""
-    for family in FAMILIES.values():
-        if any(mark in "." + name.removeprefix(DATA_PARALLEL_PREFIX)
-               for name in names for mark in family.declared.hf_marks):
-            return family
-    return None
+    marked = [family for family in FAMILIES.values()
+              if any(mark in "." + name.removeprefix(DATA_PARALLEL_PREFIX)
+                     for name in names for mark in family.declared.hf_marks)]
+    # A family whose files hold another's marks too (Megatron-BERT's `bert.`, `cls.`) is told by its own.
+    shared = {other for family in marked for other in family.declared.shares_hf_marks_with}
+    return next((family for family in marked if family.model_type not in shared), None)
 
 
 _ALBERT_GROUPED = re.compile(r"\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.")

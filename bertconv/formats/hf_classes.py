@@ -15,10 +15,13 @@ CLASSES: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
     "albert": ((("mlm", "sop"), "AlbertForPreTraining"), (("mlm",), "AlbertForMaskedLM"), ((), "AlbertModel")),
     "electra": ((("rtd",), "ElectraForPreTraining"), (("mlm",), "ElectraForMaskedLM"), ((), "ElectraModel")),
     "roberta": ((("mlm",), "RobertaForMaskedLM"), ((), "RobertaModel")),
+    "megatron-bert": ((("mlm", "nsp"), "MegatronBertForPreTraining"), (("mlm",), "MegatronBertForMaskedLM"),
+                      (("nsp",), "MegatronBertForNextSentencePrediction"), ((), "MegatronBertModel")),
 }
 #: Per `model_type`: the class of a causal model (`is_decoder`) with its LM head, which is the
 #: masked LM's head predicting the next token.
-CAUSAL_CLASSES = {"bert": "BertLMHeadModel", "electra": "ElectraForCausalLM", "roberta": "RobertaForCausalLM"}
+CAUSAL_CLASSES = {"bert": "BertLMHeadModel", "electra": "ElectraForCausalLM", "roberta": "RobertaForCausalLM",
+                  "megatron-bert": "MegatronBertForCausalLM"}
 
 
 def architecture(tree: ParameterTree) -> str:

@@ -13,6 +13,9 @@ the BERT family (ALBERT, ELECTRA, RoBERTa) by what the tree and its config hold:
   projection: x @ kernel + bias, where the config has one (ALBERT, ELECTRA)   [B, S, H]
   layers:     x = LN(x + SelfAttention(x, mask));  x = LN(x + FFN(x)), running the stored
               layers in `config.layer_schedule()` order (ALBERT repeats them) [B, S, H]
+              (pre-LayerNorm encoders, Megatron-BERT and ESM: x = x + SelfAttention(LN(x));
+              x = x + FFN(LN(x)), then LN once after the last layer; their embeddings may
+              have no LayerNorm)
               (attention: softmax((q k^T + relative terms) / sqrt(D) + mask) v, the relative
               terms q_l . E[l-r] (relative_key), + k_r . E[l-r] (relative_key_query), of the
               layer's distance table E (transformers 4; its ALBERT adds them unscaled, after
@@ -213,15 +216,26 @@ class NumpyBert:
             x = x + p["embeddings.token_type"][inputs.token_type_ids]
         if not self.config.relative_positions:
             x = x + p["embeddings.position"][inputs.position_ids]
-        x = self._layer_norm(x, "embeddings.norm")
+        if self.config.embedding_layer_norm:
+            x = self._layer_norm(x, "embeddings.norm")
         if self.config.embedding_projection:
             x = self._dense(x, "embeddings.projection")  # [B, S, H]
         # Added to the scores of hidden keys: [B, 1, 1, S] (padding) or [B, 1, S, S] (causal too).
         adder = np.where(visible_keys(self.config, inputs.attention_mask), np.float32(0), self._mask_value)
         distances = distance_rows(self.config, x.shape[1]) if self.config.relative_positions else None
+        layer_step = self._pre_norm_layer if self.config.pre_layer_norm else self._layer
         for layer in self.config.layer_schedule():
-            x = self._layer(x, adder, distances, f"layers.{layer}")
+            x = layer_step(x, adder, distances, f"layers.{layer}")
+        if self.config.final_layer_norm:
+            x = self._layer_norm(x, "final_norm")
         return x
+
+    def _pre_norm_layer(self, x: np.ndarray, adder: np.ndarray, distances: DistanceRows | None,
+                        layer: str) -> np.ndarray:
+        """One pre-LayerNorm layer (Megatron-BERT, ESM): x + Attention(LN(x)), then x + FFN(LN(x))."""
+        x = x + self._attention(self._layer_norm(x, f"{layer}.attention_norm"), adder, distances, f"{layer}.attention")
+        hidden = self._activation(self._dense(self._layer_norm(x, f"{layer}.ffn_norm"), f"{layer}.ffn.intermediate"))
+        return x + self._dense(hidden, f"{layer}.ffn.output")
 
     def _layer(self, x: np.ndarray, adder: np.ndarray, distances: DistanceRows | None, layer: str) -> np.ndarray:
         """One encoder layer: [B, S, H] -> [B, S, H]."""

@@ -113,7 +113,8 @@ class TorchBert:
             x = x + p["embeddings.token_type"][types]
         if not self.config.relative_positions:
             x = x + p["embeddings.position"][self._tensor(inputs.position_ids)]
-        x = self._layer_norm(x, "embeddings.norm")
+        if self.config.embedding_layer_norm:
+            x = self._layer_norm(x, "embeddings.norm")
         if self.config.embedding_projection:
             x = self._dense(x, "embeddings.projection")  # [B, S, H]
         visible = self._tensor(visible_keys(self.config, inputs.attention_mask))
@@ -121,9 +122,19 @@ class TorchBert:
         adder = torch.zeros(visible.shape, dtype=self.dtype, device=self.device).masked_fill(~visible,
                                                                                              self._mask_value)
         distances = distance_rows(self.config, x.shape[1]) if self.config.relative_positions else None
+        layer_step = self._pre_norm_layer if self.config.pre_layer_norm else self._layer
         for layer in self.config.layer_schedule():
-            x = self._layer(x, adder, distances, f"layers.{layer}")
+            x = layer_step(x, adder, distances, f"layers.{layer}")
+        if self.config.final_layer_norm:
+            x = self._layer_norm(x, "final_norm")
         return x
+
+    def _pre_norm_layer(self, x: "torch.Tensor", adder: "torch.Tensor", distances: DistanceRows | None,
+                        layer: str) -> "torch.Tensor":
+        """As `NumpyBert._pre_norm_layer`: x + Attention(LN(x)), then x + FFN(LN(x))."""
+        x = x + self._attention(self._layer_norm(x, f"{layer}.attention_norm"), adder, distances, f"{layer}.attention")
+        hidden = self._activation(self._dense(self._layer_norm(x, f"{layer}.ffn_norm"), f"{layer}.ffn.intermediate"))
+        return x + self._dense(hidden, f"{layer}.ffn.output")
 
     def _layer(self, x: "torch.Tensor", adder: "torch.Tensor", distances: DistanceRows | None,
                layer: str) -> "torch.Tensor":
