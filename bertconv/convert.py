@@ -135,7 +135,7 @@ def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool 
                         notes=[*require_read(tree, accept_loss), *_default_notes(tree),
                                *(copy.sentence() for copy in differing_copies(tree))])
     written_tree = tree
-    if fmt.token_type_table and tree.config.type_vocab_size == 0:
+    if fmt.token_type_table and tree.config.type_vocab_size == 0 and families.of(tree.config).token_types:
         written_tree = with_one_token_type(tree)
         result.notes.append(_ONE_TOKEN_TYPE_NOTE.format(target=target))
     try:

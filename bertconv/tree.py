@@ -111,10 +111,12 @@ ROLES: tuple[Role, ...] = (
     # ELECTRA's discriminator: a dense layer and a one-logit output per token (replaced or not).
     *_dense("rtd.dense", "rtd", "H", "H", head="rtd"),
     *_dense("rtd.output", "rtd", "H", 1, head="rtd"),
+    # ESM's contact prediction: a logistic regression over the L x A attention maps.
+    *_dense("contact", "contact", "N", 1, head="contact"),
 )
 
 #: Heads in report order (see `config.Heads`).
-HEAD_NAMES = ("pooler", "mlm", "nsp", "sop", "rtd")
+HEAD_NAMES = ("pooler", "mlm", "nsp", "sop", "rtd", "contact")
 
 _BY_TEMPLATE = {role.template: role for role in ROLES}
 _LAYER_INDEX = re.compile(r"^layers\.(\d+)\.")
@@ -165,6 +167,8 @@ def canonical_names(config: BertConfig, heads: Heads, *, conditional: bool = Fal
         if role.component == "embeddings.word_projection" and not config.word_projection:
             continue
         if role.template.endswith("distance_embedding") and not config.relative_positions:
+            continue
+        if role.component == "embeddings.position" and not config.position_table:
             continue
         if role.component == "embeddings.norm" and not config.embedding_layer_norm:
             continue

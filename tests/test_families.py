@@ -33,6 +33,7 @@ FAMILY_FIXTURES = {
     "albert": FIXTURES / "family_hf" / "albert" / "masked_lm",
     "electra": FIXTURES / "family_hf" / "electra" / "generator",
     "roberta": FIXTURES / "family_hf" / "roberta" / "masked_lm",
+    "megatron-bert": FIXTURES / "prenorm" / "megatron" / "masked_lm",
 }
 TARGETS = sorted(formats.TARGETS)
 

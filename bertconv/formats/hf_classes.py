@@ -17,6 +17,7 @@ CLASSES: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
     "roberta": ((("mlm",), "RobertaForMaskedLM"), ((), "RobertaModel")),
     "megatron-bert": ((("mlm", "nsp"), "MegatronBertForPreTraining"), (("mlm",), "MegatronBertForMaskedLM"),
                       (("nsp",), "MegatronBertForNextSentencePrediction"), ((), "MegatronBertModel")),
+    "esm": ((("mlm",), "EsmForMaskedLM"), ((), "EsmModel")),
 }
 #: Per `model_type`: the class of a causal model (`is_decoder`) with its LM head, which is the
 #: masked LM's head predicting the next token.

@@ -8,6 +8,8 @@ The model is google-research/bert's `BertModel` plus the heads of run_pretrainin
 the BERT family (ALBERT, ELECTRA, RoBERTa) by what the tree and its config hold:
   embeddings: word[ids] + token_type[types] + position[rows], LayerNorm       [B, S, W]
               (rows 0..S-1, or counted past the padding id with a position offset: RoBERTa;
+              none with rotary positions, which rotate each head's queries and keys instead:
+              ESM, whose <mask> vectors are zeroed and the others rescaled (token dropout);
               brightmart's albert_zh first maps word[ids] E -> H by its bias-free
               word projection, and sums at W = H; no position term with relative positions)
   projection: x @ kernel + bias, where the config has one (ALBERT, ELECTRA)   [B, S, H]
@@ -47,7 +49,9 @@ from ..config import Heads
 from ..tree import ParameterTree
 from . import blas, weights
 from . import loss as losses
+from . import token_dropout as dropout
 from .attention import DistanceRows, distance_rows, visible_keys
+from .positions import rotary_tables, rotate
 from .inputs import check_model_inputs, check_positions, check_slot_inputs
 from .numerics import GELU_ERF, GELU_TANH, GELU_TANH_CUBIC, GELU_TANH_SCALE, RELU, Numerics
 
@@ -210,11 +214,13 @@ class NumpyBert:
         inputs = check_model_inputs(self.config, input_ids, token_type_ids, attention_mask)
         p = self.params
         x = p["embeddings.word"][inputs.input_ids]  # [B, S, E]
+        if self.config.token_dropout:  # ESM: <mask> vectors zeroed, the rest rescaled as in training
+            x = dropout.apply(x, dropout.token_dropout(self.config, inputs.input_ids, inputs.attention_mask))
         if self.config.word_projection:
             x = _matmul(x, p["embeddings.word_projection.kernel"])  # [B, S, H] (brightmart albert_zh)
         if self.config.type_vocab_size:  # a model with no token types (fairseq RoBERTa) adds nothing for them
             x = x + p["embeddings.token_type"][inputs.token_type_ids]
-        if not self.config.relative_positions:
+        if self.config.position_table and not self.config.relative_positions:
             x = x + p["embeddings.position"][inputs.position_ids]
         if self.config.embedding_layer_norm:
             x = self._layer_norm(x, "embeddings.norm")
@@ -257,6 +263,9 @@ class NumpyBert:
         query = split(self._dense(x, f"{prefix}.query"))
         key = split(self._dense(x, f"{prefix}.key"))
         value = split(self._dense(x, f"{prefix}.value"))
+        if self.config.rotary_positions:
+            tables = rotary_tables(self.config, seq_len)
+            query, key = rotate(query, tables), rotate(key, tables)
         with _blas_threads(seq_len):  # per head: [S, D] @ [D, S], then [S, S] @ [S, D]
             scores = query @ key.transpose(0, 1, 3, 2)  # [B, A, S, S]
         scaled = families.of(self.config).relative_terms_scaled
