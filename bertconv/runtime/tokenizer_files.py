@@ -137,7 +137,8 @@ def esm_vocab(path: Path) -> Tokenizer:
         single=f"{cls}:0 $A:0 {eos}:0", pair=f"{cls}:0 $A:0 {eos}:0 $B:0 {eos}:0",
         special_tokens=[(cls, vocab[cls]), (eos, vocab[eos])])
     return Tokenizer(backend, source=path, kind="ESM vocab.txt", mask_token=specials["mask_token"].content,
-                     pad_token=specials["pad_token"].content)
+                     pad_token=specials["pad_token"].content, lower_case=False,
+                     casing="EsmTokenizer keeps the letters as written")
 
 
 def byte_level_bpe(vocab_path: Path, merges_path: Path) -> Tokenizer:
