@@ -81,10 +81,10 @@ def config_from_dict(data: dict[str, Any], *, gelu_means: str, source: str = "fi
     values: dict[str, Any] = {k: _size(data, k) for k in REQUIRED}
     values["type_vocab_size"] = (0 if not declared.token_types else
                                  _size(data, "type_vocab_size") if "type_vocab_size" in data else 2)
-    if data.get(EXACT_ACTIVATION_KEY) in ACTIVATIONS:
-        values["hidden_act"] = data[EXACT_ACTIVATION_KEY]
-    elif "hidden_act" in declared.inert.get(dialect, ()):
+    if "hidden_act" in declared.inert.get(dialect, ()):
         values["hidden_act"] = parse_activation(declared.hf_default_activation, gelu_means=gelu_means)
+    elif data.get(EXACT_ACTIVATION_KEY) in ACTIVATIONS:
+        values["hidden_act"] = data[EXACT_ACTIVATION_KEY]
     else:
         act = data.get("hidden_act", declared.hf_default_activation)
         if not isinstance(act, str):

@@ -12,6 +12,7 @@ at those positions change, which attend to the real tokens and are never read.
 """
 
 from .family import HF, Family
+from .keys import EXACT_ACTIVATION_KEY
 
 FAMILY = Family(
     model_type="esm",
@@ -23,8 +24,9 @@ FAMILY = Family(
     # EsmConfig's folding settings at their masked-LM values (ESMFold is another model).
     fixed={HF: {"is_folding_model": False, "esmfold_config": None, "vocab_list": None}},
     # `EsmIntermediate` and `EsmLMHead` call ESM's own erf GELU, and `EsmEmbeddings` has no
-    # token types: a config's `hidden_act` and `type_vocab_size` change nothing.
-    inert={HF: ("hidden_act", "type_vocab_size")},
+    # token types: a config's `hidden_act` (bertconv's exact one too) and `type_vocab_size`
+    # change nothing.
+    inert={HF: ("hidden_act", EXACT_ACTIVATION_KEY, "type_vocab_size")},
     # ESM-2's alphabet: <cls> 0, <pad> 1, <eos> 2 (EsmConfig's defaults, stated).
     stated={"pad_token_id": 1, "eos_token_id": 2},
     hf_marks=(".esm.", ".emb_layer_norm_after.", ".contact_head."),
