@@ -181,18 +181,25 @@ ROBERTA_TABLE = Table("hf", (
 #: transformers `MegatronBertForPreTraining` / `ForMaskedLM` / `Model`: BERT's names and heads, its
 #: pre-LayerNorm encoder's norms before attention (`attention.ln`) and the FFN (`ln`), the final
 #: `encoder.ln`, no embedding LayerNorm.
-_MEGATRON_LAYER = "bert.encoder.layer.{i}"
+def _pre_norm_layer_rows(layer: str, attention_norm: str, ffn_norm: str) -> tuple[Row, ...]:
+    """One pre-LayerNorm layer of BERT's module names (Megatron-BERT's, ESM's), its two norms named
+    under `layer`: the one before attention and the one before the FFN."""
+    return (
+        *_linear_rows("layers.{i}.attention.query", f"{layer}.attention.self.query"),
+        *_linear_rows("layers.{i}.attention.key", f"{layer}.attention.self.key"),
+        *_linear_rows("layers.{i}.attention.value", f"{layer}.attention.self.value"),
+        *_linear_rows("layers.{i}.attention.output", f"{layer}.attention.output.dense"),
+        *_norm_rows("layers.{i}.attention_norm", f"{layer}.{attention_norm}"),
+        *_linear_rows("layers.{i}.ffn.intermediate", f"{layer}.intermediate.dense"),
+        *_linear_rows("layers.{i}.ffn.output", f"{layer}.output.dense"),
+        *_norm_rows("layers.{i}.ffn_norm", f"{layer}.{ffn_norm}"),
+    )
+
+
 MEGATRON_TABLE = Table("hf", tuple(
     row for row in TABLE.rows if not row.canonical.startswith(("embeddings.norm", "layers."))
 ) + (
-    *_linear_rows("layers.{i}.attention.query", f"{_MEGATRON_LAYER}.attention.self.query"),
-    *_linear_rows("layers.{i}.attention.key", f"{_MEGATRON_LAYER}.attention.self.key"),
-    *_linear_rows("layers.{i}.attention.value", f"{_MEGATRON_LAYER}.attention.self.value"),
-    *_linear_rows("layers.{i}.attention.output", f"{_MEGATRON_LAYER}.attention.output.dense"),
-    *_norm_rows("layers.{i}.attention_norm", f"{_MEGATRON_LAYER}.attention.ln"),
-    *_linear_rows("layers.{i}.ffn.intermediate", f"{_MEGATRON_LAYER}.intermediate.dense"),
-    *_linear_rows("layers.{i}.ffn.output", f"{_MEGATRON_LAYER}.output.dense"),
-    *_norm_rows("layers.{i}.ffn_norm", f"{_MEGATRON_LAYER}.ln"),
+    *_pre_norm_layer_rows("bert.encoder.layer.{i}", "attention.ln", "ln"),
     *_norm_rows("final_norm", "bert.encoder.ln"),
 ), skips=_SKIPS)
 
@@ -202,19 +209,11 @@ MEGATRON_TABLE = Table("hf", tuple(
 #: the last), no token types, rotary positions (ESM-1b's absolute table and embedding LayerNorm are
 #: rows too, for a clear refusal by the config), the contact head, and `lm_head` (its decoder tied,
 #: with no bias of its own).
-_ESM_LAYER = "esm.encoder.layer.{i}"
 ESM_TABLE = Table("hf", (
     Row("embeddings.word", "esm.embeddings.word_embeddings.weight"),
     Row("embeddings.position", "esm.embeddings.position_embeddings.weight"),
     *_norm_rows("embeddings.norm", "esm.embeddings.layer_norm"),
-    *_linear_rows("layers.{i}.attention.query", f"{_ESM_LAYER}.attention.self.query"),
-    *_linear_rows("layers.{i}.attention.key", f"{_ESM_LAYER}.attention.self.key"),
-    *_linear_rows("layers.{i}.attention.value", f"{_ESM_LAYER}.attention.self.value"),
-    *_linear_rows("layers.{i}.attention.output", f"{_ESM_LAYER}.attention.output.dense"),
-    *_norm_rows("layers.{i}.attention_norm", f"{_ESM_LAYER}.attention.LayerNorm"),
-    *_linear_rows("layers.{i}.ffn.intermediate", f"{_ESM_LAYER}.intermediate.dense"),
-    *_linear_rows("layers.{i}.ffn.output", f"{_ESM_LAYER}.output.dense"),
-    *_norm_rows("layers.{i}.ffn_norm", f"{_ESM_LAYER}.LayerNorm"),
+    *_pre_norm_layer_rows("esm.encoder.layer.{i}", "attention.LayerNorm", "LayerNorm"),
     *_norm_rows("final_norm", "esm.encoder.emb_layer_norm_after"),
     *_linear_rows("pooler", "esm.pooler.dense"),
     *_linear_rows("contact", "esm.contact_head.regression"),
