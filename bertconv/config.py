@@ -13,6 +13,8 @@ stated in fields, never in parallel classes: `embedding_size` and `embedding_pro
 (factorized embeddings), `word_projection` (brightmart albert_zh's other factorization: see
 `BertConfig.word_projection`), `num_hidden_groups` x `inner_group_num` (ALBERT's stored layers,
 shared across the L applied ones), `position_offset` (RoBERTa's first position row),
+`pre_layer_norm`, `final_layer_norm` and `embedding_layer_norm` (where the LayerNorms are:
+Megatron-BERT and ESM normalize before each sublayer and after the last layer),
 `position_embedding_type` and `is_decoder` (how attention sees positions and keys), and
 `model_type`, which names the family (`bertconv.families`) for writers and messages only.
 Reading and writing config files is `families/dialects.py`, as each family declares its keys.
@@ -84,6 +86,22 @@ class BertConfig:
     #: erf GELU over a tanh-GELU encoder, and every keras-hub head normalizes with epsilon 1e-5.
     mlm_hidden_act: str | None = None
     mlm_layer_norm_eps: float | None = None
+    #: Where each layer normalizes: after the residual sum, LN(x + f(x)) (BERT), or before its
+    #: sublayer, x + f(LN(x)) (Megatron-BERT, ESM: `layers.{i}.attention_norm` before attention,
+    #: `layers.{i}.ffn_norm` before the feed-forward).
+    pre_layer_norm: bool = False
+    #: A LayerNorm after the last layer (`final_norm`; pre-LayerNorm encoders have one).
+    final_layer_norm: bool = False
+    #: Whether the summed embeddings are normalized (`embeddings.norm`; Megatron-BERT's are not).
+    embedding_layer_norm: bool = True
+    #: The base of rotary positions (`position_embedding_type` "rotary", transformers'
+    #: `rope_theta`): the query and key of each head rotated by position / base^(2j / D).
+    rope_theta: float = 10000.0
+    #: ESM's token-dropout rescaling (transformers `EsmEmbeddings`, `token_dropout`): the word
+    #: vectors of `mask_token_id` are zeroed and every vector scaled by (1 - 0.15 * 0.8) /
+    #: (1 - the sequence's ratio of mask tokens), as in training.
+    token_dropout: bool = False
+    mask_token_id: int | None = None
     #: Config keys the file states that this model's computation in bertconv would not honour,
     #: with their values as JSON (`families.dialects.unread_keys`): every command that computes
     #: or converts refuses them unless the user accepts the loss.
@@ -146,12 +164,24 @@ class BertConfig:
             "W": self.summed_width,
             "D": self.head_size if self.num_attention_heads else 0,
             "R": 2 * self.max_position_embeddings - 1,
+            # ESM's contact head reads every attention map: one input per applied layer and head.
+            "N": self.num_hidden_layers * self.num_attention_heads,
         }
 
     @property
     def relative_positions(self) -> bool:
         """Whether attention adds learned relative-distance terms (`position_embedding_type`)."""
-        return self.position_embedding_type != "absolute"
+        return self.position_embedding_type in RELATIVE_POSITION_TYPES
+
+    @property
+    def rotary_positions(self) -> bool:
+        """Whether queries and keys are rotated by their positions (no position table)."""
+        return self.position_embedding_type == "rotary"
+
+    @property
+    def position_table(self) -> bool:
+        """Whether the model has a learned position table (stored; added unless relative)."""
+        return not self.rotary_positions
 
     def summary(self) -> dict[str, Any]:
         """The fields reports print (the `config` object of `audit --json`)."""
@@ -189,6 +219,8 @@ class BertConfig:
         if self.word_projection and self.embedding_projection:
             out.append("word_projection and embedding_projection are both set: a model projects its "
                        "embeddings one way (brightmart's word-only projection, or the summed embeddings)")
+        if self.token_dropout and self.mask_token_id is None:
+            out.append("token_dropout is set but mask_token_id is not: the rescaling counts the mask tokens")
         if self.position_embedding_type not in POSITION_EMBEDDING_TYPES:
             out.append(f"position_embedding_type {self.position_embedding_type!r} is not one of "
                        f"{POSITION_EMBEDDING_TYPES}")
@@ -202,10 +234,13 @@ COMPUTATION_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_att
                       "layer_norm_eps", "tie_word_embeddings", "conditional_size", "model_type",
                       "embedding_size", "embedding_projection", "num_hidden_groups", "inner_group_num",
                       "position_offset", "word_projection", "position_embedding_type", "is_decoder",
-                      "mlm_hidden_act", "mlm_layer_norm_eps")
+                      "mlm_hidden_act", "mlm_layer_norm_eps", "pre_layer_norm", "final_layer_norm",
+                      "embedding_layer_norm", "rope_theta", "token_dropout", "mask_token_id")
 
-#: transformers 4's `position_embedding_type` values (transformers 5's BERT knows "absolute" only).
-POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query")
+#: transformers 4's relative `position_embedding_type` values (transformers 5's BERT knows "absolute" only).
+RELATIVE_POSITION_TYPES = ("relative_key", "relative_key_query")
+#: Every `position_embedding_type`: absolute, relative, or rotary (ESM).
+POSITION_EMBEDDING_TYPES = ("absolute", *RELATIVE_POSITION_TYPES, "rotary")
 
 def default_heads(hidden_size: int) -> int:
     """The stated default head count when no config gives one: H / 64 as in every released BERT
@@ -234,12 +269,15 @@ class Heads:
     untied_decoder_bias: bool = False
     sop: bool = False
     rtd: bool = False
+    contact: bool = False
 
     def as_dict(self) -> dict[str, bool]:
         """Which heads are present: pooler, masked LM, next-sentence prediction, ALBERT's
         sentence-order prediction (NSP's shape, another meaning), ELECTRA's replaced-token
-        detection (the discriminator's head)."""
-        return {"pooler": self.pooler, "mlm": self.mlm, "nsp": self.nsp, "sop": self.sop, "rtd": self.rtd}
+        detection (the discriminator's head), ESM's contact prediction (a logistic regression
+        over every layer's attention maps, which the runtimes do not compute)."""
+        return {"pooler": self.pooler, "mlm": self.mlm, "nsp": self.nsp, "sop": self.sop, "rtd": self.rtd,
+                "contact": self.contact}
 
 
 def expected_components(config: BertConfig, heads: Heads) -> dict[str, int]:
@@ -263,9 +301,11 @@ def expected_components(config: BertConfig, heads: Heads) -> dict[str, int]:
         out["embeddings.word_projection"] = E * H
     out.update({
         "embeddings.token_type": T * W,
-        "embeddings.position": P * W,
-        "embeddings.norm": 2 * W + 2 * C * W,
     })
+    if config.position_table:
+        out["embeddings.position"] = P * W
+    if config.embedding_layer_norm:
+        out["embeddings.norm"] = 2 * W + 2 * C * W
     if config.embedding_projection:
         out["embeddings.projection"] = E * H + H
     for i in range(config.stored_layers):
@@ -273,6 +313,8 @@ def expected_components(config: BertConfig, heads: Heads) -> dict[str, int]:
         out[f"layers.{i}.attention_norm"] = norm
         out[f"layers.{i}.ffn"] = 2 * H * I + I + H
         out[f"layers.{i}.ffn_norm"] = norm
+    if config.final_layer_norm:
+        out["final_norm"] = norm
     if heads.pooler:
         out["pooler"] = H * H + H
     if heads.mlm:
@@ -287,6 +329,8 @@ def expected_components(config: BertConfig, heads: Heads) -> dict[str, int]:
         out["sop"] = 2 * H + 2
     if heads.rtd:
         out["rtd"] = H * H + H + H + 1
+    if heads.contact:
+        out["contact"] = config.num_hidden_layers * config.num_attention_heads + 1
     return out
 
 

@@ -93,6 +93,8 @@ ROLES: tuple[Role, ...] = (
     *_dense("layers.{i}.ffn.intermediate", "layers.{i}.ffn", "H", "I"),
     *_dense("layers.{i}.ffn.output", "layers.{i}.ffn", "I", "H"),
     *_norm("layers.{i}.ffn_norm", "layers.{i}.ffn_norm"),
+    # A pre-LayerNorm encoder's LayerNorm after its last layer (`BertConfig.final_layer_norm`).
+    *_norm("final_norm", "final_norm"),
     *_dense("pooler", "pooler", "H", "H", head="pooler"),
     *_dense("mlm.transform", "mlm.transform", "H", "W", head="mlm"),
     *_norm("mlm.norm", "mlm.norm", head="mlm", width="W"),
@@ -109,10 +111,12 @@ ROLES: tuple[Role, ...] = (
     # ELECTRA's discriminator: a dense layer and a one-logit output per token (replaced or not).
     *_dense("rtd.dense", "rtd", "H", "H", head="rtd"),
     *_dense("rtd.output", "rtd", "H", 1, head="rtd"),
+    # ESM's contact prediction: a logistic regression over the L x A attention maps.
+    *_dense("contact", "contact", "N", 1, head="contact"),
 )
 
 #: Heads in report order (see `config.Heads`).
-HEAD_NAMES = ("pooler", "mlm", "nsp", "sop", "rtd")
+HEAD_NAMES = ("pooler", "mlm", "nsp", "sop", "rtd", "contact")
 
 _BY_TEMPLATE = {role.template: role for role in ROLES}
 _LAYER_INDEX = re.compile(r"^layers\.(\d+)\.")
@@ -163,6 +167,12 @@ def canonical_names(config: BertConfig, heads: Heads, *, conditional: bool = Fal
         if role.component == "embeddings.word_projection" and not config.word_projection:
             continue
         if role.template.endswith("distance_embedding") and not config.relative_positions:
+            continue
+        if role.component == "embeddings.position" and not config.position_table:
+            continue
+        if role.component == "embeddings.norm" and not config.embedding_layer_norm:
+            continue
+        if role.component == "final_norm" and not config.final_layer_norm:
             continue
         if role.component == "embeddings.token_type" and config.type_vocab_size == 0:
             continue  # no token types (fairseq's RoBERTa, bert4keras' segment_vocab_size=0)

@@ -156,7 +156,7 @@ def test_audit_is_ok_and_totals_bert4keras_count_params(name):
     assert report["parameters"] == manifest(name)["count_params"]
     wanted = manifest(name)
     assert report["heads"] == {"pooler": wanted["with_pool"] or wanted["with_nsp"], "mlm": wanted["with_mlm"],
-                               "nsp": wanted["with_nsp"], "sop": False, "rtd": False}
+                               "nsp": wanted["with_nsp"], "sop": False, "rtd": False, "contact": False}
     assert report["config"].get("conditional_size") == wanted["condition_size"]
 
 

@@ -83,7 +83,7 @@ def test_every_file_resolves_to_its_reader_and_reads_all_of_the_model(directory,
     assert family_of(tree.format) == "bert4keras"  # numerics: bert4keras' erf GELU and mask adder
     flags = flags_of(directory)
     assert tree.heads.as_dict() == {"pooler": flags["with_pool"], "nsp": flags["with_nsp"], "mlm": flags["with_mlm"],
-                                     "sop": False, "rtd": False}
+                                     "sop": False, "rtd": False, "contact": False}
     assert tree.config.num_hidden_layers == 2 and tree.config.provenance["num_hidden_layers"] == "file"
 
 

@@ -23,7 +23,7 @@ def test_audit_json_keys_and_exit_zero(cli):
     assert report["format"] == "hf-safetensors"
     assert set(report["config"]) >= {"vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size",
                                      "max_position_embeddings", "type_vocab_size"}
-    assert report["heads"] == {"pooler": True, "mlm": True, "nsp": True, "sop": False, "rtd": False}
+    assert report["heads"] == {"pooler": True, "mlm": True, "nsp": True, "sop": False, "rtd": False, "contact": False}
     assert all(set(c) >= {"name", "parameters", "expected"} for c in report["components"])
 
 
@@ -139,7 +139,7 @@ def test_minilm_real_encoder_only_model(cli, minilm):
     result = cli("audit", minilm, "--json")
     assert result.exit_code == 0, result.stderr
     report = json.loads(result.stdout)
-    assert report["heads"] == {"pooler": True, "mlm": False, "nsp": False, "sop": False, "rtd": False}
+    assert report["heads"] == {"pooler": True, "mlm": False, "nsp": False, "sop": False, "rtd": False, "contact": False}
     assert report["config"]["hidden_size"] == 384 and report["config"]["num_hidden_layers"] == 6
     assert report["parameters"] == report["expected_parameters"] == 22_713_216
     assert [i["name"] for i in report["ignored"]] == ["embeddings.position_ids"]

@@ -66,7 +66,7 @@ def test_audit_gives_the_closed_form_which_equals_tensorflows_count():
     assert report["ok"], report["problems"]
     stored = sum(int(np.prod(shape)) for _, shape in tf.train.list_variables(str(PREFIX)))
     assert report["parameters"] == report["expected_parameters"] == stored
-    assert report["heads"] == {"pooler": True, "mlm": True, "nsp": False, "sop": True, "rtd": False}
+    assert report["heads"] == {"pooler": True, "mlm": True, "nsp": False, "sop": True, "rtd": False, "contact": False}
     components = expected_components(tree.config, tree.heads)
     V, E, H, P, T = 99, 20, 28, 33, 2
     assert components["embeddings.word"] == V * E and components["embeddings.word_projection"] == E * H

@@ -48,7 +48,7 @@ def test_real_albert_audits_to_tensorflows_figure_with_the_optimizer_set_aside(t
     report = audit(tree)
     assert report["ok"], report["problems"]
     assert report["parameters"] == report["expected_parameters"] == 4_813_706
-    assert report["heads"] == {"pooler": True, "mlm": True, "nsp": False, "sop": True, "rtd": False}
+    assert report["heads"] == {"pooler": True, "mlm": True, "nsp": False, "sop": True, "rtd": False, "contact": False}
     assert tree.config.model_type == "albert" and tree.config.embedding_width == 128
     assert tree.config.stored_layers == 1 and tree.config.num_hidden_layers == 6
     # 64 Adam slots and global_step: 65 entries, 9,627,413 values, none counted.

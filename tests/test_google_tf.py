@@ -76,7 +76,7 @@ def test_real_index_files_audit_to_the_published_figures(tmp_path, name, figure,
     assert report["ok"], report["problems"]
     assert report["parameters"] == report["expected_parameters"] == figure
     assert len(tree.params) == tensors
-    assert report["heads"] == {"pooler": True, "mlm": True, "nsp": True, "sop": False, "rtd": False}
+    assert report["heads"] == {"pooler": True, "mlm": True, "nsp": True, "sop": False, "rtd": False, "contact": False}
     # Without the config, shapes and the stated head default give the same counts.
     (tmp_path / "bert_config.json").unlink()
     assert audit(formats.read(tmp_path))["parameters"] == figure

@@ -83,7 +83,8 @@ def test_legacy_gamma_beta_names_are_read():
 
 def test_encoder_only_file_without_prefix():
     tree = formats.read(HF / "bert_model")
-    assert tree.heads.as_dict() == {"pooler": True, "mlm": False, "nsp": False, "sop": False, "rtd": False}
+    assert tree.heads.as_dict() == {"pooler": True, "mlm": False, "nsp": False, "sop": False, "rtd": False,
+                                      "contact": False}
     assert tree["embeddings.word"].source == "embeddings.word_embeddings.weight"
 
 

@@ -315,3 +315,11 @@ def test_an_export_is_not_read_as_a_checkpoint(tmp_path):
     bare = run_in_process("diff", FIXTURES / "hf" / "pretraining", out)
     assert bare.exit_code == 2 and "pass --outputs" in bare.stderr
     assert not (tmp_path / "back").exists()
+
+
+@pytest.mark.parametrize("fixture, field", [("megatron", "pre_layer_norm"), ("esm", "token_dropout")])
+def test_a_computation_the_graph_does_not_build_is_refused_by_name(fixture, field, tmp_path):
+    out = tmp_path / "out"
+    result = run_in_process("convert", FIXTURES / "prenorm" / fixture / "masked_lm", out, "--to", "onnx")
+    assert result.exit_code == 2 and field in result.stderr and "nothing was written" in result.stderr
+    assert not out.exists()

@@ -135,7 +135,7 @@ def test_tf_hub_fine_tune_is_read_under_its_scope():
     tree = formats.read(TF_HUB)
     assert tree.format == "google-tf" and tree.scope == TF_HUB_SCOPE
     assert all(p.source == TF_HUB_SCOPE + google_tf.TABLE.spelling(p.name)[0] for p in tree)
-    assert tree.heads.as_dict() == {"pooler": True, "mlm": True, "nsp": False, "sop": False, "rtd": False}
+    assert tree.heads.as_dict() == {"pooler": True, "mlm": True, "nsp": False, "sop": False, "rtd": False, "contact": False}
 
 
 def test_tf_hub_audit_equals_tensorflow_count_of_the_module():
@@ -221,10 +221,10 @@ def test_two_berts_under_two_scopes_are_refused_not_guessed(tmp_path):
 TF2 = FIXTURES / "tf2"
 #: fixture -> (format, scope, heads, what TensorFlow lists that is the model: a key predicate)
 OBJECT_FIXTURES = {
-    "garden-pretrainer": ("tf-garden", "", {"pooler": True, "mlm": True, "nsp": False, "sop": False, "rtd": False}),
-    "garden-model-adam": ("tf-garden", "model/", {"pooler": True, "mlm": True, "nsp": False, "sop": False, "rtd": False}),
-    "garden-encoder": ("tf-garden", "", {"pooler": True, "mlm": False, "nsp": False, "sop": False, "rtd": False}),
-    "bert-for-tf2": ("tf-bert-for-tf2", "layer_with_weights-0/", {"pooler": False, "mlm": False, "nsp": False, "sop": False, "rtd": False}),
+    "garden-pretrainer": ("tf-garden", "", {"pooler": True, "mlm": True, "nsp": False, "sop": False, "rtd": False, "contact": False}),
+    "garden-model-adam": ("tf-garden", "model/", {"pooler": True, "mlm": True, "nsp": False, "sop": False, "rtd": False, "contact": False}),
+    "garden-encoder": ("tf-garden", "", {"pooler": True, "mlm": False, "nsp": False, "sop": False, "rtd": False, "contact": False}),
+    "bert-for-tf2": ("tf-bert-for-tf2", "layer_with_weights-0/", {"pooler": False, "mlm": False, "nsp": False, "sop": False, "rtd": False, "contact": False}),
 }
 VARIABLE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 
@@ -350,7 +350,7 @@ def test_hub_savedmodel_is_found_from_its_directory_and_names_come_from_the_grap
     assert tree.format == "tf-hub-savedmodel" and family_of(tree.format) == "google-tf"
     assert tree.path == HUB_SAVEDMODEL / "variables" / "variables"
     assert tree.vocab == HUB_SAVEDMODEL / "assets" / "vocab.txt"
-    assert tree.heads.as_dict() == {"pooler": True, "mlm": True, "nsp": False, "sop": False, "rtd": False}
+    assert tree.heads.as_dict() == {"pooler": True, "mlm": True, "nsp": False, "sop": False, "rtd": False, "contact": False}
     assert tree.config.num_attention_heads == 4  # from the per-head kernels; no config file
     assert {p.source for p in tree}.issuperset({"variables/0/.ATTRIBUTES/VARIABLE_VALUE",
                                                 "mlm/variables/39/.ATTRIBUTES/VARIABLE_VALUE"})
@@ -395,7 +395,7 @@ GARDEN_FUNCTIONAL = TF2 / "garden-functional"
 def test_functional_garden_checkpoint_is_named_by_its_object_graph(tmp_path):
     tree = formats.read(GARDEN_FUNCTIONAL)
     assert tree.format == "tf-garden-functional" and family_of(tree.format) == "google-tf"
-    assert tree.heads.as_dict() == {"pooler": True, "mlm": False, "nsp": False, "sop": False, "rtd": False}
+    assert tree.heads.as_dict() == {"pooler": True, "mlm": False, "nsp": False, "sop": False, "rtd": False, "contact": False}
     listing = tf_variables(GARDEN_FUNCTIONAL / "bert_model.ckpt")
     model = {n: s for n, s in listing.items() if n.startswith("model/")}
     report = audit(tree)
@@ -438,7 +438,7 @@ KERAS_BERT_FILES = ("model.h5", "weights.h5")
 def test_keras_bert_file_is_named_keras_bert_not_refused_as_bert4keras(name):
     tree = formats.read(KERAS_BERT / name)
     assert tree.format == "keras-bert-h5"
-    assert tree.heads.as_dict() == {"pooler": True, "mlm": True, "nsp": True, "sop": False, "rtd": False}
+    assert tree.heads.as_dict() == {"pooler": True, "mlm": True, "nsp": True, "sop": False, "rtd": False, "contact": False}
     assert tree["mlm.output_bias"].source == "MLM-Sim/bias:0" and tree["pooler.kernel"].source == "NSP-Dense/kernel:0"
     assert tree.config.layer_norm_eps == 1e-14  # keras-layer-normalization's K.epsilon() ** 2
 

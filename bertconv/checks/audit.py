@@ -10,6 +10,7 @@ from ..config import expected_components
 from .contract import unread_notes
 from .report import checkpoint
 from .shapes import shape_problems
+from .vocab import vocab_padding
 from ..tree import ParameterTree, component_of
 
 #: How many names of one kind of ignored entry a summary lists before "and N more".
@@ -23,7 +24,8 @@ def audit(tree: ParameterTree) -> dict:
     then those of `counts`, and notes (one sentence per kind of ignored entry).
     """
     return {**checkpoint(tree), **counts(tree),
-            "notes": [*unread_notes(tree), *ignored_summary([i.as_dict() for i in tree.ignored])]}
+            "notes": [*unread_notes(tree), *ignored_summary([i.as_dict() for i in tree.ignored]),
+                      *filter(None, [vocab_padding(tree)])]}
 
 
 def counts(tree: ParameterTree) -> dict:

@@ -57,7 +57,7 @@ from .contract import require_read
 from .copies import differing_copies
 from .files import data_file_problems
 from .report import checkpoint
-from .vocab import vocab_problem
+from .vocab import vocab_padding, vocab_problem
 
 if TYPE_CHECKING:
     import numpy as np
@@ -586,6 +586,9 @@ def verify(tree: ParameterTree, *, deep: bool = False, allow_missing_mlm: bool =
     vocab = vocab_problem(tree)
     if vocab:
         findings.problems.append(vocab)
+    padding = vocab_padding(tree)
+    if padding:
+        findings.notes.append(padding)
     findings.problems.extend(f"{copy.sentence()}. A reader that took the other copy would compute another model: "
                              f"re-save the file with its copies agreeing (bertconv convert writes the copy the "
                              f"model computes with; so does transformers 4's save_pretrained after loading it)"

@@ -81,9 +81,11 @@ def config_from_dict(data: dict[str, Any], *, gelu_means: str, source: str = "fi
                          f"after; bertconv's model is post-LayerNorm (\"postln\") only, and the names alone "
                          f"cannot tell the two apart")
     values: dict[str, Any] = {k: _size(data, k) for k in REQUIRED}
-    values["type_vocab_size"] = (_size(data, "type_vocab_size") if "type_vocab_size" in data
-                                 else 2 if declared.token_types else 0)
-    if data.get(EXACT_ACTIVATION_KEY) in ACTIVATIONS:
+    values["type_vocab_size"] = (0 if not declared.token_types else
+                                 _size(data, "type_vocab_size") if "type_vocab_size" in data else 2)
+    if "hidden_act" in declared.inert.get(dialect, ()):
+        values["hidden_act"] = parse_activation(declared.hf_default_activation, gelu_means=gelu_means)
+    elif data.get(EXACT_ACTIVATION_KEY) in ACTIVATIONS:
         values["hidden_act"] = data[EXACT_ACTIVATION_KEY]
     else:
         act = data.get("hidden_act", declared.hf_default_activation)
@@ -99,7 +101,8 @@ def config_from_dict(data: dict[str, Any], *, gelu_means: str, source: str = "fi
         values["conditional_size"] = _size(data, "conditional_size")
     values.update(_family_fields(data, declared, dialect))
     provenance = {k: source if k in data else "default" for k in values}
-    provenance["hidden_act"] = source if "hidden_act" in data else "default"
+    provenance["hidden_act"] = ("family" if "hidden_act" in declared.inert.get(dialect, ())
+                                else source if "hidden_act" in data else "default")
     return BertConfig(**values, unread=unread_keys(stated, declared, dialect), provenance=provenance)
 
 
@@ -149,8 +152,9 @@ def _family_fields(data: dict[str, Any], family: Family, dialect: str) -> dict[s
     if family.position_offset_key is not None:
         key, default = family.position_offset_key
         out["position_offset"] = (_size(data, key) if key in data else default) + 1
-    if "position_embedding_type" in computes and "position_embedding_type" in data:
-        kind = data["position_embedding_type"]
+    if "position_embedding_type" in computes and ("position_embedding_type" in data
+                                                  or "absolute" not in family.position_embedding_types):
+        kind = data.get("position_embedding_type", "absolute")
         if kind not in family.position_embedding_types:
             raise ValueError(f"position_embedding_type is {json.dumps(kind)}, expected one of "
                              f"{', '.join(family.position_embedding_types)}")
@@ -160,10 +164,29 @@ def _family_fields(data: dict[str, Any], family: Family, dialect: str) -> dict[s
             raise ValueError(f"{key} is {json.dumps(data[key])}, expected true or false")
     if "is_decoder" in computes:
         out["is_decoder"] = data.get("is_decoder", False)
+    out.update(_layer_norms(data, family))
+    if "rope_theta" in computes and "rope_theta" in data:
+        out["rope_theta"] = _positive(data, "rope_theta")
+    if "token_dropout" in computes:
+        if not isinstance(data.get("token_dropout", False), bool):
+            raise ValueError(f"token_dropout is {json.dumps(data['token_dropout'])}, expected true or false")
+        out["token_dropout"] = data.get("token_dropout", False)
+    if "mask_token_id" in computes and data.get("mask_token_id") is not None:
+        out["mask_token_id"] = _size(data, "mask_token_id")
     if "add_cross_attention" in computes and data.get("add_cross_attention", False):
         raise ValueError("add_cross_attention is true: the model has cross-attention layers over an encoder's "
                          "outputs, which bertconv's canonical tree does not hold")
     return out
+
+
+def _layer_norms(data: dict[str, Any], family: Family) -> dict[str, Any]:
+    """Where the family's LayerNorms are; a config key decides the embeddings' where the family
+    names one (ESM's `emb_layer_norm_before`, absent or null meaning none)."""
+    key = family.embedding_layer_norm
+    value = data.get(key) if isinstance(key, str) else None
+    if value is not None and not isinstance(value, bool):
+        raise ValueError(f"{key} is {json.dumps(value)}, expected true, false or null")
+    return family.layer_norms(value)
 
 
 def unread_keys(data: dict[str, Any], family: Family, dialect: str) -> tuple[tuple[str, str], ...]:
@@ -187,6 +210,13 @@ def _size(data: dict[str, Any], key: str) -> int:
     if value < 0:
         raise ValueError(f"{key} is {value}, expected a non-negative number")
     return value
+
+
+def _positive(data: dict[str, Any], key: str) -> float:
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{key} is {json.dumps(value)}, expected a positive number")
+    return float(value)
 
 
 def _epsilon(data: dict[str, Any]) -> float:
@@ -289,6 +319,9 @@ def hf_config_dict(config: BertConfig, *, architectures: list[str], dtype: str) 
         out["position_embedding_type"] = config.position_embedding_type
     if config.is_decoder:
         out["is_decoder"] = True
+    # Keys the family's own config class does not have (ESM's hidden_act, type_vocab_size).
+    for key in of(config).inert.get(HF, ()):
+        out.pop(key, None)
     return in_family_names(out, of(config), HF)
 
 
@@ -314,6 +347,14 @@ def _family_dict(config: BertConfig) -> dict[str, Any]:
         out["inner_group_num"] = config.inner_group_num or 1
     if family.position_offset_key is not None:
         out[family.position_offset_key[0]] = config.position_offset - 1
+    if isinstance(family.embedding_layer_norm, str):
+        out[family.embedding_layer_norm] = config.embedding_layer_norm
+    if config.rotary_positions:
+        out["position_embedding_type"] = config.position_embedding_type
+        out["rope_theta"] = config.rope_theta
+    if "token_dropout" in family.computes.get(HF, ()):
+        out["token_dropout"] = config.token_dropout
+        out["mask_token_id"] = config.mask_token_id
     for variant in family.variants:
         if getattr(config, variant.flag):
             out.update(variant.stated)

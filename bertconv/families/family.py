@@ -95,6 +95,18 @@ class Family:
       tokenizer_class: transformers' tokenizer class for the family's own vocabulary file, where
         the file alone does not say how ids are laid out (XLM-R's and CamemBERT's
         `sentencepiece.bpe.model`, in two different fairseq dictionary orders).
+      pre_layer_norm: whether each layer normalizes before its sublayers, x + f(LN(x)) (Megatron-BERT,
+        ESM), instead of after the residual sum, LN(x + f(x)) (BERT).
+      final_layer_norm: whether a LayerNorm follows the last layer (`final_norm`: Megatron's
+        `encoder.ln`, ESM's `emb_layer_norm_after`).
+      embedding_layer_norm: whether the summed embeddings are normalized (`embeddings.norm`), and
+        the config key that says so when a model of the family may go either way (ESM's
+        `emb_layer_norm_before`).
+      vocab_pad_multiple: the multiple its released checkpoints pad the word embeddings' rows to,
+        past the tokenizer's vocabulary (Megatron-LM's `make_vocab_size_divisible_by`, 128, times
+        the tensor-parallel size); None when its rows are its vocabulary.
+      shares_hf_marks_with: families whose marks its Hugging Face files hold too (a Megatron-BERT
+        is under `bert.` and `cls.`): its own marks decide when both are found.
     """
 
     model_type: str
@@ -118,9 +130,23 @@ class Family:
     key_names: dict[str, dict[str, str]] = field(default_factory=dict)
     lacks: dict[str, tuple[str, ...]] = field(default_factory=dict)
     tokenizer_class: str | None = None
+    pre_layer_norm: bool = False
+    final_layer_norm: bool = False
+    embedding_layer_norm: bool | str = True
+    vocab_pad_multiple: int | None = None
+    shares_hf_marks_with: tuple[str, ...] = ()
 
     def projects(self, embedding_size: int, hidden_size: int) -> bool:
         """Whether a model of this family with E = `embedding_size` projects its embeddings to H."""
         if self.projection is Projection.ALWAYS:
             return True
         return self.projection is Projection.WHEN_NARROWER and embedding_size != hidden_size
+
+    def layer_norms(self, embedding_stated: bool | None = None) -> dict[str, bool]:
+        """The `BertConfig` fields saying where its LayerNorms are; `embedding_stated` is what a
+        config (or the tensors present) says of the embeddings' where the family leaves it open."""
+        embedding = self.embedding_layer_norm
+        if isinstance(embedding, str):
+            embedding = bool(embedding_stated)
+        return {"pre_layer_norm": self.pre_layer_norm, "final_layer_norm": self.final_layer_norm,
+                "embedding_layer_norm": embedding}

@@ -185,6 +185,7 @@ def config_from_shapes(path: Path, params: dict[str, Parameter], activation: str
         embedding_projection=projected,
         position_offset=position_offset(declared),
         **shared,
+        **declared.layer_norms("embeddings.norm.gamma" in params),
         provenance=provenance,
     )
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -74,6 +74,9 @@ def _linear_rows(canonical: str, name: str) -> tuple[Row, ...]:
 
 
 _LAYER = "bert.encoder.layer.{i}"
+#: Why a stored rotary buffer is set aside: the runtimes compute the same values from the config.
+ROTARY_BUFFER = ("rotary inverse frequencies (a buffer), 1 / rope_theta^(2j / D): computed from the config, "
+                 "and checked equal to these")
 
 
 def _bert_layer_rows(layer: str) -> tuple[Row, ...]:
@@ -199,6 +202,52 @@ DISTILBERT_TABLE = Table("hf", (
 ), skips=(*_SKIPS, Skip("pre_classifier.*", "a fine-tuning head that DistilBERT pre-training does not define")))
 
 
+#: transformers `MegatronBertForPreTraining` / `ForMaskedLM` / `Model`: BERT's names and heads, its
+#: pre-LayerNorm encoder's norms before attention (`attention.ln`) and the FFN (`ln`), the final
+#: `encoder.ln`, no embedding LayerNorm.
+def _pre_norm_layer_rows(layer: str, attention_norm: str, ffn_norm: str) -> tuple[Row, ...]:
+    """One pre-LayerNorm layer of BERT's module names (Megatron-BERT's, ESM's), its two norms named
+    under `layer`: the one before attention and the one before the FFN."""
+    return (
+        *_linear_rows("layers.{i}.attention.query", f"{layer}.attention.self.query"),
+        *_linear_rows("layers.{i}.attention.key", f"{layer}.attention.self.key"),
+        *_linear_rows("layers.{i}.attention.value", f"{layer}.attention.self.value"),
+        *_linear_rows("layers.{i}.attention.output", f"{layer}.attention.output.dense"),
+        *_norm_rows("layers.{i}.attention_norm", f"{layer}.{attention_norm}"),
+        *_linear_rows("layers.{i}.ffn.intermediate", f"{layer}.intermediate.dense"),
+        *_linear_rows("layers.{i}.ffn.output", f"{layer}.output.dense"),
+        *_norm_rows("layers.{i}.ffn_norm", f"{layer}.{ffn_norm}"),
+    )
+
+
+MEGATRON_TABLE = Table("hf", tuple(
+    row for row in TABLE.rows if not row.canonical.startswith(("embeddings.norm", "layers."))
+) + (
+    *_pre_norm_layer_rows("bert.encoder.layer.{i}", "attention.ln", "ln"),
+    *_norm_rows("final_norm", "bert.encoder.ln"),
+), skips=_SKIPS)
+
+
+#: transformers `EsmForMaskedLM` / `EsmModel`: a pre-LayerNorm encoder under `esm.` (each layer's
+#: `attention.LayerNorm` before attention, `LayerNorm` before the FFN, `emb_layer_norm_after` after
+#: the last), no token types, rotary positions (ESM-1b's absolute table and embedding LayerNorm are
+#: rows too, for a clear refusal by the config), the contact head, and `lm_head` (its decoder tied,
+#: with no bias of its own).
+ESM_TABLE = Table("hf", (
+    Row("embeddings.word", "esm.embeddings.word_embeddings.weight"),
+    Row("embeddings.position", "esm.embeddings.position_embeddings.weight"),
+    *_norm_rows("embeddings.norm", "esm.embeddings.layer_norm"),
+    *_pre_norm_layer_rows("esm.encoder.layer.{i}", "attention.LayerNorm", "LayerNorm"),
+    *_norm_rows("final_norm", "esm.encoder.emb_layer_norm_after"),
+    *_linear_rows("pooler", "esm.pooler.dense"),
+    *_linear_rows("contact", "esm.contact_head.regression"),
+    *_linear_rows("mlm.transform", "lm_head.dense"),
+    *_norm_rows("mlm.norm", "lm_head.layer_norm"),
+    Row("mlm.output_bias", "lm_head.bias"),
+    Row("mlm.decoder", "lm_head.decoder.weight"),
+), skips=(*_SKIPS, Skip("*rotary_embeddings.inv_freq", ROTARY_BUFFER)))
+
+
 @dataclass(frozen=True)
 class Family:
     """One model family's Hugging Face spelling.
@@ -238,6 +287,8 @@ FAMILIES: dict[str, Family] = {family.model_type: family for family in (
     Family("camembert", ROBERTA_TABLE, "roberta", ("lm_head.",)),
     Family("distilbert", DISTILBERT_TABLE, "distilbert", ("vocab_transform.", "vocab_layer_norm.",
                                                           "vocab_projector.")),
+    Family("megatron-bert", MEGATRON_TABLE, "bert", ("cls.",)),
+    Family("esm", ESM_TABLE, "esm", ("lm_head.",)),
 )}
 
 #: The families this module writes (`convert` refuses a tree of any other).
@@ -247,12 +298,15 @@ WRITES_FAMILIES = tuple(FAMILIES)
 def family_of_names(names: list[str], stated: str | None = None) -> Family | None:
     """The family whose own module names (its declaration's `hf_marks`) the file's names hold, or
     None for an encoder-only file whose names several families share (its config.json says which).
-    Families spelled alike (RoBERTa, XLM-RoBERTa, CamemBERT) are told apart by the `stated` model
-    type (config.json's), else the first of them is taken."""
+    A family whose files hold another's marks too (Megatron-BERT's `bert.`, `cls.`) is told by its
+    own; families spelled alike (RoBERTa, XLM-RoBERTa, CamemBERT) by the `stated` model type
+    (config.json's), else the first of them is taken."""
     marked = [family for family in FAMILIES.values()
               if any(mark in "." + name.removeprefix(DATA_PARALLEL_PREFIX)
                      for name in names for mark in family.declared.hf_marks)]
-    return next((family for family in marked if family.model_type == stated), next(iter(marked), None))
+    shared = {other for family in marked for other in family.declared.shares_hf_marks_with}
+    own = [family for family in marked if family.model_type not in shared]
+    return next((family for family in own if family.model_type == stated), next(iter(own), None))
 
 
 _ALBERT_GROUPED = re.compile(r"\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.")
@@ -369,12 +423,33 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     ignored = [item for file, checkpoint in checkpoints
                for item in _non_tensors(file, checkpoint, family.table, rename)]
     vocab = path.parent / VOCAB_FILE
-    return assemble(
+    tree = assemble(
         format_name=format_name or SAFETENSORS, path=path, entries=entries, table=family.table, config=config,
         default_activation=DEFAULT_ACTIVATION, num_heads=num_heads, files=shard_files,
         vocab=vocab if vocab.is_file() else None, rename=rename, extra_ignored=ignored,
         family=family.model_type,
     )
+    stored = {entry.name: entry.tensor for entry in entries}
+    tree.ignored = [_check_rotary_buffer(tree, item, stored) for item in tree.ignored]
+    return tree
+
+
+def _check_rotary_buffer(tree: ParameterTree, item: Ignored, stored: dict) -> Ignored:
+    """A stored rotary buffer as set aside, or, where its values are not the ones the config gives
+    (an old checkpoint's float16 rounding), unread: transformers computes with the stored values."""
+    if item.reason != ROTARY_BUFFER:
+        return item
+    import numpy as np  # noqa: PLC0415 (a rotary model's only: headers of the others load without NumPy)
+
+    from ..runtime.positions import inverse_frequencies  # noqa: PLC0415
+
+    computed = inverse_frequencies(tree.config.rope_theta, tree.config.head_size)
+    values = np.asarray(stored[item.name].read(), dtype=np.float64)
+    if values.shape == computed.shape and np.array_equal(values, computed):
+        return item
+    return replace(item, reason=f"rotary inverse frequencies that differ from the config's (rope_theta "
+                                f"{tree.config.rope_theta:g}, head width {tree.config.head_size}): transformers "
+                                f"computes with the stored ones, bertconv would not", unread=True)
 
 
 def _entries(file: Path) -> tuple[list[Entry], torch_pickle.TorchCheckpoint | None]:

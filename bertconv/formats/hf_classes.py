@@ -18,11 +18,15 @@ CLASSES: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
     "xlm-roberta": ((("mlm",), "XLMRobertaForMaskedLM"), ((), "XLMRobertaModel")),
     "camembert": ((("mlm",), "CamembertForMaskedLM"), ((), "CamembertModel")),
     "distilbert": ((("mlm",), "DistilBertForMaskedLM"), ((), "DistilBertModel")),
+    "megatron-bert": ((("mlm", "nsp"), "MegatronBertForPreTraining"), (("mlm",), "MegatronBertForMaskedLM"),
+                      (("nsp",), "MegatronBertForNextSentencePrediction"), ((), "MegatronBertModel")),
+    "esm": ((("mlm",), "EsmForMaskedLM"), ((), "EsmModel")),
 }
 #: Per `model_type`: the class of a causal model (`is_decoder`) with its LM head, which is the
 #: masked LM's head predicting the next token.
 CAUSAL_CLASSES = {"bert": "BertLMHeadModel", "electra": "ElectraForCausalLM", "roberta": "RobertaForCausalLM",
-                  "xlm-roberta": "XLMRobertaForCausalLM", "camembert": "CamembertForCausalLM"}
+                  "xlm-roberta": "XLMRobertaForCausalLM", "camembert": "CamembertForCausalLM",
+                  "megatron-bert": "MegatronBertForCausalLM"}
 
 
 def architecture(tree: ParameterTree) -> str:

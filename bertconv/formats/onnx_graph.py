@@ -86,6 +86,23 @@ class Graph:
         return helper.make_graph(self.nodes, name, self.inputs, self.outputs)
 
 
+#: What the graph does not compute yet, each with the config's test: a tree that has one is
+#: refused by name rather than exported as another model (the check after writing would catch
+#: it too, but only after the work, and only on the inputs it tries).
+NOT_COMPUTED = (
+    ("pre_layer_norm", lambda config: config.pre_layer_norm),
+    ("final_layer_norm", lambda config: config.final_layer_norm),
+    ("embedding_layer_norm", lambda config: not config.embedding_layer_norm),
+    ("position_embedding_type", lambda config: config.rotary_positions),
+    ("token_dropout", lambda config: config.token_dropout),
+)
+
+
+def not_computed(config: BertConfig) -> list[str]:
+    """The config fields of `config` whose computation the graph does not build (`NOT_COMPUTED`)."""
+    return [field for field, present in NOT_COMPUTED if present(config)]
+
+
 def build(config: BertConfig, numerics: Numerics, decoder: str, decoder_bias: str,
           precision: Precision = Precision.FLOAT32) -> Graph:
     """The graph of the MLM logits of a model of `config`, computed with `numerics`.

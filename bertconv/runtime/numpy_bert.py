@@ -8,11 +8,16 @@ The model is google-research/bert's `BertModel` plus the heads of run_pretrainin
 the BERT family (ALBERT, ELECTRA, RoBERTa) by what the tree and its config hold:
   embeddings: word[ids] + token_type[types] + position[rows], LayerNorm       [B, S, W]
               (rows 0..S-1, or counted past the padding id with a position offset: RoBERTa;
+              none with rotary positions, which rotate each head's queries and keys instead:
+              ESM, whose <mask> vectors are zeroed and the others rescaled (token dropout);
               brightmart's albert_zh first maps word[ids] E -> H by its bias-free
               word projection, and sums at W = H; no position term with relative positions)
   projection: x @ kernel + bias, where the config has one (ALBERT, ELECTRA)   [B, S, H]
   layers:     x = LN(x + SelfAttention(x, mask));  x = LN(x + FFN(x)), running the stored
               layers in `config.layer_schedule()` order (ALBERT repeats them) [B, S, H]
+              (pre-LayerNorm encoders, Megatron-BERT and ESM: x = x + SelfAttention(LN(x));
+              x = x + FFN(LN(x)), then LN once after the last layer; their embeddings may
+              have no LayerNorm)
               (attention: softmax((q k^T + relative terms) / sqrt(D) + mask) v, the relative
               terms q_l . E[l-r] (relative_key), + k_r . E[l-r] (relative_key_query), of the
               layer's distance table E (transformers 4; its ALBERT adds them unscaled, after
@@ -44,7 +49,9 @@ from ..config import Heads
 from ..tree import ParameterTree
 from . import blas, weights
 from . import loss as losses
+from . import token_dropout as dropout
 from .attention import DistanceRows, distance_rows, visible_keys
+from .positions import rotary_tables, rotate
 from .inputs import check_model_inputs, check_positions, check_slot_inputs
 from .numerics import GELU_ERF, GELU_TANH, GELU_TANH_CUBIC, GELU_TANH_SCALE, RELU, Numerics
 
@@ -207,21 +214,34 @@ class NumpyBert:
         inputs = check_model_inputs(self.config, input_ids, token_type_ids, attention_mask)
         p = self.params
         x = p["embeddings.word"][inputs.input_ids]  # [B, S, E]
+        if self.config.token_dropout:  # ESM: <mask> vectors zeroed, the rest rescaled as in training
+            x = dropout.apply(x, dropout.token_dropout(self.config, inputs.input_ids, inputs.attention_mask))
         if self.config.word_projection:
             x = _matmul(x, p["embeddings.word_projection.kernel"])  # [B, S, H] (brightmart albert_zh)
         if self.config.type_vocab_size:  # a model with no token types (fairseq RoBERTa) adds nothing for them
             x = x + p["embeddings.token_type"][inputs.token_type_ids]
-        if not self.config.relative_positions:
+        if self.config.position_table and not self.config.relative_positions:
             x = x + p["embeddings.position"][inputs.position_ids]
-        x = self._layer_norm(x, "embeddings.norm")
+        if self.config.embedding_layer_norm:
+            x = self._layer_norm(x, "embeddings.norm")
         if self.config.embedding_projection:
             x = self._dense(x, "embeddings.projection")  # [B, S, H]
         # Added to the scores of hidden keys: [B, 1, 1, S] (padding) or [B, 1, S, S] (causal too).
         adder = np.where(visible_keys(self.config, inputs.attention_mask), np.float32(0), self._mask_value)
         distances = distance_rows(self.config, x.shape[1]) if self.config.relative_positions else None
+        layer_step = self._pre_norm_layer if self.config.pre_layer_norm else self._layer
         for layer in self.config.layer_schedule():
-            x = self._layer(x, adder, distances, f"layers.{layer}")
+            x = layer_step(x, adder, distances, f"layers.{layer}")
+        if self.config.final_layer_norm:
+            x = self._layer_norm(x, "final_norm")
         return x
+
+    def _pre_norm_layer(self, x: np.ndarray, adder: np.ndarray, distances: DistanceRows | None,
+                        layer: str) -> np.ndarray:
+        """One pre-LayerNorm layer (Megatron-BERT, ESM): x + Attention(LN(x)), then x + FFN(LN(x))."""
+        x = x + self._attention(self._layer_norm(x, f"{layer}.attention_norm"), adder, distances, f"{layer}.attention")
+        hidden = self._activation(self._dense(self._layer_norm(x, f"{layer}.ffn_norm"), f"{layer}.ffn.intermediate"))
+        return x + self._dense(hidden, f"{layer}.ffn.output")
 
     def _layer(self, x: np.ndarray, adder: np.ndarray, distances: DistanceRows | None, layer: str) -> np.ndarray:
         """One encoder layer: [B, S, H] -> [B, S, H]."""
@@ -243,6 +263,9 @@ class NumpyBert:
         query = split(self._dense(x, f"{prefix}.query"))
         key = split(self._dense(x, f"{prefix}.key"))
         value = split(self._dense(x, f"{prefix}.value"))
+        if self.config.rotary_positions:
+            tables = rotary_tables(self.config, seq_len)
+            query, key = rotate(query, tables), rotate(key, tables)
         with _blas_threads(seq_len):  # per head: [S, D] @ [D, S], then [S, S] @ [S, D]
             scores = query @ key.transpose(0, 1, 3, 2)  # [B, A, S, S]
         scaled = families.of(self.config).relative_terms_scaled

@@ -156,6 +156,10 @@ def open_tokenizer(path: Path, *, lower_case: bool | None = None) -> Tokenizer:
             raise bad_input(path, "--cased/--uncased apply to a vocab.txt or spiece.model; a tokenizer.json's own "
                                   "normalizer decides the casing")
         return tokenizer_files.tokenizer_json(path)
+    if tokenizer_files.is_esm_vocab(path):
+        if lower_case is not None:
+            raise bad_input(path, "--cased/--uncased do not apply to ESM's vocab.txt, whose tokens are letters as they are")
+        return tokenizer_files.esm_vocab(path)
     return tokenizer_files.wordpiece(path, lower_case=lower_case)
 
 

@@ -32,6 +32,11 @@ ROBERTA_SPECIALS = {"bos_token": "<s>", "eos_token": "</s>", "sep_token": "</s>"
                     "unk_token": "<unk>", "pad_token": "<pad>", "mask_token": "<mask>"}
 ALBERT_SPECIALS = {"unk_token": "<unk>", "sep_token": "[SEP]", "pad_token": "<pad>", "cls_token": "[CLS]",
                    "mask_token": MASK}
+#: ESM's special tokens (transformers' `EsmTokenizer`), every one in ESM-2's vocab.txt.
+ESM_SPECIALS = {"cls_token": "<cls>", "pad_token": "<pad>", "eos_token": "<eos>", "unk_token": "<unk>",
+                "mask_token": "<mask>"}
+#: The `tokenizer_class` of an ESM vocab.txt's settings.
+ESM_TOKENIZER_CLASS = "EsmTokenizer"
 #: RoBERTa's mask takes the space before it ("the <mask>" is "the" then "<mask>", not "Ġ" too), as
 #: fairseq's fill-mask, transformers 4's RobertaTokenizer and roberta-base's tokenizer.json have
 #: it: pre-training replaced whole tokens, space included. transformers 5 builds a RobertaTokenizer
@@ -104,6 +109,44 @@ def wordpiece(path: Path, *, lower_case: bool | None = None) -> Tokenizer:
                      pad_token=specials["pad_token"].content, lower_case=lower_case, casing=casing, notes=notes,
                      settings={"do_lower_case": lower_case, "tokenize_chinese_chars": chinese_chars,
                                "strip_accents": strip_accents})
+
+
+def is_esm_vocab(path: Path) -> bool:
+    """Whether a vocab.txt is ESM's: its settings name `EsmTokenizer`, or, without settings, it
+    has ESM's <cls> and <eos> and no BERT [CLS]."""
+    settings = settings_beside(path)
+    if "tokenizer_class" in settings:
+        return settings["tokenizer_class"] == ESM_TOKENIZER_CLASS
+    tokens = set(read_vocab_txt(path))
+    return {ESM_SPECIALS["cls_token"], ESM_SPECIALS["eos_token"]} <= tokens and BERT_SPECIALS["cls_token"] not in tokens
+
+
+def esm_vocab(path: Path) -> Tokenizer:
+    """ESM's tokenizer over its vocab.txt, as transformers 5's `EsmTokenizer` runs it: every token of
+    the vocabulary is split out of the text whole (a protein is its letters: "MKT<mask>A" is M, K,
+    T, <mask>, A), what remains splits on whitespace, anything unknown is <unk>; <cls> A <eos>."""
+    tokenizers = library()
+    tokens = read_vocab_txt(path)
+    if tokens and tokens[-1] == "":
+        tokens.pop()  # a vocab.txt that ends with a newline
+    vocab = {token: index for index, token in enumerate(tokens)}
+    specials = _specials(settings_beside(path), ESM_SPECIALS)
+    missing = [t.content for t in specials.values() if t.content not in vocab]
+    if missing:
+        raise bad_input(path, f"not an ESM vocabulary: it lacks {', '.join(missing)}")
+    backend = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token=specials["unk_token"].content))
+    backend.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
+    special = {t.content for t in specials.values()}
+    backend.add_special_tokens(list(specials.values()))
+    backend.add_tokens([tokenizers.AddedToken(t, normalized=False, special=False) for t in tokens
+                        if t not in special])
+    cls, eos = specials["cls_token"].content, specials["eos_token"].content
+    backend.post_processor = tokenizers.processors.TemplateProcessing(
+        single=f"{cls}:0 $A:0 {eos}:0", pair=f"{cls}:0 $A:0 {eos}:0 $B:0 {eos}:0",
+        special_tokens=[(cls, vocab[cls]), (eos, vocab[eos])])
+    return Tokenizer(backend, source=path, kind="ESM vocab.txt", mask_token=specials["mask_token"].content,
+                     pad_token=specials["pad_token"].content, lower_case=False,
+                     casing="EsmTokenizer keeps the letters as written")
 
 
 def byte_level_bpe(vocab_path: Path, merges_path: Path) -> Tokenizer:

@@ -26,7 +26,9 @@ from ..errors import BadInput
 from ..tensor import LazyTensor
 from ..tree import ParameterTree
 from . import weights
+from . import token_dropout as dropout
 from .attention import DistanceRows, distance_rows, visible_keys
+from .positions import RotaryTables, rotary_tables
 from .inputs import check_model_inputs, check_positions, check_slot_inputs
 from .loss import RTD_LOSS_EPSILON, PretrainingLoss, ReplacedTokenLoss, check_replaced_labels
 from .numerics import GELU_ERF, GELU_TANH, MLM_LOSS_EPSILON, RELU, Numerics
@@ -107,13 +109,17 @@ class TorchBert:
         p = self.params
         ids, types = self._tensor(inputs.input_ids), self._tensor(inputs.token_type_ids)
         x = p["embeddings.word"][ids]  # [B, S, E]
+        if self.config.token_dropout:  # ESM: as NumpyBert, from the same NumPy decision
+            rescale = dropout.token_dropout(self.config, inputs.input_ids, inputs.attention_mask)
+            x = x.masked_fill(self._tensor(rescale.masked), 0.0) * float(rescale.train) / self._tensor(rescale.observed)
         if self.config.word_projection:
             x = x @ p["embeddings.word_projection.kernel"]  # [B, S, H] (brightmart albert_zh)
         if self.config.type_vocab_size:  # a model with no token types (fairseq RoBERTa) adds nothing for them
             x = x + p["embeddings.token_type"][types]
-        if not self.config.relative_positions:
+        if self.config.position_table and not self.config.relative_positions:
             x = x + p["embeddings.position"][self._tensor(inputs.position_ids)]
-        x = self._layer_norm(x, "embeddings.norm")
+        if self.config.embedding_layer_norm:
+            x = self._layer_norm(x, "embeddings.norm")
         if self.config.embedding_projection:
             x = self._dense(x, "embeddings.projection")  # [B, S, H]
         visible = self._tensor(visible_keys(self.config, inputs.attention_mask))
@@ -121,9 +127,19 @@ class TorchBert:
         adder = torch.zeros(visible.shape, dtype=self.dtype, device=self.device).masked_fill(~visible,
                                                                                              self._mask_value)
         distances = distance_rows(self.config, x.shape[1]) if self.config.relative_positions else None
+        layer_step = self._pre_norm_layer if self.config.pre_layer_norm else self._layer
         for layer in self.config.layer_schedule():
-            x = self._layer(x, adder, distances, f"layers.{layer}")
+            x = layer_step(x, adder, distances, f"layers.{layer}")
+        if self.config.final_layer_norm:
+            x = self._layer_norm(x, "final_norm")
         return x
+
+    def _pre_norm_layer(self, x: "torch.Tensor", adder: "torch.Tensor", distances: DistanceRows | None,
+                        layer: str) -> "torch.Tensor":
+        """As `NumpyBert._pre_norm_layer`: x + Attention(LN(x)), then x + FFN(LN(x))."""
+        x = x + self._attention(self._layer_norm(x, f"{layer}.attention_norm"), adder, distances, f"{layer}.attention")
+        hidden = self._activation(self._dense(self._layer_norm(x, f"{layer}.ffn_norm"), f"{layer}.ffn.intermediate"))
+        return x + self._dense(hidden, f"{layer}.ffn.output")
 
     def _layer(self, x: "torch.Tensor", adder: "torch.Tensor", distances: DistanceRows | None,
                layer: str) -> "torch.Tensor":
@@ -151,6 +167,9 @@ class TorchBert:
         query = split(self._dense(x, f"{prefix}.query"))
         key = split(self._dense(x, f"{prefix}.key"))
         value = split(self._dense(x, f"{prefix}.value"))
+        if self.config.rotary_positions:
+            tables = rotary_tables(self.config, seq_len)
+            query, key = self._rotate(query, tables), self._rotate(key, tables)
         if distances is not None:
             relative = self._relative_scores(query, key, distances, prefix)  # [B, A, S, S]
             adder = adder + (relative / math.sqrt(width) if families.of(self.config).relative_terms_scaled else relative)
@@ -158,6 +177,13 @@ class TorchBert:
                                                  scale=1.0 / math.sqrt(width))  # [B, A, S, D]
         context = context.transpose(1, 2).reshape(batch, seq_len, hidden)
         return self._dense(context, f"{prefix}.output")
+
+    def _rotate(self, t: "torch.Tensor", tables: RotaryTables) -> "torch.Tensor":
+        """As `positions.rotate`: [B, A, S, D] rotated by their positions."""
+        half = t.shape[-1] // 2
+        turned = torch.cat([-t[..., half:], t[..., :half]], dim=-1)
+        cos, sin = (self._tensor(np.array(table)).to(t.dtype) for table in (tables.cos, tables.sin))
+        return t * cos + turned * sin
 
     def _relative_scores(self, query: "torch.Tensor", key: "torch.Tensor", distances: DistanceRows,
                          prefix: str) -> "torch.Tensor":
