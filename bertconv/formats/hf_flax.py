@@ -43,6 +43,8 @@ INDEX_FILE = FLAX_FILE + hf_files.INDEX_SUFFIX
 _SHARD_FILE = re.compile(r"flax_model-\d+-of-\d+\.msgpack")
 #: BERT's table, which tests use.
 TABLE = LAYOUTS["bert"].table
+#: The families this module writes (`convert` refuses a tree of any other).
+WRITES_FAMILIES = tuple(LAYOUTS)
 
 
 # --- finding the files ----------------------------------------------------------------------

@@ -65,6 +65,8 @@ BERT, MLM, NSP = "bert", "mlm___cls", "nsp___cls"
 HELD = MLM + "/"
 EMBEDDING_ROWS = LAYOUTS["bert"].embedding_rows
 TABLE = LAYOUTS["bert"].table
+#: The families this module writes (`convert` refuses a tree of any other).
+WRITES_FAMILIES = tuple(LAYOUTS)
 OVERWRITTEN_REASON = ("the base model's copy of an embedding weight; TensorFlow (transformers 4.x) loads the "
                       "head's copy {copy} over it and computes with that one")
 
