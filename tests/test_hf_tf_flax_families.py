@@ -230,11 +230,19 @@ def test_conversion_round_trips(tmp_path, source, target):
 # --- refusals ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("directory", [UNREAD / "distilbert_tf", UNREAD / "distilbert_flax"], ids=["tf", "flax"])
-def test_a_family_not_read_here_is_exit_2_naming_what_the_file_holds(cli, directory):
-    result = cli("audit", directory)
+@pytest.mark.parametrize("framework", ["tf", "flax"])
+@pytest.mark.parametrize("with_config", [True, False], ids=["config", "no-config"])
+def test_a_family_not_read_here_is_exit_2_naming_what_the_file_holds(cli, tmp_path, framework, with_config):
+    """transformers 4.57's DistilBERT, with its config.json (refused for its model_type) or alone
+    (refused for its layers or keys): found and expected named, nothing written."""
+    source = UNREAD / f"distilbert_{framework}"
+    for stored in source.iterdir():
+        if with_config or "config" not in stored.name:
+            shutil.copy(stored, tmp_path / stored.name.removeprefix("distilbert_"))
+    result = cli("convert", tmp_path, tmp_path / "out", "--to", "hf")
     assert result.exit_code == 2 and "Traceback" not in result.stderr
-    assert "distilbert" in result.stderr and "roberta" in result.stderr  # found, and what is read
+    assert "distilbert" in result.stderr and "roberta" in result.stderr, result.stderr  # found, and what is read
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("directory", [TF / "roberta" / "masked_lm", FLAX / "electra" / "generator"], ids=["tf", "flax"])
