@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property, partial
 
-from .hf_tf_tables import task_skips
+from .hf_tf_tables import bert_layer_rows, task_skips
 from .layer_groups import LayerGroups
 from .table import TRANSPOSE, Row, Table, dense_rows, norm_rows
 
@@ -59,18 +59,7 @@ def _embeddings(base: str) -> tuple[Row, ...]:
 
 
 def _bert_layer(base: str) -> tuple[Row, ...]:
-    """FlaxBertLayer's parameters (RoBERTa's and ELECTRA's are BERT's)."""
-    layer = f"{base}/encoder/layer/{{i}}"
-    return (
-        *dense_rows("layers.{i}.attention.query", f"{layer}/attention/self/query"),
-        *dense_rows("layers.{i}.attention.key", f"{layer}/attention/self/key"),
-        *dense_rows("layers.{i}.attention.value", f"{layer}/attention/self/value"),
-        *dense_rows("layers.{i}.attention.output", f"{layer}/attention/output/dense"),
-        *_norm("layers.{i}.attention_norm", f"{layer}/attention/output/LayerNorm"),
-        *dense_rows("layers.{i}.ffn.intermediate", f"{layer}/intermediate/dense"),
-        *dense_rows("layers.{i}.ffn.output", f"{layer}/output/dense"),
-        *_norm("layers.{i}.ffn_norm", f"{layer}/output/LayerNorm"),
-    )
+    return bert_layer_rows(f"{base}/encoder/layer/{{i}}", dense_rows, _norm)
 
 
 #: ALBERT's stored layer, spelled flat (`LayerGroups` translates the file's group and inner index).

@@ -155,19 +155,23 @@ def _embeddings(base: str) -> tuple[Row, ...]:
     )
 
 
-def _bert_layer(base: str) -> tuple[Row, ...]:
-    """TFBertLayer's weights (RoBERTa's and ELECTRA's are BERT's)."""
-    layer = f"{base}/encoder/layer_._{{i}}"
+def bert_layer_rows(layer: str, dense=_dense, norm=_norm) -> tuple[Row, ...]:
+    """A BERT layer's weights at `layer` (with `{i}`), in creation order (RoBERTa's and ELECTRA's
+    are BERT's); `dense` and `norm` spell a dense layer's and a LayerNorm's (TF's by default)."""
     return (
-        *_dense("layers.{i}.attention.query", f"{layer}/attention/self/query"),
-        *_dense("layers.{i}.attention.key", f"{layer}/attention/self/key"),
-        *_dense("layers.{i}.attention.value", f"{layer}/attention/self/value"),
-        *_dense("layers.{i}.attention.output", f"{layer}/attention/output/dense"),
-        *_norm("layers.{i}.attention_norm", f"{layer}/attention/output/LayerNorm"),
-        *_dense("layers.{i}.ffn.intermediate", f"{layer}/intermediate/dense"),
-        *_dense("layers.{i}.ffn.output", f"{layer}/output/dense"),
-        *_norm("layers.{i}.ffn_norm", f"{layer}/output/LayerNorm"),
+        *dense("layers.{i}.attention.query", f"{layer}/attention/self/query"),
+        *dense("layers.{i}.attention.key", f"{layer}/attention/self/key"),
+        *dense("layers.{i}.attention.value", f"{layer}/attention/self/value"),
+        *dense("layers.{i}.attention.output", f"{layer}/attention/output/dense"),
+        *norm("layers.{i}.attention_norm", f"{layer}/attention/output/LayerNorm"),
+        *dense("layers.{i}.ffn.intermediate", f"{layer}/intermediate/dense"),
+        *dense("layers.{i}.ffn.output", f"{layer}/output/dense"),
+        *norm("layers.{i}.ffn_norm", f"{layer}/output/LayerNorm"),
     )
+
+
+def _bert_layer(base: str) -> tuple[Row, ...]:
+    return bert_layer_rows(f"{base}/encoder/layer_._{{i}}")
 
 
 #: ALBERT's stored layer, spelled flat (`LayerGroups` translates the file's group and inner index).
