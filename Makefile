@@ -70,6 +70,7 @@ fixtures: $(VENV)/.test $(TF2_VENV)/.done
 	$(TF2_VENV)/bin/python fixtures/make_keras_bert_fixtures.py
 	$(MAKE) $(ORACLE)
 	$(ORACLE_VENV)/bin/python fixtures/make_hf_tf_flax_fixtures.py
+	$(ORACLE_VENV)/bin/python fixtures/make_hf_tf_flax_family_fixtures.py
 	$(ORACLE_VENV)/bin/python fixtures/make_relpos_fixtures.py
 	$(MAKE) $(KERASHUB)
 	$(KERASHUB_VENV)/bin/python fixtures/make_kerashub_fixtures.py

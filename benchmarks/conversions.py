@@ -43,7 +43,9 @@ from .report import (AUDIT_GOAL, CONVERT_GOAL, FILL_MASK_GOAL, MIB, RSS_HEADROOM
 ROOT = inputs.ROOT
 REFERENCE = inputs.REFERENCE
 TITLES = {"base": "bert-base (L=12, H=768, V=30522, fp32)", "large": "BERT-large (L=24, H=1024, V=30522, fp32)",
-          "xlmr": "large vocabulary, XLM-R size (L=12, H=768, V=250002, fp32)", "tiny": "tiny"}
+          "xlmr": "large vocabulary, XLM-R size (L=12, H=768, V=250002, fp32)", "tiny": "tiny",
+          "roberta-xlmr": "RoBERTa-base with XLM-R's vocabulary, from tf_model.h5 and flax_model.msgpack "
+                          "(L=12, H=768, V=250002, fp32)"}
 #: The conversions the time-per-GB table follows across sizes.
 PER_GB_TASKS = (("hf-safetensors", "hf"), ("hf-safetensors", "tf"), ("tf", "hf"))
 #: Why rows fail, where the reason is known (printed on FAIL rows only).
@@ -443,6 +445,40 @@ def scale_section(size: str, runner: Runner) -> Section:
     return section
 
 
+#: transformers 4.x with TensorFlow and Flax: what reads tf_model.h5 and flax_model.msgpack.
+ORACLE_PYTHON = ROOT / ".cache" / "oracle-venv" / "bin" / "python"
+
+
+def tf_flax_section(size: str, runner: Runner) -> Section:
+    """Issue 27's row: a RoBERTa's tf_model.h5 and flax_model.msgpack (written by bertconv from the
+    safetensors input) converted to model.safetensors, against transformers 4.57 loading the file
+    into its PyTorch class and saving it (`reference/tf_flax_to_hf.py`, in the oracle
+    environment), and against the memory bound."""
+    kinds = ["hf-safetensors", "hf-tf", "hf-flax"]
+    section = Section(prepare_inputs(size, kinds, runner.log))
+    for kind, label in (("hf-tf", "convert TF (tf_model.h5) → HF"), ("hf-flax", "convert Flax (flax_model.msgpack) → HF")):
+        dest = destination(runner, kind, "hf")
+        command = convert_command(size, kind, "hf", dest)
+        mine = Row(label, "bertconv", runner.run(command, output=dest))
+        section.rows.append(mine)
+        if ORACLE_PYTHON.exists():
+            ref_out = runner.out("ref-hf")
+            reference_run = runner.run([str(ORACLE_PYTHON), str(REFERENCE / "tf_flax_to_hf.py"), inputs.input_dir(size, kind),
+                                        ref_out], output=ref_out)
+            section.rows.append(Row(label, "transformers 4.57 load into its PyTorch class + save_pretrained",
+                                    reference_run, bertconv=mine, goal=CONVERT_GOAL, why=WHY["convert"]))
+        if mine.measurement is not None:
+            section.pairs.append(PairRow(kind, "hf", file_bytes(size, kind), largest_tensor_bytes(size), mine.measurement,
+                                         _cp_measurement(size, kind, runner), identical=""))
+    if not ORACLE_PYTHON.exists():
+        section.notes.append(f"no oracle environment at {ORACLE_PYTHON.parent.parent} (`make oracle`): the "
+                             "transformers 4.57 rows are left out")
+    section.notes.append("The tf_model.h5 and flax_model.msgpack inputs were written by bertconv from the "
+                         "hf-safetensors input (RobertaForMaskedLM's names).")
+    warm([f for kind in kinds for f in inputs.data_files(size, kind)])
+    return section
+
+
 def check_for(size: str, command: list[str]) -> Callable[[Path], str] | None:
     """The output check of a `bertconv convert ... --to T` command (see `same_as_library`)."""
     if "convert" not in command or "--to" not in command:
@@ -536,6 +572,9 @@ def run(sizes: list[str], reps: int, log, *, idle_wait: float = 0) -> list[Secti
             log(f"== {TITLES[size]}")
             if size == "xlmr":
                 sections.append(scale_section(size, runner))
+                continue
+            if size in inputs.ROBERTA_SIZES:
+                sections.append(tf_flax_section(size, runner))
                 continue
             section = size_section(size, runner, with_b4k=with_b4k, with_keras_object=with_b4k and size == "base")
             if not with_b4k:

@@ -8,7 +8,7 @@ tf-keras, flax, jax), by subprocess from tests/test_hf_tf_flax.py:
 The class is `TF<architecture>` for a `tf_model.h5`, `Flax<architecture>` for a
 `flax_model.msgpack`, the architecture read from `config.json`. OUT.npz gets every loaded
 parameter under `param:<transformers' name>` (bfloat16 as uint16 bits) and the outputs on the
-inputs (`mlm_logits`, `nsp_logits`, `sequence_output`, in float32; a half-precision Flax model
+inputs (`mlm_logits`, `nsp_logits`, `sop_logits`, `rtd_logits`, `sequence_output`, in float32; a half-precision Flax model
 runs in float32). Prints one JSON line per directory: class, transformers version, parameter count, and the
 missing / unexpected weights of the load.
 """
@@ -28,14 +28,24 @@ import numpy as np  # noqa: E402
 import transformers  # noqa: E402
 
 
-def outputs(output) -> dict[str, np.ndarray]:
+#: A class's `logits` by bertconv's name, by the end of the class name.
+LOGITS = {"ForMaskedLM": "mlm_logits", "LMHeadModel": "mlm_logits", "ForCausalLM": "mlm_logits",
+          "ElectraForPreTraining": "rtd_logits", "ForNextSentencePrediction": "nsp_logits"}
+
+
+def outputs(output, class_name: str) -> dict[str, np.ndarray]:
+    """The outputs by bertconv's names (a task head's logits are left out)."""
     found = {}
-    for ours, theirs in (("mlm_logits", "prediction_logits"), ("mlm_logits", "logits"),
-                         ("nsp_logits", "seq_relationship_logits"), ("sequence_output", "last_hidden_state")):
+    logits = getattr(output, "logits", None)
+    named = next((ours for end, ours in LOGITS.items() if class_name.endswith(end)), None)
+    if logits is not None and named is not None:
+        found[named] = logits
+    for ours, theirs in (("mlm_logits", "prediction_logits"), ("nsp_logits", "seq_relationship_logits"),
+                         ("sop_logits", "sop_logits"), ("sequence_output", "last_hidden_state")):
         value = getattr(output, theirs, None)
         if value is not None and ours not in found:
-            found[ours] = np.asarray(value, dtype=np.float32)
-    return found
+            found[ours] = value
+    return {key: np.asarray(value, dtype=np.float32) for key, value in found.items()}
 
 
 def flat(params, prefix=()) -> dict[str, np.ndarray]:
@@ -58,7 +68,7 @@ def main(directory: Path, inputs_path: Path, out_path: Path) -> None:
         model, info = cls.from_pretrained(directory, output_loading_info=True)
         values = {"/".join(v.name.split("/")[1:]): v.numpy() for v in model.weights}
         count = model.count_params()
-        result = outputs(model(**feed, training=False))
+        result = outputs(model(**feed, training=False), cls.__name__)
     else:
         import jax
         from flax.serialization import msgpack_restore
@@ -72,7 +82,7 @@ def main(directory: Path, inputs_path: Path, out_path: Path) -> None:
         info = {"missing_keys": expected - stored, "unexpected_keys": stored - expected}
         values = flat(model.params)
         count = sum(p.size for p in jax.tree_util.tree_leaves(model.params))
-        result = outputs(model(**feed, params=model.to_fp32(model.params)))
+        result = outputs(model(**feed, params=model.to_fp32(model.params)), cls.__name__)
     np.savez(out_path, **{f"param:{k}": v for k, v in values.items()}, **result)
     print(json.dumps({"class": cls.__name__, "transformers": transformers.__version__, "parameters": int(count),
                       "missing": sorted(info.get("missing_keys", [])),

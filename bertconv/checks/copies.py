@@ -10,10 +10,16 @@ two models and a reader that picked the other copy would compute the other one: 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
+from ..tensor import LazyTensor
 from ..tree import Ignored, Parameter, ParameterTree
 from .arrays import describe_difference
+
+#: Bytes of each copy compared at a time: two such blocks are all a comparison of copies stored
+#: as plain bytes holds (a 732 MiB embedding table and its copy are not both mapped in).
+BLOCK_BYTES = 16 * 2**20
 
 
 @dataclass(frozen=True)
@@ -38,7 +44,32 @@ def differing_copies(tree: ParameterTree) -> list[DifferingCopy]:
         if entry.copy_of is None or entry.tensor is None or entry.copy_of not in tree:
             continue
         used = tree[entry.copy_of]
+        if same_stored_bytes(entry.tensor, used.tensor):
+            continue
         difference = describe_difference(entry.tensor.read(), entry.tensor.dtype, used.tensor.read(), used.tensor.dtype)
         if difference is not None:
             found.append(DifferingCopy(entry, used, difference))
     return found
+
+
+def same_stored_bytes(a: LazyTensor, b: LazyTensor) -> bool:
+    """Whether two tensors of one dtype and shape, each stored as its plain bytes in a file
+    (`copy_span`), hold the same bytes, read a block at a time. False when they differ or either
+    is not stored so: the caller then compares their values."""
+    if a.dtype != b.dtype or tuple(a.shape) != tuple(b.shape):
+        return False
+    spans = a.copy_span(), b.copy_span()
+    if spans[0] is None or spans[1] is None:
+        return False
+    (path_a, offset_a), (path_b, offset_b) = spans
+    fd_a, fd_b = os.open(path_a, os.O_RDONLY), os.open(path_b, os.O_RDONLY)
+    try:
+        for start in range(0, a.nbytes, BLOCK_BYTES):
+            count = min(BLOCK_BYTES, a.nbytes - start)
+            block = os.pread(fd_a, count, offset_a + start)
+            if len(block) != count or block != os.pread(fd_b, count, offset_b + start):
+                return False
+        return True
+    finally:
+        os.close(fd_a)
+        os.close(fd_b)

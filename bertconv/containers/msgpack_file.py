@@ -41,7 +41,7 @@ import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Collection, Sequence
 
 from .. import dtypes
 from ..errors import BadInput, bad_input
@@ -93,9 +93,9 @@ class MsgpackArray:
     tensor: LazyTensor
 
 
-def looks_like_flax_msgpack(path: Path, top_keys: Sequence[str]) -> bool:
-    """True when the file starts with a msgpack map whose first key is one of `top_keys` and
-    whose first value is a map or an array record. Reads a few bytes; never raises."""
+def looks_like_flax_msgpack(path: Path, top_keys: Collection[str] | None) -> bool:
+    """True when the file starts with a msgpack map whose first key is one of `top_keys` (any key
+    when None) and whose first value is a map or an array record. Reads a few bytes; never raises."""
     try:
         with open(path, "rb") as f:
             head = f.read(512)
@@ -104,7 +104,7 @@ def looks_like_flax_msgpack(path: Path, top_keys: Sequence[str]) -> bool:
         if count == 0:
             return False
         key, position = walker.key(position, ())
-        if key not in top_keys:
+        if top_keys is not None and key not in top_keys:
             return False
         first = head[position]
         return _is_map_byte(first) or first in _FIXEXT or first in (_EXT8, _EXT16, _EXT32)
