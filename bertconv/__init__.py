@@ -1,18 +1,47 @@
 """bertconv: convert BERT checkpoints between Google TF, bert4keras and Hugging Face, and check them.
 
-    from bertconv import load
-    tree = load("path/to/checkpoint")      # any format: a canonical ParameterTree (headers only)
+    import bertconv
+    bertconv.verify("path/to/checkpoint", deep=True).ok       # any format; each command is a function
+    bertconv.convert("bert_model.ckpt", "out", to="hf")        # returning a typed report (docs/api.md)
+    tree = bertconv.load("path/to/checkpoint")                 # a canonical ParameterTree (headers only)
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from .version import __version__
 
-__all__ = ["__version__", "load"]
+if TYPE_CHECKING:
+    from .api.audit import AuditReport, Counts, audit
+    from .api.convert import ConversionReport, convert, save
+    from .api.diff import DiffReport, diff
+    from .api.fill_mask import FillMaskReport, fill_mask
+    from .api.inspect import InspectReport, inspect
+    from .api.report import Checkpoint, Report, load
+    from .api.verify import VerifyReport, verify
+    from .errors import BadInput, BertconvError, CheckFailed
+
+#: What `bertconv` exports -> the module that defines it, imported when the name is first asked for:
+#: `bertconv.cli` starts (and installs its signal handlers) before the formats load, and `audit`
+#: does not wait for what `fill_mask` imports.
+EXPORTS = {
+    "load": "api.report", "Report": "api.report", "Checkpoint": "api.report",
+    "inspect": "api.inspect", "InspectReport": "api.inspect",
+    "audit": "api.audit", "AuditReport": "api.audit", "Counts": "api.audit",
+    "verify": "api.verify", "VerifyReport": "api.verify",
+    "diff": "api.diff", "DiffReport": "api.diff",
+    "convert": "api.convert", "save": "api.convert", "ConversionReport": "api.convert",
+    "fill_mask": "api.fill_mask", "FillMaskReport": "api.fill_mask",
+    "BertconvError": "errors", "BadInput": "errors", "CheckFailed": "errors",
+}
+
+__all__ = ["__version__", *EXPORTS]
 
 
-def __getattr__(name: str):
-    """`load` is `formats.read`, imported when first asked for: `bertconv.cli` starts (and
-    installs its signal handlers) before the formats load."""
-    if name == "load":
-        from .formats import read
-        return read
+def __getattr__(name: str) -> Any:
+    if name in EXPORTS:
+        from importlib import import_module
+
+        return getattr(import_module(f".{EXPORTS[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
