@@ -6,7 +6,7 @@ from functools import partial
 from pathlib import Path
 
 from ..checks import trained
-from ..checks.verify import verify
+from ..api.verify import verify
 from .arguments import Toggle, json_flag, option
 from .common import (ACCEPT_LOSS, BATCH_OPTIONS, CHECKPOINT_OPTIONS, CHECKPOINT_PATHS, byte_progress, finish, human,
                      load, stdout)
@@ -150,4 +150,4 @@ def command(paths: list[Path], config_path: Path | None, num_heads: int | None, 
     work = sum(p.tensor.nbytes for p in tree) if deep else 0
     with byte_progress(f"reading {tree.path.name}", work, quiet) as advance:
         report = verify(tree, **checks, on_tensor=advance)
-    finish("verify", report, as_json, print_report)
+    finish(report, as_json, print_report)
