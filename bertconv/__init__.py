@@ -12,15 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 from .version import __version__
 
-if TYPE_CHECKING:
-    from .api.audit import AuditReport, Counts, audit
-    from .api.convert import ConversionReport, convert, save
-    from .api.diff import DiffReport, diff
-    from .api.fill_mask import FillMaskReport, fill_mask
-    from .api.inspect import InspectReport, inspect
-    from .api.report import Checkpoint, Report, load
-    from .api.verify import VerifyReport, verify
-    from .errors import BadInput, BertconvError, CheckFailed
+if TYPE_CHECKING:  # `X as X`: exported, to a type checker (its strict mode reads no star in __all__)
+    from .api.audit import AuditReport as AuditReport, Counts as Counts, audit as audit
+    from .api.convert import ConversionReport as ConversionReport, convert as convert, save as save
+    from .api.diff import DiffReport as DiffReport, diff as diff
+    from .api.fill_mask import FillMaskReport as FillMaskReport, fill_mask as fill_mask
+    from .api.inspect import InspectReport as InspectReport, inspect as inspect
+    from .api.report import Checkpoint as Checkpoint, Report as Report, load as load
+    from .api.verify import VerifyReport as VerifyReport, verify as verify
+    from .errors import BadInput as BadInput, BertconvError as BertconvError, CheckFailed as CheckFailed
 
 #: What `bertconv` exports -> the module that defines it, imported when the name is first asked for:
 #: `bertconv.cli` starts (and installs its signal handlers) before the formats load, and `audit`

@@ -57,9 +57,17 @@ class FillMaskReport(Report):
 
 
 @overload
-def fill_mask(checkpoint: Source, texts: str, **options: Any) -> FillMaskReport: ...
+def fill_mask(checkpoint: Source, texts: str, *, vocab: PathArg | None = ..., top_k: int = ..., batch_size: int = ...,
+              runtime: str = ..., cased: bool | None = ..., config: PathArg | None = ..., heads: int | None = ...,
+              model: str | None = ..., act: str | None = ..., layer_norm_eps: float | None = ...,
+              mask_adder: float | str | None = ..., accept_loss: tuple[str, ...] | list[str] = ...,
+              on_tensor: Callable[[int], None] | None = ...) -> FillMaskReport: ...
 @overload
-def fill_mask(checkpoint: Source, texts: list[str] | tuple[str, ...], **options: Any) -> tuple[FillMaskReport, ...]: ...
+def fill_mask(checkpoint: Source, texts: list[str] | tuple[str, ...], *, vocab: PathArg | None = ..., top_k: int = ..., batch_size: int = ...,
+              runtime: str = ..., cased: bool | None = ..., config: PathArg | None = ..., heads: int | None = ...,
+              model: str | None = ..., act: str | None = ..., layer_norm_eps: float | None = ...,
+              mask_adder: float | str | None = ..., accept_loss: tuple[str, ...] | list[str] = ...,
+              on_tensor: Callable[[int], None] | None = ...) -> tuple[FillMaskReport, ...]: ...
 
 
 def fill_mask(checkpoint: Source, texts: str | Sequence[str], *, vocab: PathArg | None = None, top_k: int = TOP_K,
@@ -124,23 +132,25 @@ def fill_mask(checkpoint: Source, texts: str | Sequence[str], *, vocab: PathArg 
                           "tokenizer": {"file": str(vocab_path), "kind": tokenizer.kind,
                                         "lower_case": tokenizer.lower_case, "casing": tokenizer.casing,
                                         "settings": tokenizer.settings}}
-    shared = dict(checkpoint=Checkpoint.from_json(fields), runtime=runtime, numerics=numerics.describe(),
-                  tokenizer=TokenizerInfo(vocab_path, tokenizer.kind, tokenizer.lower_case, tokenizer.casing,
-                                          frozen(tokenizer.settings), tokenizer.mask_token))
+    described = Checkpoint.from_json(fields)
+    used = TokenizerInfo(vocab_path, tokenizer.kind, tokenizer.lower_case, tokenizer.casing,
+                         frozen(tokenizer.settings), tokenizer.mask_token)
+
+    def report(obj: JSONObject, index: int, masks: tuple[MaskPredictions, ...], error: str | None) -> FillMaskReport:
+        return FillMaskReport(**FillMaskReport.verdict(obj), checkpoint=described, runtime=runtime,
+                              numerics=numerics.describe(), tokenizer=used, index=index, text=all_texts[index],
+                              masks=masks, error=error)
+
     reports = []
     for index, text in enumerate(all_texts):
         if index in errors:
-            failed: JSONObject = {"path": str(tree.path), "index": index, "text": text, "ok": False,
-                                  "error": {"message": errors[index], "path": None}}
-            reports.append(FillMaskReport(**FillMaskReport.verdict(failed), **shared, index=index, text=text,
-                                          masks=(), error=errors[index]))
+            reports.append(report({"path": str(tree.path), "index": index, "text": text, "ok": False,
+                                   "error": {"message": errors[index], "path": None}}, index, (), errors[index]))
             continue
         masks = [{"position": mask.position, "predictions": [p.as_dict() for p in mask.predictions]}
                  for mask in results[index]]
-        obj = {**fields, "ok": True, "index": index, "text": text, "masks": masks, "problems": [],
-               "notes": list(notes)}
-        reports.append(FillMaskReport(**FillMaskReport.verdict(obj), **shared, index=index, text=text,
-                                      masks=tuple(results[index])))
+        reports.append(report({**fields, "ok": True, "index": index, "text": text, "masks": masks, "problems": [],
+                               "notes": list(notes)}, index, tuple(results[index]), None))
     return reports[0] if isinstance(texts, str) else tuple(reports)
 
 

@@ -73,7 +73,7 @@ def describe(tree: ParameterTree) -> JSONObject:
         "files": [str(f) for f in files if f.is_file()],
         "missing_files": [str(f) for f in files if not f.is_file()],
         "tensors": [
-            {"name": p.source, "shape": list(p.source_shape), "canonical": p.name,
+            {"name": p.source, "shape": list(p.source_shape or ()), "canonical": p.name,
              "canonical_shape": list(p.tensor.shape), "dtype": str(p.tensor.dtype),
              **({"shared_with": p.shared_with} if p.shared_with else {})}
             for p in tree
