@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import sys
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from .version import __version__
@@ -37,6 +39,24 @@ EXPORTS = {
 }
 
 __all__ = ["__version__", *EXPORTS]
+
+
+class _Package(ModuleType):
+    """bertconv's own module type, for one name: `bertconv.convert` is the API's function, while
+    the library module bertconv/convert.py (a tree written by a format's writer), once imported,
+    is set on its package under that same name by the import system. That assignment is set aside
+    here; the module stays what `from bertconv.convert import ...` and sys.modules give."""
+
+    @property
+    def convert(self) -> Any:
+        return __getattr__("convert")
+
+    @convert.setter
+    def convert(self, module: ModuleType) -> None:
+        pass
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:

@@ -93,7 +93,7 @@ def inspect(checkpoint: Source, *, config: PathArg | None = None, heads: int | N
 
     >>> report = bertconv.inspect(FIXTURES / "hf/pretraining")
     >>> report.checkpoint.format, report.parameters
-    ('hf-safetensors', 27000)
+    ('hf-safetensors', 20495)
     >>> report.tensors[0]
     TensorEntry(name='bert.embeddings.word_embeddings.weight', shape=(99, 32), canonical='embeddings.word', canonical_shape=(99, 32), dtype='float32', shared_with=None)
     """
