@@ -157,7 +157,7 @@ def test_fill_mask_reports_are_the_commands_objects():
     with pytest.raises(bertconv.BadInput, match="no \\[MASK\\]"):
         reports[1].require_ok()
     one = bertconv.fill_mask(TRAINED, texts[0], top_k=2)
-    assert one.to_json() == {**objects[0]} and cli_json("fill-mask", TRAINED, texts[0], "--top-k", "2")[1] == objects[0]
+    assert one.to_json() == cli_json("fill-mask", TRAINED, texts[0], "--top-k", "2")[1]
     with pytest.raises(bertconv.BadInput, match="no \\[MASK\\]"):
         bertconv.fill_mask(TRAINED, "no mask")
 
