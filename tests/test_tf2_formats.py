@@ -514,7 +514,7 @@ HEADER_ONLY_SOURCES = [TF_HUB, *(TF2 / f for f in OBJECT_FIXTURES), HUB_SAVEDMOD
 
 @pytest.mark.parametrize("source", HEADER_ONLY_SOURCES, ids=lambda p: p.name if p.is_file() else p.parent.name + "/" + p.name)
 def test_inspect_and_audit_read_no_tensor_data(source, monkeypatch):
-    from bertconv.commands.inspect import describe
+    from bertconv.api.inspect import describe
     from bertconv.tensor import LazyTensor, MappedTensor
     expected = audit(formats.read(source))
 

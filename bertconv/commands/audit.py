@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..checks.audit import audit, ignored_summary
+from ..api.audit import audit
+from ..checks.audit import ignored_summary
 from .arguments import json_flag
 from .common import BATCH_OPTIONS, CHECKPOINT_OPTIONS, CHECKPOINT_PATHS, Table, finish, human, load, stdout
 
@@ -65,5 +66,4 @@ def command(paths: list[Path], config_path: Path | None, num_heads: int | None, 
                   dict(config_path=config_path, num_heads=num_heads, model=model, revision=revision),
                   jobs=jobs, as_json=as_json)
         return
-    report = audit(load(paths[0], config_path, num_heads, model, revision))
-    finish("audit", report, as_json, print_report)
+    finish(audit(load(paths[0], config_path, num_heads, model, revision)), as_json, print_report)

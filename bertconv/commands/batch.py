@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from .. import formats
+from ..api.report import Report
 from ..errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, BertconvError, bad_input
 from ..tree import ParameterTree
 from . import output
@@ -65,13 +66,15 @@ class Job:
     """One command's work on one checkpoint; sent to a worker process, so it holds module-level
     functions and plain values only."""
 
-    report_of: Callable[[ParameterTree], dict]
+    report_of: Callable[[ParameterTree], Report | dict]
     load_options: dict
 
     def __call__(self, path: Path) -> tuple[int, dict]:
-        """(exit status, report or error object) of the checkpoint at `path`."""
+        """(exit status, report or error object) of the checkpoint at `path`: `report_of` returns
+        the API's report, or its JSON object (the cache inventory's rows)."""
         try:
-            report = self.report_of(load(path, **self.load_options))
+            made = self.report_of(load(path, **self.load_options))
+            report = made if isinstance(made, dict) else made.to_json()
         except BertconvError as exc:
             return exc.exit_status, output.error_object(str(exc), exc.path, path=str(path))
         except Exception as exc:  # a bug in bertconv: one row says so, the others still run
@@ -161,7 +164,7 @@ def print_table(table: Table) -> None:
     sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
 
 
-def run(command: str, paths: list[Path], report_of: Callable[[ParameterTree], dict], load_options: dict, *,
+def run(command: str, paths: list[Path], report_of: Callable[[ParameterTree], Report], load_options: dict, *,
         jobs: int | None, as_json: bool) -> None:
     """Check every checkpoint of `paths` for `command`, print a table (or JSON Lines) and exit with
     the worst status."""

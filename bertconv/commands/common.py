@@ -6,13 +6,13 @@ import os
 import re
 import sys
 from contextlib import contextmanager
-from dataclasses import replace
+
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from .. import formats, hub_cache
+from .. import formats
+from ..api.report import Report, load as load_checkpoint
 from ..errors import EXIT_CHECK_FAILED
-from ..paths import require_file_or_directory
 from ..tree import ParameterTree
 from . import output
 from .arguments import file_path, option, positive_int
@@ -152,15 +152,8 @@ ACCEPT_LOSS = option("--accept-loss", action="append", default=[], metavar="FIEL
 def load(path: Path, config_path: Path | None, num_heads: int | None, model: str | None = None,
          revision: str | None = None) -> ParameterTree:
     """Read the checkpoint at `path`, or of the repo id `path` in the Hugging Face cache at
-    `revision` (`hub_cache.local_path`); `model`: which model of an ELECTRA pre-training checkpoint."""
-    path, snapshot = hub_cache.local_path(Path(path), revision)
-    require_file_or_directory(path, "checkpoint")
-    if config_path is not None:
-        require_file_or_directory(Path(config_path), "config")
-    tree = formats.read(path, config_path=config_path, num_heads=num_heads, model=model)
-    if snapshot is None:
-        return tree
-    return replace(tree, notes=(f"{snapshot.label} read from the Hugging Face cache: {snapshot.path}", *tree.notes))
+    `revision`; `model`: which model of an ELECTRA pre-training checkpoint (`api.load`)."""
+    return load_checkpoint(path, config=config_path, heads=num_heads, model=model, revision=revision)
 
 
 def print_json(command: str, data: dict) -> None:
@@ -168,13 +161,14 @@ def print_json(command: str, data: dict) -> None:
     output.write(command, data)
 
 
-def finish(command: str, report: dict, as_json: bool, print_report: Callable[[dict], None]) -> None:
-    """Print a check's report (JSON or for people) and exit 1 when it says not ok."""
+def finish(report: Report, as_json: bool, print_report: Callable[[dict], None]) -> None:
+    """Print a check's report (its JSON object, or `print_report` of it for people) and exit 1
+    when it says not ok."""
     if as_json:
-        print_json(command, report)
+        print_json(report.command, report.to_json())
     else:
-        print_report(report)
-    if not report["ok"]:
+        print_report(report.to_json())
+    if not report.ok:
         raise SystemExit(EXIT_CHECK_FAILED)
 
 
@@ -183,10 +177,17 @@ def human(n: int) -> str:
 
 
 @contextmanager
-def byte_progress(description: str, total_bytes: int, quiet: bool) -> Iterator[Callable[[int], None] | None]:
-    """A progress bar on stderr for `total_bytes` of work: yields the callback that advances it by
-    n bytes, or None when no bar is shown (quiet, small work, or stderr not a terminal)."""
-    if quiet or total_bytes < PROGRESS_MIN_BYTES or not sys.stderr.isatty():
+def byte_progress(description: str, total_bytes: int | Callable[[], int],
+                  quiet: bool) -> Iterator[Callable[[int], None] | None]:
+    """A progress bar on stderr for `total_bytes` of work (or a function that counts them, called
+    only where a bar could show): yields the callback that advances it by n bytes, or None when no
+    bar is shown (quiet, small work, or stderr not a terminal)."""
+    if quiet or not sys.stderr.isatty():
+        yield None
+        return
+    if callable(total_bytes):
+        total_bytes = total_bytes()
+    if total_bytes < PROGRESS_MIN_BYTES:
         yield None
         return
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn

@@ -2,26 +2,22 @@
 
 from __future__ import annotations
 
-import re
 from argparse import ArgumentTypeError
 from pathlib import Path
 
 from .. import formats
+from ..api.convert import MAX_SHARD_SIZE, save, size_in_bytes
 from ..checks.audit import ignored_summary
-from ..convert import WriteOptions, convert, warnings_for
 from .arguments import json_flag, option
 from .common import ACCEPT_LOSS, CHECKPOINT_OPTIONS, byte_progress, escape, load, print_json, stderr
-
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]i?B|B)?\s*$", re.IGNORECASE)
-_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
 
 
 def parse_size(text: str) -> int:
     """`--max-shard-size`: bytes, from a number with an optional unit (5GB, 500MB, 2GiB)."""
-    match = _SIZE.match(text)
-    if not match:
-        raise ArgumentTypeError(f"{text!r} is not a size such as 5GB, 500MB or 2GiB")
-    return int(float(match.group(1)) * _UNITS[(match.group(2) or "b").lower()])
+    try:
+        return size_in_bytes(text)
+    except ValueError as exc:
+        raise ArgumentTypeError(str(exc)) from None
 
 
 ARGUMENTS = (
@@ -33,7 +29,7 @@ ARGUMENTS = (
     *CHECKPOINT_OPTIONS,
     option("--force", action="store_true",
            help="Replace DST if it is a checkpoint of the kind being written (its tokenizer files are kept)."),
-    option("--max-shard-size", dest="max_shard_bytes", type=parse_size, default="5GB", metavar="SIZE",
+    option("--max-shard-size", dest="max_shard_bytes", type=parse_size, default=MAX_SHARD_SIZE, metavar="SIZE",
            help="Hugging Face shard size limit (default: %(default)s)."),
     option("--dtype", choices=("float32", "float16"),
            help="Weights' dtype, for --to onnx: float32 (the default) or float16 (LayerNorm and softmax kept in "
@@ -55,21 +51,21 @@ def command(src: Path, dst: Path, target: str, config_path: Path | None, num_hea
     replaces anything the conversion reads.
     """
     tree = load(src, config_path, num_heads, model, revision)
-    for warning in warnings_for(tree):
-        stderr.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
-    options = dict(max_shard_bytes=max_shard_bytes, drop_untied_decoder=drop_untied_decoder, dtype=dtype)
     with byte_progress(f"writing {dst.name}", sum(p.tensor.nbytes for p in tree), quiet or as_json) as advance:
-        result = convert(tree, dst, target, force=force, accept_loss=tuple(accept_loss), given=src,
-                         options=WriteOptions(**options, on_tensor=advance))
+        report = save(tree, dst, to=target, force=force, max_shard_size=max_shard_bytes,
+                      drop_untied_decoder=drop_untied_decoder, accept_loss=accept_loss, dtype=dtype, on_tensor=advance,
+                      given=src)
+    for warning in report.warnings:
+        stderr.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     if as_json:
-        print_json("convert", result.as_dict())
+        print_json("convert", report.to_json())
         return
     if quiet:
         return
-    stderr.print(f"{tree.format} -> {target}: {len(result.tensors)} tensors written to {dst}")
-    for path in result.files:
+    stderr.print(f"{tree.format} -> {target}: {len(report.output.tensors)} tensors written to {dst}")
+    for path in report.output.files:
         stderr.print(f"  {path}")
-    for sentence in ignored_summary([entry.as_dict() for entry in result.ignored]):
+    for sentence in ignored_summary(report.to_json()["ignored"]):
         stderr.print(f"not written: {escape(sentence)}", soft_wrap=True)
-    for note in result.notes:
+    for note in report.notes:
         stderr.print(f"note: {escape(note)}", soft_wrap=True)

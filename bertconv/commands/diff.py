@@ -5,15 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import formats
-from ..checks.arrays import BIT_EXACT, format_value
-from ..checks.diff import diff
-from ..checks.outputs import OUTPUTS_ATOL, compare_outputs
-from ..checks.trained import RUNTIMES
-from .arguments import json_flag, option, tolerance
+from ..api.diff import BIT_EXACT, OUTPUTS_ATOL, diff, structural_differences
+from ..checks.arrays import format_value
 from ..checks.contract import require_read
 from ..checks.report import checkpoint
-from ..errors import bad_input
-from .common import ACCEPT_LOSS, byte_progress, finish, load, stdout
+from ..checks.trained import RUNTIMES
+from ..errors import EXIT_CHECK_FAILED, bad_input
+from .arguments import json_flag, option, tolerance
+from .common import ACCEPT_LOSS, byte_progress, finish, load, print_json, stdout
 
 #: How many tensor names a line about differing dtypes shows.
 DTYPE_NAMES_SHOWN = 3
@@ -55,7 +54,7 @@ def print_report(report: dict) -> None:
     outputs = report.get("outputs")
     differences = report["problems"]
     if outputs is not None:
-        differences = _structural(report)
+        differences = structural_differences(report)
         _print_value_differences(report)
     for difference in differences:
         stdout.print(f"[red]differs:[/] {difference}")
@@ -69,13 +68,6 @@ def print_report(report: dict) -> None:
         stdout.print(f"[green]equal within {_tolerance(report['atol'])}[/]")
     else:
         stdout.print(f"[red]DIFFERENT[/] ({len(differences)} difference(s))")
-
-
-def _structural(report: dict) -> list[str]:
-    """The differences no output can excuse: a tensor only one side has, or a shape."""
-    return ([f"only in A: {o['name']} ({o['source']})" for o in report["only_in_a"]]
-            + [f"only in B: {o['name']} ({o['source']})" for o in report["only_in_b"]]
-            + [f"{d['name']}: shape {d['a']} in A, {d['b']} in B" for d in report["shape_differences"]])
 
 
 def _print_value_differences(report: dict) -> None:
@@ -144,19 +136,11 @@ def command(a: Path, b: Path, atol: float, with_outputs: bool, outputs_atol: flo
         _diff_export(a, *export, with_outputs, outputs_atol, accept_loss, as_json)
         return
     tree_a, tree_b = load(a, None, None), load(b, None, None)
-    accepted = [*require_read(tree_a, accept_loss), *require_read(tree_b, accept_loss)]
     work = sum(p.tensor.nbytes for p in tree_a) + sum(p.tensor.nbytes for p in tree_b)
     with byte_progress(f"comparing {tree_a.path.name} and {tree_b.path.name}", work, as_json) as advance:
-        report = diff(tree_a, tree_b, atol=atol, on_tensor=advance)
-    if with_outputs:
-        report["tensors_ok"] = report["ok"]
-        outputs = report["outputs"] = compare_outputs(tree_a, tree_b, runtime=runtime, atol=outputs_atol)
-        report["problems"] = _structural(report) + (
-            [] if outputs["ok"] else [f"outputs: largest difference {format_value(outputs['max_abs_diff'])} "
-                                      f"beyond --outputs-atol {outputs['atol']:g}"])
-        report["ok"] = not report["problems"]
-    report["notes"] = [*accepted, *report["notes"]]
-    finish("diff", report, as_json, print_report)
+        report = diff(tree_a, tree_b, atol=atol, outputs=with_outputs, outputs_atol=outputs_atol, runtime=runtime,
+                      accept_loss=accept_loss, on_tensor=advance)
+    finish(report, as_json, print_report)
 
 
 # --- B an export (ONNX): its outputs are all there is to compare -------------------------------
@@ -187,7 +171,12 @@ def _diff_export(a: Path, export: Path, compare, with_outputs: bool, outputs_ato
         f"outputs: largest difference {format_value(outputs['max_abs_diff'])} beyond --outputs-atol {outputs['atol']:g}"]
     report = {"a": checkpoint(tree_a), "b": {"path": str(export), "format": "onnx", "export": True},
               "outputs": outputs, "ok": outputs["ok"], "problems": problems, "notes": list(accepted)}
-    finish("diff", report, as_json, _print_export_report)
+    if as_json:
+        print_json("diff", report)
+    else:
+        _print_export_report(report)
+    if not report["ok"]:
+        raise SystemExit(EXIT_CHECK_FAILED)
 
 
 def _print_export_report(report: dict) -> None:

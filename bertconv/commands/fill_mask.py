@@ -8,14 +8,11 @@ import sys
 from argparse import ArgumentTypeError
 from pathlib import Path
 
-from ..checks.contract import require_read
-from ..checks.report import checkpoint
+from ..api.fill_mask import BATCH_SIZE, TOP_K, FillMaskReport, fill_mask
 from ..config import ACTIVATIONS
 from ..errors import BadInput, bad_input
 from ..runtime import weights
-from ..runtime.fill_mask import check_masked_lm, check_text, check_vocabulary, predict, vocabulary_shortfall
-from ..runtime.numerics import DTYPE_MIN, Numerics, family_of
-from ..runtime.tokenizer import find, open_tokenizer
+from ..runtime.numerics import DTYPE_MIN, family_of
 from . import output
 from .arguments import Toggle, file_path, json_flag, option, positive_float, positive_int
 from .common import ACCEPT_LOSS, CHECKPOINT_OPTIONS, Table, byte_progress, escape, load, stderr, stdout
@@ -59,8 +56,8 @@ ARGUMENTS = (
            help="The tokenizer file: a tokenizer.json, vocab.txt (WordPiece), vocab.json (byte-level BPE, with "
                 "merges.txt beside it) or spiece.model (SentencePiece) (default: the first of these beside the "
                 "checkpoint)."),
-    option("--top-k", type=positive_int, default=5, metavar="K", help="Predictions per [MASK] (default: %(default)s)."),
-    option("--batch-size", type=positive_int, default=16, metavar="N",
+    option("--top-k", type=positive_int, default=TOP_K, metavar="K", help="Predictions per [MASK] (default: %(default)s)."),
+    option("--batch-size", type=positive_int, default=BATCH_SIZE, metavar="N",
            help="Texts run through the model at once (default: %(default)s)."),
     option("--runtime", choices=RUNTIMES, default="numpy",
            help="The NumPy runtime, or torch (an optional extra) (default: %(default)s)."),
@@ -95,90 +92,51 @@ def command(path: Path, texts: list[str], texts_file: str | None, vocab_path: Pa
     """
     all_texts = read_texts(texts, texts_file)
     tree = load(path, config_path, num_heads, model, revision)
-    notes = require_read(tree, accept_loss)
-    numerics = Numerics.for_tree(tree, activation=activation, layer_norm_eps=layer_norm_eps,
-                                 mask_adder=mask_adder)
-    plan = weights.plan(tree)
-    weights.require_head(plan, "mlm", tree.path, "fill-mask")
-    check_masked_lm(tree.config, tree.path)
-    beside = tree.path if tree.path.is_dir() else tree.path.parent
-    vocab_path = vocab_path or find(beside, tree.vocab)
-    if vocab_path is None:
-        raise bad_input(tree.path, "no tokenizer.json, vocab.txt, vocab.json + merges.txt or spiece.model beside the "
-                                   "checkpoint; pass --vocab FILE")
-    tokenizer = open_tokenizer(vocab_path, lower_case=None if cased is None else not cased)
-    with byte_progress(f"loading {tree.path.name}", weights.plan_nbytes(tree, plan), quiet or as_json) as advance:
-        model = _model(runtime, tree, numerics, advance)
-    check_vocabulary(model, tokenizer)
-    notes = [*tokenizer.notes, *filter(None, [vocabulary_shortfall(model, tokenizer)])]
-    if not as_json:
-        for note in notes:
-            stderr.print(f"[yellow]warning:[/] {escape(note)}", soft_wrap=True)
-
-    encodings = tokenizer.encode_batch(all_texts)
-    errors: dict[int, BadInput] = {}
-    for index, (text, encoding) in enumerate(zip(all_texts, encodings)):
-        try:
-            check_text(model, tokenizer, text, encoding)
-        except BadInput as exc:
-            if len(all_texts) == 1:
-                raise
-            errors[index] = exc
-    runnable = [i for i in range(len(all_texts)) if i not in errors]
-    results = dict(zip(runnable, predict(model, tokenizer, [encodings[i] for i in runnable], top_k=top_k,
-                                         batch_size=batch_size)))
-
-    fields = {**checkpoint(tree), "runtime": runtime, "numerics": numerics.describe(),
-              "tokenizer": {"file": str(vocab_path), "kind": tokenizer.kind, "lower_case": tokenizer.lower_case,
-                            "casing": tokenizer.casing, "settings": tokenizer.settings}}
-    for index, text in enumerate(all_texts):
+    with byte_progress(f"loading {tree.path.name}", lambda: weights.plan_nbytes(tree, weights.plan(tree)),
+                       quiet or as_json) as advance:
+        filled = fill_mask(tree, all_texts[0] if len(all_texts) == 1 else all_texts, vocab=vocab_path, top_k=top_k,
+                           batch_size=batch_size, runtime=runtime, cased=cased, act=activation,
+                           layer_norm_eps=layer_norm_eps, mask_adder=mask_adder, accept_loss=accept_loss,
+                           on_tensor=advance)
+    reports = [filled] if isinstance(filled, FillMaskReport) else list(filled)
+    for report in reports:
         if as_json:
-            if index in errors:
-                report = output.error_object(str(errors[index]), None, path=str(tree.path), index=index, text=text)
-            else:
-                report = {**fields, "ok": True, "index": index, "text": text,
-                          "masks": [{"position": mask.position, "predictions": [p.as_dict() for p in mask.predictions]}
-                                    for mask in results[index]],
-                          "problems": [], "notes": notes}
-            output.write("fill-mask", report, lines=len(all_texts) > 1)
-        else:
-            if index == 0:
-                _print_header(tree, runtime, numerics, vocab_path, tokenizer)
-                for note in notes:
-                    stderr.print(f"note: {escape(note)}", soft_wrap=True)
-            _print_text(index, text, results.get(index), errors.get(index), tokenizer, len(all_texts) > 1)
-    if errors:
+            output.write("fill-mask", report.to_json(), lines=len(reports) > 1)
+            continue
+        if report.index == 0:
+            for note in report.notes:
+                stderr.print(f"[yellow]warning:[/] {escape(note)}", soft_wrap=True)
+            _print_header(report)
+            for note in report.notes:
+                stderr.print(f"note: {escape(note)}", soft_wrap=True)
+        _print_text(report, len(reports) > 1)
+    if any(report.error is not None for report in reports):
         raise SystemExit(EXIT_BAD_INPUT)
 
 
-def _print_header(tree, runtime: str, numerics: Numerics, vocab_path: Path, tokenizer) -> None:
-    stdout.print(f"[bold]{escape(str(tree.path))}[/]  format [cyan]{tree.format}[/]  runtime {runtime}")
-    stdout.print(f"numerics: {numerics.describe()} (defaults of {family_of(tree.format)})")
+def _print_header(report: FillMaskReport) -> None:
+    stdout.print(f"[bold]{escape(str(report.checkpoint.path))}[/]  format [cyan]{report.checkpoint.format}[/]  "
+                 f"runtime {report.runtime}")
+    stdout.print(f"numerics: {report.numerics} (defaults of {family_of(report.checkpoint.format)})")
+    tokenizer = report.tokenizer
     case = "" if tokenizer.lower_case is None else (", uncased" if tokenizer.lower_case else ", cased")
-    stdout.print(f"tokenizer: {escape(str(vocab_path))} ({escape(tokenizer.kind)}{case}: {escape(tokenizer.casing)})")
+    stdout.print(f"tokenizer: {escape(str(tokenizer.file))} ({escape(tokenizer.kind)}{case}: "
+                 f"{escape(str(tokenizer.casing))})")
     if tokenizer.settings:
         settings = ", ".join(f"{key}={json.dumps(value)}" for key, value in tokenizer.settings.items())
         stdout.print(f"tokenizer settings: {escape(settings)}")
 
 
-def _print_text(index: int, text: str, masks, error: BadInput | None, tokenizer, several: bool) -> None:
+def _print_text(report: FillMaskReport, several: bool) -> None:
     if several:
-        stdout.print(escape(f"text #{index + 1}: {text}"))
-    if error is not None:
-        stdout.print(f"[red]error[/]: {escape(str(error))}")
+        stdout.print(escape(f"text #{report.index + 1}: {report.text}"))
+    if report.error is not None:
+        stdout.print(f"[red]error[/]: {escape(report.error)}")
         return
-    for number, mask in enumerate(masks, start=1):
-        stdout.print(escape(f"{tokenizer.mask_token} #{number} (token {mask.position}):"))
+    for number, mask in enumerate(report.masks, start=1):
+        stdout.print(escape(f"{report.tokenizer.mask_token} #{number} (token {mask.position}):"))
         table = Table("prob", "token", "id")
         for p in mask.predictions:
             token = escape(p.token) if p.token is not None else "(not in the vocabulary)"
             table.add_row(f"{p.prob:.4f}", token, str(p.id))
         stdout.print(table)
-
-
-def _model(runtime: str, tree, numerics: Numerics, on_tensor):
-    if runtime == "torch":
-        from ..runtime.torch_bert import TorchBert  # torch is imported only when asked for
-        return TorchBert(tree, numerics, on_tensor=on_tensor)
-    from ..runtime.numpy_bert import NumpyBert
-    return NumpyBert(tree, numerics, on_tensor=on_tensor)

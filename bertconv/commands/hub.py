@@ -40,7 +40,7 @@ def checkpoint_files(snapshot: Path) -> dict[Path, str]:
 def inventory_row(tree: ParameterTree) -> dict:
     """A cached snapshot's row: `inspect`'s object with the tensors left out (`tensors: []`), the MLM
     head's verdict and whether it is trained (by its signs; no probe)."""
-    from .inspect import describe  # inspect imports this module for --cache
+    from ..api.inspect import describe
 
     report = describe(tree)
     judged = verify(tree, allow_missing_mlm=True, allow_untrained_mlm=True,

@@ -4,40 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..checks.contract import unread_notes
-from ..checks.copies import differing_copies
 from .. import hub_cache
-from ..checks.report import checkpoint
+from ..api.inspect import inspect
 from ..errors import bad_input
 from .arguments import json_flag, option
 from .common import BATCH_OPTIONS, CHECKPOINT_OPTIONS, CHECKPOINT_PATHS, Table, human, load, print_json, stdout
-
-
-def describe(tree) -> dict:
-    """The `inspect --json` object: the checkpoint's fields (see `checks.report.checkpoint`), the
-    parameters counted (a tied copy once), and every tensor. Each tensor's `shape` is its shape
-    under its `name` in the file; `canonical_shape` the shape of its `canonical` parameter (after the format's transposes).
-    `files` lists the files that exist, `missing_files` those the checkpoint names but lacks
-    (an index published without its data shards)."""
-    files = [Path(f) for f in tree.files]
-    return {
-        **checkpoint(tree),
-        "ok": True,
-        "scope": tree.scope,
-        "parameters": sum(p.numel for p in tree if tree.is_counted(p.name)),
-        "files": [str(f) for f in files if f.is_file()],
-        "missing_files": [str(f) for f in files if not f.is_file()],
-        "tensors": [
-            {"name": p.source, "shape": list(p.source_shape), "canonical": p.name,
-             "canonical_shape": list(p.tensor.shape), "dtype": str(p.tensor.dtype),
-             **({"shared_with": p.shared_with} if p.shared_with else {})}
-            for p in tree
-        ],
-        "problems": [],
-        "notes": [*unread_notes(tree), *(f"{f} is named by the checkpoint but absent; headers were read without it"
-                                         for f in files if not f.is_file()),
-                  *(copy.sentence() for copy in differing_copies(tree))],
-    }
 
 
 def _shape(shape: list[int]) -> str:
@@ -76,12 +47,12 @@ def command(paths: list[Path], config_path: Path | None, num_heads: int | None, 
     if len(paths) > 1 or recursive:
         from . import batch  # a run over one checkpoint does without
 
-        batch.run("inspect", batch.expand(paths, recursive), describe,
+        batch.run("inspect", batch.expand(paths, recursive), inspect,
                   dict(config_path=config_path, num_heads=num_heads, model=model, revision=revision),
                   jobs=jobs, as_json=as_json)
         return
     tree = load(paths[0], config_path, num_heads, model, revision)
-    report = describe(tree)
+    report = inspect(tree).to_json()
     if as_json:
         print_json("inspect", report)
         return

@@ -5,12 +5,8 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
-from .. import formats
+from ..api.verify import verify
 from ..checks import trained
-from ..checks.copies_agree import compare_copy, unreadable_copy
-from ..checks.verify import verify
-from ..errors import BertconvError
-from ..tree import ParameterTree
 from .arguments import Toggle, json_flag, option
 from .common import (ACCEPT_LOSS, BATCH_OPTIONS, CHECKPOINT_OPTIONS, CHECKPOINT_PATHS, byte_progress, finish, human,
                      load, stdout)
@@ -85,32 +81,6 @@ def _rtd_lines(rtd: dict) -> list[str]:
             "MLM head:     [dim]n/a[/] (not a masked LM: no decoder, no tying, no MLM verdict)"]
 
 
-def copies_of(tree: ParameterTree) -> list[ParameterTree | tuple]:
-    """The other copies of the model in the directory `tree` was read from (`ParameterTree.copies`),
-    read with the same config, heads and model; a copy that cannot be read is (path, message)."""
-    read = []
-    for path in tree.copies:
-        try:
-            read.append(formats.read(path, config_path=tree.config.source, num_heads=tree.config.num_attention_heads,
-                                     model=tree.model))
-        except BertconvError as exc:
-            read.append((path, str(exc)))
-    return read
-
-
-def verify_with_copies(tree: ParameterTree, *, on_tensor=None, **checks) -> dict:
-    """`verify`, and each other copy of the model held against the file read (`copies_agree`):
-    `copies` in the report, a disagreeing copy a problem."""
-    report = verify(tree, **checks, on_tensor=on_tensor)
-    deep = checks.get("deep", False)
-    entries = [unreadable_copy(*copy) if isinstance(copy, tuple) else
-               compare_copy(tree, copy, deep=deep, on_tensor=on_tensor) for copy in copies_of(tree)]
-    report["copies"] = entries
-    report["problems"] += [problem for entry in entries for problem in entry["problems"]]
-    report["ok"] = report["ok"] and all(entry["agree"] for entry in entries)
-    return report
-
-
 def print_report(report: dict) -> None:
     """The short human report: head, tying, consistency, deep, notes, problems, verdict."""
     stdout.print(f"[bold]{report['path']}[/]  format [cyan]{report['format']}[/]")
@@ -177,12 +147,12 @@ def command(paths: list[Path], config_path: Path | None, num_heads: int | None, 
     if len(paths) > 1 or recursive:
         from . import batch  # a run over one checkpoint does without
 
-        batch.run("verify", batch.expand(paths, recursive), partial(verify_with_copies, **checks),
+        batch.run("verify", batch.expand(paths, recursive), partial(verify, **checks),
                   dict(config_path=config_path, num_heads=num_heads, model=model, revision=revision),
                   jobs=jobs, as_json=as_json)
         return
     tree = load(paths[0], config_path, num_heads, model, revision)
     work = sum(p.tensor.nbytes for p in tree) * (1 + 2 * len(tree.copies)) if deep else 0
     with byte_progress(f"reading {tree.path.name}", work, quiet) as advance:
-        report = verify_with_copies(tree, **checks, on_tensor=advance)
-    finish("verify", report, as_json, print_report)
+        report = verify(tree, **checks, on_tensor=advance)
+    finish(report, as_json, print_report)
