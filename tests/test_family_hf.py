@@ -217,7 +217,7 @@ def test_converting_across_families_is_refused(cli, tmp_path, target, fixture):
 
 
 def test_the_refusals_cover_a_family_no_google_writer_has_and_bert_only_writers():
-    assert ("tf", "roberta/masked_lm") in REFUSED and ("hf-tf", "albert/pretraining_groups") in REFUSED
+    assert ("tf", "roberta/masked_lm") in REFUSED and ("bert4keras", "roberta/masked_lm") in REFUSED
 
 
 # --- counts -------------------------------------------------------------------------------

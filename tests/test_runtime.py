@@ -276,7 +276,7 @@ def test_numerics_defaults_per_source_format_and_overrides():
     overridden = Numerics.for_tree(google, activation="relu", layer_norm_eps=1e-5, mask_adder=DTYPE_MIN)
     assert overridden == Numerics("relu", 1e-5, DTYPE_MIN)
     with pytest.raises(BadInput, match="no family with known numerics"):
-        Numerics.for_tree(with_format(tree, "onnx", hidden_act_stated=False))
+        Numerics.for_tree(with_format(tree, "no-such-format", hidden_act_stated=False))
     with pytest.raises(BadInput, match="activation 'swish'"):
         Numerics(activation="swish")
 

@@ -120,7 +120,11 @@ TABLE = Table("hf", (
     Row("mlm.decoder", "cls.predictions.decoder.weight"),
     Row("mlm.decoder_bias", "cls.predictions.decoder.bias"),
     *_linear_rows("nsp", "cls.seq_relationship"),
-), skips=_SKIPS)
+), skips=(*_SKIPS,
+          # Heads a model's own code adds beside BERT's under `cls.` (AntiBERTy's species and
+          # chain classifiers): no stock class reads them, and the MLM head's logits never do.
+          Skip("cls.[!p]*", "a task head beside BERT's pre-training heads (under cls.), which the masked LM "
+                            "does not read")))
 
 #: ALBERT's stored layer i, spelled flat in the table: the file's
 #: `albert.encoder.albert_layer_groups.{g}.albert_layers.{j}` with i = g * inner_group_num + j
