@@ -38,7 +38,7 @@ def unread(tree: ParameterTree) -> list[Unread]:
     """The unread config keys (with their values) and tensors of `tree`, in that order."""
     where = tree.config.source or tree.path
     keys = [Unread(key, f"{where} states {key} = {value}") for key, value in tree.config.unread]
-    tensors = [Unread(entry.name, f"{tree.path} holds {entry.name} {list(entry.shape)}, which no row of its "
+    tensors = [Unread(entry.name, f"{tree.path.name} holds {entry.name} {list(entry.shape)}, which no row of its "
                                   f"format's table names") for entry in tree.ignored if entry.unread]
     return keys + tensors
 
@@ -66,12 +66,14 @@ def require_read(tree: ParameterTree, accept_loss: tuple[str, ...] | list[str] =
     found = unread(tree)
     refused = [item for item in found if item.name not in accept_loss]
     if refused:
-        stated = "; ".join(item.sentence(tree) for item in refused)
+        stated = "; ".join(item.what for item in refused)
         flags = " ".join(f"--accept-loss {item.name}" for item in refused)
+        them = "it" if len(refused) == 1 else "them"
         raise bad_input(tree.config.source if tree.config.unread else tree.path,
-                        f"{stated} (neither something it reads nor known not to change the results); computed "
-                        f"or converted without it, the model could compute otherwise. Nothing was computed or "
-                        f"written; pass {flags} to go on without it")
+                        f"{stated}: bertconv's {families.of(tree.config).display} model does not compute with {them} "
+                        f"(neither something it reads nor known not to change the results); computed or converted "
+                        f"without {them}, the model could compute otherwise. Nothing was computed or written; pass "
+                        f"{flags} to go on without {them}")
     return [*tree.notes, *(f"accepted loss: {item.sentence(tree)}" for item in found)]
 
 
