@@ -11,6 +11,7 @@ the reference checks nothing. Prints a Markdown section; `python -m benchmarks` 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import shutil
 import sys
 from pathlib import Path
@@ -42,7 +43,17 @@ def transformers_logits(directory: Path, feed: dict[str, np.ndarray]) -> np.ndar
         return model(**{k: torch.tensor(v) for k, v in feed.items()}).logits.numpy()
 
 
+#: What the section runs besides bertconv: the onnx extra, its runtime, and the reference exporter.
+NEEDS = ("onnx", "onnxruntime", "torch", "transformers")
+
+
 def section(reps: int, log=print) -> list[str]:
+    missing = [name for name in NEEDS if importlib.util.find_spec(name) is None]
+    if missing:
+        log(f"onnx export: skipped, {', '.join(missing)} not installed")
+        return ["## ONNX export with the MLM head", "",
+                f"Not measured: {', '.join(missing)} not installed (`pip install 'bertconv[onnx]'` and the "
+                f"test extra).", ""]
     source = inputs.ensure(SIZE, "hf-safetensors", log=log)
     directory = source if source.is_dir() else source.parent
     out = inputs.bench_dir() / "out-onnx"

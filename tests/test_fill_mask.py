@@ -335,6 +335,7 @@ def test_a_bare_cased_vocab_fills_as_transformers_5_on_the_same_directory(cli, t
     assert "warning:" in people.stderr and "--cased" in people.stderr
 
 
+@requires("tokenizers")
 def test_a_vocab_shorter_than_the_embeddings_warns_naming_both_sizes(cli, tmp_path):
     """Rows no token names are kept (a vocabulary padded for speed leaves them on purpose), and said."""
     for name in ("model.safetensors", "config.json"):

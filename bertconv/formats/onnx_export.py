@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import families
-from ..errors import bad_input
+from ..errors import BadInput, bad_input
 from ..lazy import lazy_module
 from ..version import __version__
 
@@ -85,11 +85,16 @@ def write(tree: "ParameterTree", directory: Path, *, options) -> list[Path]:
     """Write the MLM logits of `tree` as `model.onnx` (+ `model.onnx.data` past 2 GB) into the new
     `directory`. `options` is a `convert.WriteOptions` (dtype, on_tensor).
 
-    Raises BadInput for a tree the runtimes cannot run or without an MLM head, and for a weight
-    outside float16's range in a float16 export.
+    Raises BadInput for a tree the runtimes cannot run or without an MLM head, for a weight
+    outside float16's range in a float16 export, and when the `onnx` package is not installed.
     """
+    import importlib.util
+
     from ..runtime import weights
 
+    if importlib.util.find_spec("onnx") is None:
+        raise BadInput("the ONNX export needs the onnx package, an optional extra: pip install 'bertconv[onnx]'; "
+                       "nothing was written")
     plan = weights.plan(tree)
     if not plan.heads.mlm:
         raise bad_input(tree.path, "has no MLM head (transform, its LayerNorm, output bias): the ONNX export "
