@@ -210,3 +210,20 @@ def test_verify_deep_runs_the_probe_on_a_fairseq_checkpoint():
     result = run_in_process("verify", FAIRSEQ / "roberta", "--deep", "--json")
     probe = json.loads(result.stdout)["mlm_trained"]["probe"]
     assert probe is not None and probe["positions"] > 0, result.stdout
+
+
+@pytest.mark.parametrize("option, value", [("no_scale_embedding", False), ("layernorm_embedding", False),
+                                           ("encoder_learned_pos", False)])
+def test_a_fairseq_option_that_changes_robertas_computation_is_unread(option, value, tmp_path):
+    """fairseq's `roberta` architectures fix these; a checkpoint trained otherwise (scaled
+    embeddings, no embedding LayerNorm, sinusoidal positions) is another computation: every
+    command that computes or converts refuses it, naming the option, unless accepted."""
+    import argparse
+
+    saved = torch.load(FAIRSEQ / "roberta" / "model.pt", weights_only=False)  # our own fixture
+    saved["args"] = argparse.Namespace(**{**vars(saved["args"]), option: value})
+    torch.save(saved, tmp_path / "model.pt")
+    refused = run_in_process("verify", tmp_path / "model.pt")
+    assert refused.exit_code == 2 and option in refused.stderr and f"--accept-loss {option}" in refused.stderr
+    assert run_in_process("verify", tmp_path / "model.pt", "--accept-loss", option).exit_code == 0
+    assert run_in_process("verify", FAIRSEQ / "roberta" / "model.pt").exit_code == 0

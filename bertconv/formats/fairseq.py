@@ -29,6 +29,8 @@ encoder (`encoder_normalize_before`) is not RoBERTa's computation and is refused
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 
 from ..config import BertConfig
@@ -197,4 +199,7 @@ def _config_from_options(path: Path, options: dict, checkpoint: torch_pickle.Tor
     provenance = {key: "file" for key in values}
     provenance.update(vocab_size="shapes", max_position_embeddings="shapes", type_vocab_size="format",
                       layer_norm_eps="format", model_type="format", position_offset="format")
-    return BertConfig(**values, provenance=provenance, source=path)
+    fixed = families.named("roberta").fixed[families.FAIRSEQ]
+    unread = tuple((key, json.dumps(options[key], default=str)) for key, value in fixed.items()
+                   if key in options and options[key] != value and not (value is None and options[key] == ""))
+    return BertConfig(**values, unread=unread, provenance=provenance, source=path)
