@@ -9,8 +9,9 @@ computes or converts (`convert`, `diff`, `verify`, `fill-mask`) refuses each (ex
 unless the user accepts the loss by name (`--accept-loss NAME`), and then says what was accepted;
 `inspect` and `audit`, which compute nothing, note it.
 
-Both also carry the tree's own notes (`ParameterTree.notes`: which file of a directory was read,
-the cache snapshot a repo id led to), so that every report says what was read.
+The notes of both (`require_read`, `unread_notes`) begin with the tree's own (`ParameterTree.notes`:
+which file of a directory was read, the cache snapshot a repo id led to), so that every report says
+what was read.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import families
-from ..errors import bad_input
 from ..config import UNKNOWN
+from ..errors import bad_input
 from ..tree import ParameterTree
 
 
