@@ -107,8 +107,6 @@ def command(path: Path, texts: list[str], texts_file: str | None, vocab_path: Pa
             for note in report.notes:
                 stderr.print(f"[yellow]warning:[/] {escape(note)}", soft_wrap=True)
             _print_header(report)
-            for note in report.notes:
-                stderr.print(f"note: {escape(note)}", soft_wrap=True)
         _print_text(report, len(reports) > 1)
     if any(report.error is not None for report in reports):
         raise SystemExit(EXIT_BAD_INPUT)
