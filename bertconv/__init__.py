@@ -8,8 +8,6 @@
 
 from __future__ import annotations
 
-import sys
-
 from .version import __version__
 
 #: typing.TYPE_CHECKING without importing typing (2 ms of `import bertconv`); type checkers read
@@ -24,10 +22,7 @@ if TYPE_CHECKING:  # `X as X`: exported, to a type checker (its strict mode read
     from .api.report import Checkpoint as Checkpoint, Report as Report, load as load
     from .api.verify import VerifyReport as VerifyReport, verify as verify
     from .errors import BadInput as BadInput, BertconvError as BertconvError, CheckFailed as CheckFailed
-    from types import ModuleType
     from typing import Any
-else:
-    ModuleType = type(sys)  # types.ModuleType, without importing types
 
 #: What `bertconv` exports -> the module that defines it, imported when the name is first asked for:
 #: `bertconv.cli` starts (and installs its signal handlers) before the formats load, and `audit`
@@ -44,24 +39,6 @@ EXPORTS = {
 }
 
 __all__ = ["__version__", *EXPORTS]
-
-
-class _Package(ModuleType):
-    """bertconv's own module type, for one name: `bertconv.convert` is the API's function, while
-    the library module bertconv/convert.py (a tree written by a format's writer), once imported,
-    is set on its package under that same name by the import system. That assignment is set aside
-    here; the module stays what `from bertconv.convert import ...` and sys.modules give."""
-
-    @property
-    def convert(self) -> Any:
-        return __getattr__("convert")
-
-    @convert.setter
-    def convert(self, module: ModuleType) -> None:
-        pass
-
-
-sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:

@@ -26,7 +26,7 @@ import pytest
 
 from bertconv import formats
 from bertconv.atomic import PARTIAL_MARK
-from bertconv.convert import WriteOptions, convert
+from bertconv.conversion import WriteOptions, convert
 from bertconv.errors import BadInput
 from conftest import FIXTURES, needs, run_cli
 

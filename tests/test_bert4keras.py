@@ -23,8 +23,8 @@ from bertconv import formats
 from bertconv.config import BertConfig, Heads, expected_components, expected_parameters
 from bertconv.containers import hdf5_workarounds, keras_h5
 from bertconv.checks.audit import audit
-from bertconv.convert import WriteOptions
-from bertconv.convert import convert as convert_tree
+from bertconv.conversion import WriteOptions
+from bertconv.conversion import convert as convert_tree
 from bertconv.errors import BadInput
 from bertconv.families.dialects import google_config_dict
 from bertconv.formats import bert4keras_graph, bert4keras_table, bert4keras_write

@@ -11,7 +11,7 @@ import pytest
 from bertconv import formats
 from bertconv.checks.audit import audit
 from bertconv.containers import keras_h5
-from bertconv.convert import convert
+from bertconv.conversion import convert
 from bertconv.tensor import MappedTensor
 from conftest import FIXTURES
 

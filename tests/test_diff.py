@@ -17,7 +17,7 @@ from bertconv import formats
 from bertconv.checks import arrays
 from bertconv.checks.arrays import chunk_indices, compare_arrays
 from bertconv.checks.diff import diff
-from bertconv.convert import convert
+from bertconv.conversion import convert
 from bertconv.dtypes import FLOAT16, FLOAT32
 from bertconv.tensor import ArrayTensor, transpose
 from bertconv.tree import ParameterTree

@@ -17,7 +17,7 @@ from benchmarks.measure import resident_bytes
 from bertconv import formats
 from bertconv.containers import direct_output, safetensors_file
 from bertconv.containers.direct_output import ALIGNMENT, DirectOutput, open_output
-from bertconv.convert import convert
+from bertconv.conversion import convert
 from bertconv.dtypes import FLOAT32
 from bertconv.errors import BadInput
 

@@ -19,7 +19,7 @@ import pytest
 
 from bertconv import formats
 from bertconv.checks.audit import audit
-from bertconv.convert import convert, with_one_token_type
+from bertconv.conversion import convert, with_one_token_type
 from bertconv.errors import BadInput
 from bertconv.runtime import NumpyBert, TorchBert
 

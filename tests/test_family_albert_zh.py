@@ -18,7 +18,7 @@ from bertconv import formats
 from bertconv.checks.audit import audit
 from bertconv import families
 from bertconv.config import expected_components
-from bertconv.convert import convert
+from bertconv.conversion import convert
 from bertconv.errors import BadInput
 from bertconv.runtime.numpy_bert import NumpyBert
 

@@ -21,7 +21,7 @@ from conftest import FIXTURES, real_file, run_cli
 from bertconv import formats
 from bertconv.checks.audit import audit
 from bertconv.containers import tf_bundle
-from bertconv.convert import convert
+from bertconv.conversion import convert
 from bertconv.errors import BadInput
 from bertconv.formats import bert4keras_table, fairseq, google_tf
 

@@ -14,7 +14,7 @@ import pytest
 from bertconv import formats
 from bertconv.checks.audit import audit
 from bertconv.checks.verify import verify
-from bertconv.convert import WriteOptions, convert
+from bertconv.conversion import WriteOptions, convert
 from bertconv.errors import BadInput
 from bertconv.runtime import NumpyBert, TorchBert
 from bertconv.runtime.inputs import position_ids

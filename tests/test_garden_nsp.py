@@ -10,7 +10,7 @@ import pytest
 
 from bertconv import formats
 from bertconv.checks.audit import audit
-from bertconv.convert import convert
+from bertconv.conversion import convert
 from bertconv.formats import tf2_garden
 from conftest import FIXTURES
 

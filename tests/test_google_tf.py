@@ -10,7 +10,7 @@ import pytest
 
 from bertconv import formats
 from bertconv.checks.audit import audit
-from bertconv.convert import WriteOptions, convert
+from bertconv.conversion import WriteOptions, convert
 from bertconv.errors import BadInput
 from bertconv.formats import google_tf
 from bertconv.tree import canonical_names

@@ -122,7 +122,7 @@ def test_sharded_write(tmp_path):
 
 
 def _options(**kw):
-    from bertconv.convert import WriteOptions
+    from bertconv.conversion import WriteOptions
     return WriteOptions(**kw)
 
 

@@ -23,7 +23,7 @@ from bertconv import formats
 from bertconv.checks.audit import audit
 from bertconv.checks.diff import diff
 from bertconv.containers import keras_h5, msgpack_file
-from bertconv.convert import WriteOptions, convert
+from bertconv.conversion import WriteOptions, convert
 from bertconv.errors import BadInput
 from bertconv.families.dialects import google_config_dict
 from bertconv.formats import hf_flax, hf_tf

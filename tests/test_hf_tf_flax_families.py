@@ -21,7 +21,7 @@ from bertconv import formats
 from bertconv.checks.audit import audit
 from bertconv.checks.copies import differing_copies
 from bertconv.checks.diff import diff
-from bertconv.convert import WriteOptions, convert
+from bertconv.conversion import WriteOptions, convert
 from bertconv.errors import BadInput
 from bertconv.formats import hf_flax, hf_tf
 from bertconv.formats.hf_flax_tables import LAYOUTS as FLAX_LAYOUTS

@@ -21,7 +21,7 @@ import pytest
 
 from bertconv import formats
 from bertconv.checks.audit import audit
-from bertconv.convert import convert
+from bertconv.conversion import convert
 from bertconv.errors import BadInput
 from bertconv.formats import keras_hub
 from bertconv.runtime.numpy_bert import NumpyBert

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from bertconv import formats
-from bertconv.convert import WriteOptions, convert
+from bertconv.conversion import WriteOptions, convert
 from bertconv.dtypes import FLOAT32
 from bertconv.errors import BadInput, CheckFailed
 from bertconv.runtime.numpy_bert import NumpyBert

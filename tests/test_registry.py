@@ -78,7 +78,7 @@ def _directory(path):
 
 
 def _options():
-    from bertconv.convert import WriteOptions
+    from bertconv.conversion import WriteOptions
 
     return WriteOptions()
 

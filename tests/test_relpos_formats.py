@@ -13,7 +13,7 @@ import pytest
 
 from bertconv import formats
 from bertconv.config import COMPUTATION_FIELDS
-from bertconv.convert import convert
+from bertconv.conversion import convert
 from bertconv.errors import BadInput
 from bertconv.formats import hf_flax, hf_tf
 

@@ -16,7 +16,7 @@ import pytest
 from bertconv import formats
 from bertconv.checks.audit import audit
 from bertconv.checks.diff import diff
-from bertconv.convert import convert
+from bertconv.conversion import convert
 from bertconv.errors import BadInput
 from bertconv.formats import google_tf
 from bertconv.runtime.numerics import family_of

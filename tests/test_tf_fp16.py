@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bertconv import formats
-from bertconv.convert import convert
+from bertconv.conversion import convert
 from conftest import FIXTURES
 
 FP16 = FIXTURES / "tf" / "fp16"

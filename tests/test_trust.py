@@ -27,7 +27,7 @@ from bertconv import formats
 from bertconv.atomic import PARTIAL_MARK, atomic_output
 from bertconv.checks.diff import diff
 from bertconv.config import COMPUTATION_FIELDS
-from bertconv.convert import convert
+from bertconv.conversion import convert
 from bertconv.errors import BadInput
 from conftest import FIXTURES, needs, run_cli
 

@@ -81,7 +81,7 @@ def save(tree: ParameterTree, destination: PathArg, *, to: str, force: bool = Fa
     >>> report.output.format, sorted(f.name for f in report.output.files)
     ('hf', ['config.json', 'model.safetensors', 'vocab.txt'])
     """
-    from ..convert import WriteOptions, convert as write, warnings_for
+    from ..conversion import WriteOptions, convert as write, warnings_for
 
     options = WriteOptions(max_shard_bytes=size_in_bytes(max_shard_size), drop_untied_decoder=drop_untied_decoder,
                            dtype=dtype, on_tensor=on_tensor)

@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 
 from .. import hub_cache
-from ..convert import convert
+from ..conversion import convert
 from ..errors import EXIT_OK, bad_input
 from ..tree import ParameterTree
 from . import batch, hub, output

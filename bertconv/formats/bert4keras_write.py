@@ -92,7 +92,7 @@ def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
     `bert_config.json` that `build_transformer_model` takes (the weights file holds no config:
     sizes, heads, activation and LayerNorm epsilon travel in it).
 
-    `options` is a `convert.WriteOptions` (drop_untied_decoder, on_tensor).
+    `options` is a `conversion.WriteOptions` (drop_untied_decoder, on_tensor).
     """
     layers = layers_to_write(tree, drop_untied_decoder=options.drop_untied_decoder)
     weights = directory / WEIGHTS_FILE

@@ -550,7 +550,7 @@ def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
     Returns the files written. Shards past `options.max_shard_bytes` (default 5 GB), with
     `model.safetensors.index.json`: the same files, bytes and index as transformers 5's
     `save_pretrained(max_shard_size=...)` writes for a model it loaded (see `natural_key`). `options` is a
-    `convert.WriteOptions`.
+    `conversion.WriteOptions`.
     """
     max_shard_bytes = options.max_shard_bytes or DEFAULT_MAX_SHARD_BYTES
     on_tensor = options.on_tensor

@@ -160,7 +160,7 @@ def arrays_to_write(tree: ParameterTree) -> list[tuple[tuple[str, ...], object]]
 def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
     """Write `tree` as `flax_model.msgpack` + `config.json` into the new `directory`.
 
-    `options` is a `convert.WriteOptions` (on_tensor).
+    `options` is a `conversion.WriteOptions` (on_tensor).
     """
     arrays = arrays_to_write(tree)
     target = Path(directory) / FLAX_FILE

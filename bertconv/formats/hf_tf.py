@@ -271,7 +271,7 @@ def layers_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) -
 def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
     """Write `tree` as `tf_model.h5` + `config.json` into the new `directory`.
 
-    `options` is a `convert.WriteOptions` (drop_untied_decoder, on_tensor).
+    `options` is a `conversion.WriteOptions` (drop_untied_decoder, on_tensor).
     """
     if tree.conditional:
         raise bad_input(tree.path, "conditional LayerNorm (bert4keras layer_norm_cond) has no Hugging Face "

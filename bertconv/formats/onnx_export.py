@@ -83,7 +83,7 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
 
 def write(tree: "ParameterTree", directory: Path, *, options) -> list[Path]:
     """Write the MLM logits of `tree` as `model.onnx` (+ `model.onnx.data` past 2 GB) into the new
-    `directory`. `options` is a `convert.WriteOptions` (dtype, on_tensor).
+    `directory`. `options` is a `conversion.WriteOptions` (dtype, on_tensor).
 
     Raises BadInput for a tree the runtimes cannot run or without an MLM head, for a weight
     outside float16's range in a float16 export, and when the `onnx` package is not installed.

@@ -76,7 +76,7 @@ class Format:
         `candidates(directory) -> list[Path]`: the checkpoints of this format in `directory`;
         `read(path, *, config_path=None, num_heads=None) -> ParameterTree`;
         `write(tree, destination, *, options) -> list[Path]` (the files written; `options` is a
-          `convert.WriteOptions`), when `output` is not None;
+          `conversion.WriteOptions`), when `output` is not None;
         optionally `write_caveats(tree) -> list[str]`: what the target's library computes
           differently from the tree written (`convert` prints them as notes).
       names: the format names its reader reports (`ParameterTree.format`).
