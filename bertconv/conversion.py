@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from . import companions, families, formats, hub_cache, paths
+from . import companions, families, formats, paths
+from .formats.hf import cache as hub_cache
 from .atomic import Replaceable, atomic_output
 from .checks.contract import require_read
 from .checks.copies import differing_copies

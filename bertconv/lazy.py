@@ -40,6 +40,11 @@ def lazy_module(name: str) -> ModuleType:
     return _LazyModule(name)  # type: ignore[return-value]
 
 
+def module_name(module: ModuleType) -> str:
+    """The dotted name of `module`, without importing it when it is lazy."""
+    return module.__dict__["_lazy_name"] if isinstance(module, _LazyModule) else module.__name__
+
+
 def pending(module: object) -> bool:
     """True for a lazy module whose import has not happened yet (by it or by anyone else)."""
     return isinstance(module, _LazyModule) and module.__dict__["_lazy_name"] not in sys.modules

@@ -23,7 +23,9 @@ from conftest import ROOT
 PAGE = ROOT / "docs" / "ARCHITECTURE.md"
 PACKAGE = ROOT / "bertconv"
 #: What code outside formats/ may import from it: the package (resolve, read, TARGETS) and the registry.
-FORMATS_FACADE = {"bertconv.formats", "bertconv.formats.registry"}
+#: What the rest of the package may import of formats/: the registry, and the Hugging Face cache,
+#: which resolves repo ids to paths for every command.
+FORMATS_FACADE = {"bertconv.formats", "bertconv.formats.registry", "bertconv.formats.hf", "bertconv.formats.hf.cache"}
 
 
 def module_name(path: Path) -> str:
@@ -67,7 +69,7 @@ def imports_of(module: str) -> set[str]:
             base = package.split(".")
             base = base[:len(base) - node.level + 1] if node.level else []
             source = ".".join(base + ([node.module] if node.module else []))
-            for alias in node.names:  # `from . import hf` imports the module bertconv.formats.hf
+            for alias in node.names:  # `from .hf import checkpoint` imports the module bertconv.formats.hf.checkpoint
                 found.add(f"{source}.{alias.name}" if f"{source}.{alias.name}" in MODULES else source)
     return {name for name in found if name == "bertconv" or name.startswith("bertconv.")}
 

@@ -23,7 +23,7 @@ import pytest
 from bertconv import formats
 from bertconv.config import Heads
 from bertconv.errors import BadInput
-from bertconv.formats import bert4keras_keras3, bert4keras_table
+from bertconv.formats.keras import bert4keras_keras3, bert4keras_table
 from bertconv.runtime.numerics import family_of
 
 from conftest import FIXTURES, run_cli

@@ -23,7 +23,9 @@ from bertconv.checks.audit import audit
 from bertconv.containers import tf_bundle
 from bertconv.conversion import convert
 from bertconv.errors import BadInput
-from bertconv.formats import bert4keras_table, fairseq, google_tf
+from bertconv.formats.keras import bert4keras_table
+from bertconv.formats import fairseq
+from bertconv.formats.tensorflow import google as google_tf
 
 FAMILY = FIXTURES / "family_google"
 TF = FAMILY / "tf"

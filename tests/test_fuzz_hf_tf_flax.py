@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from bertconv.containers import msgpack_file
-from bertconv.formats import hf_flax, hf_tf
+from bertconv.formats.hf import flax as hf_flax, tf as hf_tf
 from conftest import FIXTURES
 from fuzzing import check_case, dataset_boundaries, in_child, mutations, share_of_cases
 

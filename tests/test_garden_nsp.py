@@ -11,7 +11,7 @@ import pytest
 from bertconv import formats
 from bertconv.checks.audit import audit
 from bertconv.conversion import convert
-from bertconv.formats import tf2_garden
+from bertconv.formats.tensorflow import model_garden as tf2_garden
 from conftest import FIXTURES
 
 GARDEN_NSP = FIXTURES / "tf2" / "garden-nsp"

@@ -12,7 +12,7 @@ from bertconv import formats
 from bertconv.checks.audit import audit
 from bertconv.conversion import WriteOptions, convert
 from bertconv.errors import BadInput
-from bertconv.formats import google_tf
+from bertconv.formats.tensorflow import google as google_tf
 from bertconv.tree import canonical_names
 from bertconv.config import Heads
 

@@ -14,7 +14,7 @@ import pytest
 from benchmarks.measure import evict, resident_bytes
 from bertconv import dtypes
 from bertconv.containers import keras_h5, msgpack_file
-from bertconv.formats import hf_flax
+from bertconv.formats.hf import flax as hf_flax
 from bertconv.tensor import ArrayTensor
 from conftest import FIXTURES
 

@@ -19,7 +19,7 @@ import pytest
 
 from bertconv import formats
 from bertconv.checks.copies import differing_copies
-from bertconv.formats import hf_tf
+from bertconv.formats.hf import tf as hf_tf
 from bertconv.runtime import NumpyBert
 
 from conftest import FIXTURES, run_in_process

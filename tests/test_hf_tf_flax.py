@@ -26,7 +26,7 @@ from bertconv.containers import keras_h5, msgpack_file
 from bertconv.conversion import WriteOptions, convert
 from bertconv.errors import BadInput
 from bertconv.families.dialects import google_config_dict
-from bertconv.formats import hf_flax, hf_tf
+from bertconv.formats.hf import flax as hf_flax, tf as hf_tf
 from bertconv.tensor import MappedTensor
 from bertconv.tree import canonical_names
 from conftest import FIXTURES, ROOT, requires

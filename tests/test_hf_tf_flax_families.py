@@ -23,10 +23,10 @@ from bertconv.checks.copies import differing_copies
 from bertconv.checks.diff import diff
 from bertconv.conversion import WriteOptions, convert
 from bertconv.errors import BadInput
-from bertconv.formats import hf_flax, hf_tf
-from bertconv.formats.hf_flax_tables import LAYOUTS as FLAX_LAYOUTS
-from bertconv.formats.hf_tf_tables import LAYOUTS as TF_LAYOUTS
-from bertconv.formats.hf_tf_tables import keras_model_name
+from bertconv.formats.hf import flax as hf_flax, tf as hf_tf
+from bertconv.formats.hf.flax_tables import LAYOUTS as FLAX_LAYOUTS
+from bertconv.formats.hf.tf_tables import LAYOUTS as TF_LAYOUTS
+from bertconv.formats.hf.tf_tables import keras_model_name
 from bertconv.runtime import NumpyBert
 from conftest import FIXTURES, run_in_process
 from test_hf_tf_flax import LOGITS_ATOL, bits, run_oracle

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bertconv import hub_cache
+from bertconv.formats.hf import cache as hub_cache
 from bertconv.errors import BadInput
 from conftest import FIXTURES, needs, run_in_process
 from hub_cache_layout import add_snapshot, files_of, folder_of, state

@@ -15,13 +15,15 @@ import pytest
 
 from conftest import FIXTURES, ROOT
 
+from bertconv.formats.registry import FORMATS
+from bertconv.lazy import module_name
+
 HEAVY = ("numpy", "h5py", "rich", "torch", "msgpack", "click")
 #: What reading a torch checkpoint needs and a safetensors file does not.
 TORCH_CONTAINER = ("zipfile", "pickle", "bertconv.containers.torch_pickle")
-#: The format modules; a command imports only those whose container its path may be.
-FORMAT_MODULES = tuple(f"bertconv.formats.{name}" for name in (
-    "hf", "google_tf", "bert4keras", "bert4keras_objects", "hf_tf", "hf_flax", "tf2_garden", "tf_hub_savedmodel",
-    "bert_for_tf2", "keras_bert", "fairseq"))
+#: The format modules, as the registry names them; a command imports only those whose container
+#: its path may be.
+FORMAT_MODULES = tuple(sorted(module_name(entry.module) for entry in FORMATS))
 
 _RUN = """
 import contextlib, io, json, sys
@@ -59,11 +61,11 @@ def test_importing_the_cli_imports_no_format_module():
 #: (a legacy torch pickle starts with 0x80, which is also how a msgpack map starts; the bert4keras
 #: object checkpoint module uses bert4keras' table).
 AUDITS = {
-    "hf/pretraining/model.safetensors": {"bertconv.formats.hf"},
-    "hf/pretraining_bin/pytorch_model.bin": {"bertconv.formats.hf", "bertconv.formats.fairseq"},
-    "hf/legacy_bin/pytorch_model.bin": {"bertconv.formats.hf", "bertconv.formats.fairseq", "bertconv.formats.hf_flax"},
-    "tf/full": {"bertconv.formats.google_tf", "bertconv.formats.bert4keras_objects", "bertconv.formats.tf2_garden",
-                "bertconv.formats.tf_hub_savedmodel", "bertconv.formats.bert_for_tf2", "bertconv.formats.bert4keras"},
+    "hf/pretraining/model.safetensors": {"bertconv.formats.hf.checkpoint"},
+    "hf/pretraining_bin/pytorch_model.bin": {"bertconv.formats.hf.checkpoint", "bertconv.formats.fairseq"},
+    "hf/legacy_bin/pytorch_model.bin": {"bertconv.formats.hf.checkpoint", "bertconv.formats.fairseq", "bertconv.formats.hf.flax"},
+    "tf/full": {"bertconv.formats.tensorflow.google", "bertconv.formats.keras.bert4keras_objects", "bertconv.formats.tensorflow.model_garden",
+                "bertconv.formats.tensorflow.hub_savedmodel", "bertconv.formats.tensorflow.bert_for_tf2", "bertconv.formats.keras.bert4keras"},
 }
 
 
@@ -92,7 +94,7 @@ def test_plain_verify_judges_the_head_without_numpy(checkpoint):
 def test_audit_json_draws_nothing_and_imports_nothing_heavy():
     """Nor importlib.metadata (and its zipfile): the stamp's version is bertconv.__version__."""
     status, imported = imported_by("audit", "--json", str(FIXTURES / "hf/pretraining/model.safetensors"))
-    assert (status, imported) == (0, {"bertconv.formats.hf"})
+    assert (status, imported) == (0, {"bertconv.formats.hf.checkpoint"})
 
 
 def test_the_stamped_version_is_the_installed_packages():

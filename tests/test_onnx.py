@@ -25,7 +25,7 @@ from conftest import FIXTURES, needs, run_in_process
 onnx = needs("onnx")
 ort = needs("onnxruntime")
 
-from bertconv.formats import onnx_check, onnx_export, onnx_graph  # noqa: E402 (needs the onnx package)
+from bertconv.formats.onnx import check as onnx_check, export as onnx_export, graph as onnx_graph  # noqa: E402 (needs the onnx package)
 
 #: Every fixture with an MLM head that the runtimes run, by family: BERT, ALBERT (shared layers,
 #: factorized embeddings, groups), the ELECTRA generator, RoBERTa (position offset), relative

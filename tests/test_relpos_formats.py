@@ -15,7 +15,7 @@ from bertconv import formats
 from bertconv.config import COMPUTATION_FIELDS
 from bertconv.conversion import convert
 from bertconv.errors import BadInput
-from bertconv.formats import hf_flax, hf_tf
+from bertconv.formats.hf import flax as hf_flax, tf as hf_tf
 
 from conftest import FIXTURES, ROOT
 

@@ -18,7 +18,7 @@ from bertconv.checks.audit import audit
 from bertconv.checks.diff import diff
 from bertconv.conversion import convert
 from bertconv.errors import BadInput
-from bertconv.formats import google_tf
+from bertconv.formats.tensorflow import google as google_tf
 from bertconv.runtime.numerics import family_of
 
 from conftest import FIXTURES

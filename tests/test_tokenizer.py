@@ -12,9 +12,9 @@ import pytest
 
 from conftest import FIXTURES
 from bertconv.errors import BadInput
-from bertconv.runtime import sentencepiece_model
-from bertconv.runtime.tokenizer import open_tokenizer
-from bertconv.runtime.tokenizer_files import MAX_CHARS_PER_WORD, decide_lower_case, looks_uncased
+from bertconv.runtime.tokenization import sentencepiece_model
+from bertconv.runtime.tokenization.select import open_tokenizer
+from bertconv.runtime.tokenization.files import MAX_CHARS_PER_WORD, decide_lower_case, looks_uncased
 
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")

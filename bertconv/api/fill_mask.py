@@ -94,7 +94,7 @@ def fill_mask(checkpoint: Source, texts: str | Sequence[str], *, vocab: PathArg 
     from ..runtime import weights
     from ..runtime.fill_mask import check_masked_lm, check_text, check_vocabulary, predict, vocabulary_shortfall
     from ..runtime.numerics import Numerics
-    from ..runtime.tokenizer import find, open_tokenizer
+    from ..runtime.tokenization.select import find, open_tokenizer
 
     all_texts = [texts] if isinstance(texts, str) else list(texts)
     if not all_texts:

@@ -47,7 +47,8 @@ def load(path: PathArg, *, config: PathArg | None = None, heads: int | None = No
     """
     from dataclasses import replace
 
-    from .. import formats, hub_cache
+    from .. import formats
+    from ..formats.hf import cache as hub_cache
     from ..paths import require_file_or_directory
 
     local, snapshot = hub_cache.local_path(Path(path), revision)

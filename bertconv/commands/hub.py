@@ -14,7 +14,8 @@ import os
 import sys
 from pathlib import Path
 
-from .. import formats, hub_cache
+from .. import formats
+from ..formats.hf import cache as hub_cache
 from ..checks.verify import verify
 from ..errors import EXIT_OK, BertconvError
 from ..tree import ParameterTree

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import hub_cache
+from ..formats.hf import cache as hub_cache
 from ..api.inspect import inspect
 from ..errors import bad_input
 from .arguments import json_flag, option

@@ -13,7 +13,7 @@ import os
 from functools import partial
 from pathlib import Path
 
-from .. import hub_cache
+from ..formats.hf import cache as hub_cache
 from ..conversion import convert
 from ..errors import EXIT_OK, bad_input
 from ..tree import ParameterTree

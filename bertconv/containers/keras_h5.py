@@ -29,7 +29,7 @@ tf_keras/src/saving/saving_lib.py), with no layer names at all:
 where <group> is the layer's class in snake_case, with `_k` appended for the k-th (k >= 1) layer
 of that class in `model.layers` order (`dense`, `dense_1`, ...). `read_keras3_file` lists the
 groups and their datasets; which group is which layer is the format's business (it needs the
-model's layer order: `formats/keras_model.py`).
+model's layer order: `formats/keras/model.py`).
 
 Reading touches no tensor data: a contiguous, unfiltered dataset becomes a `MappedTensor` at
 its file offset; any other dataset (chunked, compressed, compact, big-endian) a `H5Tensor` read

@@ -180,7 +180,7 @@ class Format:
 
 FORMATS: tuple[Format, ...] = (
     Format(
-        target="hf", module=_module("hf"), names=("hf-safetensors", "hf-pytorch-bin"), numerics="hf",
+        target="hf", module=_module("hf.checkpoint"), names=("hf-safetensors", "hf-pytorch-bin"), numerics="hf",
         specificity=Specificity.CONTAINER, output=Output.DIRECTORY,
         description="a Hugging Face model.safetensors, pytorch_model.bin or sharded *.index.json",
         fixtures=("hf/*", "family_hf/*/*", "prenorm/*/*"),
@@ -193,7 +193,7 @@ FORMATS: tuple[Format, ...] = (
         token_type_table=True,
     ),
     Format(
-        target="tf", module=_module("google_tf"), names=("google-tf",), numerics="google-tf",
+        target="tf", module=_module("tensorflow.google"), names=("google-tf",), numerics="google-tf",
         specificity=Specificity.CONTAINER, output=Output.DIRECTORY,
         description="a Google TF checkpoint (bert_model.ckpt.index and its data files)",
         fixtures=("tf/*", "tf_hub/*", "family_google/tf/*", "albert_zh/tf"),
@@ -204,7 +204,7 @@ FORMATS: tuple[Format, ...] = (
         containers=("tf-bundle",),
     ),
     Format(
-        target="bert4keras", module=_module("bert4keras"), names=("bert4keras-h5", "bert4keras-keras3"),
+        target="bert4keras", module=_module("keras.bert4keras"), names=("bert4keras-h5", "bert4keras-keras3"),
         numerics="bert4keras",
         specificity=Specificity.CONTAINER, output=Output.DIRECTORY,
         description="a bert4keras Keras HDF5 weights file (.h5, or Keras 3 .weights.h5)",
@@ -217,7 +217,7 @@ FORMATS: tuple[Format, ...] = (
     ),
     # Read-only: what bert4keras' pre-training leaves. `--to tf` writes what bert4keras loads.
     Format(
-        target="bert4keras-tf", module=_module("bert4keras_objects"), names=("bert4keras-tf",),
+        target="bert4keras-tf", module=_module("keras.bert4keras_objects"), names=("bert4keras-tf",),
         numerics="bert4keras", specificity=Specificity.CONTENT, output=None,
         description="a bert4keras object-based TF checkpoint (*.ckpt.index with Keras object paths)",
         fixtures=("bert4keras_pretraining/*/bert_model.ckpt.index",),
@@ -227,7 +227,7 @@ FORMATS: tuple[Format, ...] = (
     # What transformers 4.x saved for TensorFlow and Flax, which transformers 5 no longer reads.
     # Narrower than "hf" (every *.index.json) and "bert4keras" (every Keras-2 HDF5 file).
     Format(
-        target="hf-tf", module=_module("hf_tf"), names=("hf-tf-h5",), numerics="hf",
+        target="hf-tf", module=_module("hf.tf"), names=("hf-tf-h5",), numerics="hf",
         specificity=Specificity.CONTENT, output=Output.DIRECTORY,
         description="a Hugging Face TensorFlow tf_model.h5 (or its sharded tf_model.h5.index.json)",
         fixtures=("hf_tf/*", "family_hf_tf/*/*"),
@@ -237,7 +237,7 @@ FORMATS: tuple[Format, ...] = (
         token_type_table=True,
     ),
     Format(
-        target="hf-flax", module=_module("hf_flax"), names=("hf-flax-msgpack",), numerics="hf",
+        target="hf-flax", module=_module("hf.flax"), names=("hf-flax-msgpack",), numerics="hf",
         specificity=Specificity.CONTENT, output=Output.DIRECTORY,
         description="a Hugging Face Flax flax_model.msgpack (or its sharded flax_model.msgpack.index.json)",
         fixtures=("hf_flax/*", "family_hf_flax/*/*"),
@@ -250,7 +250,7 @@ FORMATS: tuple[Format, ...] = (
     # Read-only, the checkpoints TF2 libraries write; `--to tf` gives Google's names. The Model
     # Garden and bert-for-tf2 compute GELU with tanh and mask with -10000, as google-research/bert.
     Format(
-        target="tf-garden", module=_module("tf2_garden"), names=("tf-garden",), numerics="google-tf",
+        target="tf-garden", module=_module("tensorflow.model_garden"), names=("tf-garden",), numerics="google-tf",
         specificity=Specificity.NAMES, output=None,
         description="a TF2 Model Garden tf.train.Checkpoint (BertEncoderV2, BertPretrainerV2 masked LM)",
         fixtures=("tf2/garden-encoder", "tf2/garden-model-adam", "tf2/garden-pretrainer", "tf2/garden-nsp"),
@@ -258,7 +258,7 @@ FORMATS: tuple[Format, ...] = (
         containers=("tf-bundle",),
     ),
     Format(
-        target="tf-hub-savedmodel", module=_module("tf_hub_savedmodel"),
+        target="tf-hub-savedmodel", module=_module("tensorflow.hub_savedmodel"),
         names=("tf-hub-savedmodel", "tf-garden-functional"),
         numerics="google-tf", specificity=Specificity.NAMES, output=None,
         description="a TF-Hub BERT SavedModel (variables/ and its object graph) or a functional Model "
@@ -268,7 +268,7 @@ FORMATS: tuple[Format, ...] = (
         containers=("tf-bundle",),
     ),
     Format(
-        target="bert-for-tf2", module=_module("bert_for_tf2"), names=("tf-bert-for-tf2",), numerics="google-tf",
+        target="bert-for-tf2", module=_module("tensorflow.bert_for_tf2"), names=("tf-bert-for-tf2",), numerics="google-tf",
         specificity=Specificity.NAMES, output=None,
         description="a bert-for-tf2 save_weights checkpoint or .h5 (a BertModelLayer's variables)",
         fixtures=("tf2/bert-for-tf2", "tf2/bert-for-tf2-h5"),
@@ -276,7 +276,7 @@ FORMATS: tuple[Format, ...] = (
         containers=("tf-bundle", "hdf5"),
     ),
     Format(
-        target="keras-bert", module=_module("keras_bert"), names=("keras-bert-h5",), numerics="keras-bert",
+        target="keras-bert", module=_module("keras.keras_bert"), names=("keras-bert-h5",), numerics="keras-bert",
         specificity=Specificity.NAMES, output=None,
         description="a keras-bert model .h5 (Embedding-Token, MLM-Sim, NSP-Dense layers)",
         fixtures=("keras_bert/*/*.h5",),
@@ -297,7 +297,7 @@ FORMATS: tuple[Format, ...] = (
     # Keras 3 model.weights.h5 and the task's task.weights.h5 (the MLM head). Narrower than
     # "bert4keras", which claims every Keras HDF5 file.
     Format(
-        target="keras-hub", module=_module("keras_hub"), names=("keras-hub-preset",), numerics="keras-hub",
+        target="keras-hub", module=_module("keras.hub"), names=("keras-hub-preset",), numerics="keras-hub",
         specificity=Specificity.CONTENT, output=Output.DIRECTORY,
         description="a keras-hub preset (config.json naming a keras_hub backbone, model.weights.h5, task.weights.h5)",
         fixtures=("keras_hub/*",),
@@ -309,7 +309,7 @@ FORMATS: tuple[Format, ...] = (
     # Write-only: the masked-LM logits as an ONNX graph (`convert --to onnx`, the `onnx` extra),
     # run by onnxruntime against the NumPy runtime after writing. Its reader refuses the files.
     Format(
-        target="onnx", module=_module("onnx_export"), names=("onnx",), numerics="hf",
+        target="onnx", module=_module("onnx.export"), names=("onnx",), numerics="hf",
         specificity=Specificity.CONTENT, output=Output.DIRECTORY,
         description="a model.onnx export written by bertconv, which it runs but does not read",
         fixtures=(), fuzz=(),  # nothing to read: tests/test_onnx.py checks the refusal

@@ -19,7 +19,8 @@ from .fill_mask import MaskPredictions, Prediction, fill_mask
 from .loss import PretrainingLoss
 from .numerics import Numerics
 from .numpy_bert import BertOutput, NumpyBert
-from .tokenizer import Encoding, Tokenizer, open_tokenizer
+from .tokenization.select import open_tokenizer
+from .tokenization.tokenizer import Encoding, Tokenizer
 
 if TYPE_CHECKING:
     from .torch_bert import TorchBert

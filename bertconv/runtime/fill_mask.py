@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BadInput
-from .tokenizer import Encoding, Tokenizer
+from .tokenization.tokenizer import Encoding, Tokenizer
 
 #: Texts run through the model at once.
 BATCH_SIZE = 16

@@ -1,0 +1,352 @@
+"""bert4keras' models as data: the layers with weights each model has, the order of the weights
+inside a layer, and the table of their canonical names (one per family bert4keras builds).
+
+bert4keras (`bert4keras/models.py`, class BERT) builds a Keras model whose layers carry fixed
+names (`Embedding-Token`, `Transformer-3-FeedForward`, `MLM-Bias`, ...). Inside a layer, the
+weights come in a fixed order, and that order, never Keras' generated names of nested dense
+layers (`dense`, `dense_1`, ... which differ between Keras versions and runs), says which is
+which:
+
+    Embedding-Token / -Segment / -Position   embeddings [V|T|P, H]
+    *-Norm (LayerNormalization)              beta [H], gamma [H]; with conditional LayerNorm
+                                             (`layer_norm_cond`) also beta_dense, gamma_dense
+                                             kernels [C, H], bias-free
+    Transformer-i-MultiHeadSelfAttention     q, k, v, o dense: kernel [H, H], bias [H] each
+    Transformer-i-FeedForward                i0 dense [H, I] + [I], o dense [I, H] + [H]
+    Pooler-Dense, MLM-Dense                  kernel [H, H], bias [H]
+    NSP-Proba                                kernel [H, 2], bias [2]
+    MLM-Bias (ScaleOffset, scale=False)      beta [V]: the MLM output bias
+
+Every kernel is `[in, out]` as in the canonical tree, so no row transposes. The MLM decoder is
+`Embedding-Token` called again in "dense" mode: tied by construction, never stored. The table
+spells each parameter `<layer>/<local role>`, with the roles TensorFlow's object-based
+checkpoints use (`q_dense/kernel`, `i0_dense/bias`, ...), so those can share it.
+
+Shared by the readers of bert4keras' files (`bert4keras.py`, `bert4keras_keras3.py`,
+`bert4keras_objects.py`), its model graph (`bert4keras_graph.py`) and its writer
+(`bert4keras_write.py`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Iterable
+
+from ...config import BertConfig
+from ...containers import keras_h5
+from ...errors import bad_input
+from ...tree import ParameterTree, role_of
+from ..configs import config_beside
+from ..table import Row, Table
+
+#: bert4keras computes a config's "gelu" as the exact erf form (bert4keras/backend.py `gelu_erf`).
+DEFAULT_ACTIVATION = "gelu"
+CONFIG_FILE = "bert_config.json"
+
+
+# --- the layers and the order of their weights ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One weight of a bert4keras layer, by position.
+
+    Attributes:
+      role: the local role (as in object-based checkpoints), e.g. `q_dense/kernel`.
+      keras_name: the weight's name under its layer as tf-keras 2.x writes it, e.g.
+        `dense/kernel` (nested dense layers are named `dense`, `dense_1`, ... in build order).
+      leaves: the last name component a file may give it (checked on reading, to catch
+        files whose order differs from bert4keras'); defaults to `keras_name`'s.
+    """
+
+    role: str
+    keras_name: str
+    leaves: tuple[str, ...] = ()
+
+    def accepts(self, weight_name: str) -> bool:
+        leaf = re.sub(r":\d+$", "", weight_name).rsplit("/", 1)[-1]
+        return leaf in (self.leaves or (self.keras_name.rsplit("/", 1)[-1],))
+
+
+@dataclass(frozen=True)
+class LayerKind:
+    """A bert4keras layer class and its weights in the order `layer.weights` lists them.
+
+    `conditional` are the extra weights of a conditional LayerNorm, after the others.
+    """
+
+    keras_class: str
+    slots: tuple[Slot, ...]
+    conditional: tuple[Slot, ...] = field(default=())
+
+    def expected(self) -> str:
+        """The weight counts and roles a layer of this kind may hold, for messages."""
+        options = (self.slots, self.slots + self.conditional) if self.conditional else (self.slots,)
+        return " or ".join(f"{len(o)} ({', '.join(slot.role for slot in o)})" for o in options)
+
+    def slots_for(self, count: int) -> tuple[Slot, ...] | None:
+        if count == len(self.slots):
+            return self.slots
+        if self.conditional and count == len(self.slots) + len(self.conditional):
+            return self.slots + self.conditional
+        return None
+
+    def options(self) -> tuple[tuple[Slot, ...], ...]:
+        """The weight lists a layer of this kind may hold: plain, and conditional if it can be."""
+        return (self.slots, self.slots + self.conditional) if self.conditional else (self.slots,)
+
+
+def keras3_locations(slots: tuple[Slot, ...]) -> tuple[str, ...]:
+    """Where each slot of a layer sits in the Keras 3 layout, under the layer's group.
+
+    A layer saves its own variables as `vars/<n>` and each sub-layer under the attribute holding
+    it (`q_dense/vars/<n>`), n counting in creation order, which is the order `slots` lists them
+    (the order `layer.weights` gives): `q_dense/kernel` -> `q_dense/vars/0`, `beta` -> `vars/0`.
+    """
+    counts: Counter[str] = Counter()
+    locations = []
+    for slot in slots:
+        owner = slot.role.rpartition("/")[0]
+        locations.append(f"{owner}/{keras_h5.KERAS3_VARS}/{counts[owner]}".lstrip("/"))
+        counts[owner] += 1
+    return tuple(locations)
+
+
+def _dense(attribute: str, keras_name: str) -> tuple[Slot, Slot]:
+    return (Slot(f"{attribute}/kernel", f"{keras_name}/kernel"),
+            Slot(f"{attribute}/bias", f"{keras_name}/bias"))
+
+
+EMBEDDING = LayerKind("Embedding", (Slot("embeddings", "embeddings"),))
+POSITION_EMBEDDING = LayerKind("PositionEmbedding", (Slot("embeddings", "embeddings"),))
+LAYER_NORM = LayerKind(
+    "LayerNormalization",
+    (Slot("beta", "beta"), Slot("gamma", "gamma")),
+    # ScaleOffset.build creates beta_dense before gamma_dense (both zero-initialized, no bias).
+    conditional=(Slot("beta_dense/kernel", "dense/kernel"), Slot("gamma_dense/kernel", "dense_1/kernel")),
+)
+ATTENTION = LayerKind("MultiHeadAttention", (*_dense("q_dense", "dense"), *_dense("k_dense", "dense_1"),
+                                             *_dense("v_dense", "dense_2"), *_dense("o_dense", "dense_3")))
+FEED_FORWARD = LayerKind("FeedForward", (*_dense("i0_dense", "dense"), *_dense("o_dense", "dense_1")))
+DENSE = LayerKind("Dense", (Slot("kernel", "kernel"), Slot("bias", "bias")))
+# Older bert4keras built MLM-Bias as a BiasAdd layer whose one weight is named `bias`.
+OUTPUT_BIAS = LayerKind("ScaleOffset", (Slot("beta", "beta", leaves=("beta", "bias")),))
+
+ATTENTION_LAYER = "Transformer-{i}-MultiHeadSelfAttention"
+FEED_FORWARD_LAYER = "Transformer-{i}-FeedForward"
+#: ALBERT's one shared layer (bert4keras' `ALBERT.apply_main_layers` reuses these names).
+SHARED_ATTENTION_LAYER = "Transformer-MultiHeadSelfAttention"
+SHARED_FEED_FORWARD_LAYER = "Transformer-FeedForward"
+
+_EMBEDDING_LAYERS = (
+    ("Embedding-Token", EMBEDDING),
+    ("Embedding-Segment", EMBEDDING),
+    ("Embedding-Position", POSITION_EMBEDDING),
+    ("Embedding-Norm", LAYER_NORM),
+)
+
+
+def _transformer_layers(attention: str, feed_forward: str) -> tuple[tuple[str, LayerKind], ...]:
+    return ((attention, ATTENTION), (f"{attention}-Norm", LAYER_NORM),
+            (feed_forward, FEED_FORWARD), (f"{feed_forward}-Norm", LAYER_NORM))
+
+
+_MLM_LAYERS = (("MLM-Dense", DENSE), ("MLM-Norm", LAYER_NORM), ("MLM-Bias", OUTPUT_BIAS))
+
+#: Every bert4keras BERT layer that has weights, with its kind, in model order.
+LAYERS: tuple[tuple[str, LayerKind], ...] = (
+    *_EMBEDDING_LAYERS,
+    *_transformer_layers(ATTENTION_LAYER, FEED_FORWARD_LAYER),
+    ("Pooler-Dense", DENSE),
+    ("NSP-Proba", DENSE),
+    *_MLM_LAYERS,
+)
+#: `build_transformer_model(model='albert')`: the embeddings projected E -> H by Embedding-Mapping
+#: (built when embedding_size != hidden_size), one shared layer, NSP-Proba trained on sentence order.
+ALBERT_LAYERS: tuple[tuple[str, LayerKind], ...] = (
+    *_EMBEDDING_LAYERS,
+    ("Embedding-Mapping", DENSE),
+    *_transformer_layers(SHARED_ATTENTION_LAYER, SHARED_FEED_FORWARD_LAYER),
+    ("Pooler-Dense", DENSE),
+    ("NSP-Proba", DENSE),
+    *_MLM_LAYERS,
+)
+#: `build_transformer_model(model='electra', with_discriminator=True)`: the discriminator, with
+#: Embedding-Mapping when embedding_size != hidden_size. `model='bert'` with that embedding_size
+#: builds the same embeddings and, with_mlm, the generator's head (MLM-Dense H -> E, the tied
+#: [V, E] table): the ELECTRA family's other model.
+ELECTRA_LAYERS: tuple[tuple[str, LayerKind], ...] = (
+    *_EMBEDDING_LAYERS,
+    ("Embedding-Mapping", DENSE),
+    *_transformer_layers(ATTENTION_LAYER, FEED_FORWARD_LAYER),
+    ("Pooler-Dense", DENSE),
+    ("NSP-Proba", DENSE),
+    *_MLM_LAYERS,
+    ("Discriminator-Dense", DENSE),
+    ("Discriminator-Prediction", DENSE),
+)
+
+#: Layer names bert4keras gives to parts of its models: a file with weights in such a layer that
+#: its family's table does not know (NEZHA/RoFormer position layers, ...) is another model, and
+#: converting it as this one would lose them.
+RESERVED = ("Embedding-*", "Transformer-*", "MLM-*", "Pooler-*", "NSP-*", "Discriminator-*")
+
+
+def _norm_rows(canonical: str, layer: str) -> tuple[Row, ...]:
+    return (
+        Row(f"{canonical}.beta", f"{layer}/beta"),
+        Row(f"{canonical}.gamma", f"{layer}/gamma"),
+        Row(f"{canonical}.beta_cond", f"{layer}/beta_dense/kernel"),
+        Row(f"{canonical}.gamma_cond", f"{layer}/gamma_dense/kernel"),
+    )
+
+
+def _dense_rows(canonical: str, name: str) -> tuple[Row, ...]:
+    return (Row(f"{canonical}.kernel", f"{name}/kernel"), Row(f"{canonical}.bias", f"{name}/bias"))
+
+
+_EMBEDDING_ROWS = (
+    Row("embeddings.word", "Embedding-Token/embeddings"),
+    Row("embeddings.token_type", "Embedding-Segment/embeddings"),
+    Row("embeddings.position", "Embedding-Position/embeddings"),
+    *_norm_rows("embeddings.norm", "Embedding-Norm"),
+)
+_MLM_ROWS = (
+    *_dense_rows("mlm.transform", "MLM-Dense"),
+    *_norm_rows("mlm.norm", "MLM-Norm"),
+    Row("mlm.output_bias", "MLM-Bias/beta"),
+)
+
+
+def _layer_rows(attention: str, feed_forward: str, layer: str = "{i}") -> tuple[Row, ...]:
+    """The rows of a transformer layer; `layer` is the canonical index ("{i}", or "0" for
+    ALBERT's shared layer, whose names hold none)."""
+    return (
+        *_dense_rows(f"layers.{layer}.attention.query", f"{attention}/q_dense"),
+        *_dense_rows(f"layers.{layer}.attention.key", f"{attention}/k_dense"),
+        *_dense_rows(f"layers.{layer}.attention.value", f"{attention}/v_dense"),
+        *_dense_rows(f"layers.{layer}.attention.output", f"{attention}/o_dense"),
+        *_norm_rows(f"layers.{layer}.attention_norm", f"{attention}-Norm"),
+        *_dense_rows(f"layers.{layer}.ffn.intermediate", f"{feed_forward}/i0_dense"),
+        *_dense_rows(f"layers.{layer}.ffn.output", f"{feed_forward}/o_dense"),
+        *_norm_rows(f"layers.{layer}.ffn_norm", f"{feed_forward}-Norm"),
+    )
+
+
+TABLE = Table("bert4keras", (
+    *_EMBEDDING_ROWS,
+    *_layer_rows(ATTENTION_LAYER, FEED_FORWARD_LAYER),
+    *_dense_rows("pooler", "Pooler-Dense"),
+    *_dense_rows("nsp", "NSP-Proba"),  # [H, 2], the canonical layout (Google stores [2, H])
+    *_MLM_ROWS,
+))
+ALBERT_TABLE = Table("bert4keras albert", (
+    *_EMBEDDING_ROWS,
+    *_dense_rows("embeddings.projection", "Embedding-Mapping"),
+    *_layer_rows(SHARED_ATTENTION_LAYER, SHARED_FEED_FORWARD_LAYER, layer="0"),
+    *_dense_rows("pooler", "Pooler-Dense"),
+    *_dense_rows("sop", "NSP-Proba"),  # ALBERT pre-trains it on sentence order
+    *_MLM_ROWS,
+))
+ELECTRA_TABLE = Table("bert4keras electra", (
+    *_EMBEDDING_ROWS,
+    *_dense_rows("embeddings.projection", "Embedding-Mapping"),
+    *_layer_rows(ATTENTION_LAYER, FEED_FORWARD_LAYER),
+    *_dense_rows("pooler", "Pooler-Dense"),
+    *_dense_rows("nsp", "NSP-Proba"),
+    *_MLM_ROWS,
+    *_dense_rows("rtd.dense", "Discriminator-Dense"),
+    *_dense_rows("rtd.output", "Discriminator-Prediction"),
+))
+
+
+def _patterns(layers: tuple[tuple[str, LayerKind], ...]) -> tuple[tuple[re.Pattern, LayerKind], ...]:
+    return tuple((re.compile(re.escape(template).replace(re.escape("{i}"), r"(?:0|[1-9]\d*)") + r"\Z"), kind)
+                 for template, kind in layers)
+
+
+@dataclass(frozen=True)
+class Family:
+    """A model `build_transformer_model(model=...)` builds: its layers with weights and its table.
+
+    `marks`: layers only this family has (among those read here); a file holding one is of it.
+    """
+
+    model_type: str
+    layers: tuple[tuple[str, LayerKind], ...]
+    table: Table
+    marks: tuple[str, ...] = ()
+
+    def kind_of(self, layer: str) -> LayerKind | None:
+        for pattern, kind in _patterns(self.layers):
+            if pattern.match(layer):
+                return kind
+        return None
+
+
+BERT = Family("bert", LAYERS, TABLE)
+ALBERT = Family("albert", ALBERT_LAYERS, ALBERT_TABLE, marks=(SHARED_ATTENTION_LAYER, SHARED_FEED_FORWARD_LAYER))
+# A file with Embedding-Mapping is of the ELECTRA family: bert4keras builds it into model='bert'
+# too when embedding_size != hidden_size, the computation of ELECTRA's encoder and generator,
+# which the canonical tree holds as ELECTRA's (the family whose projection is optional).
+ELECTRA = Family("electra", ELECTRA_LAYERS, ELECTRA_TABLE,
+                 marks=("Discriminator-Dense", "Discriminator-Prediction", "Embedding-Mapping"))
+#: The families read and written here; a file is of the first whose marks it holds, else BERT.
+FAMILIES = (ALBERT, ELECTRA, BERT)
+FAMILY_BY_TYPE = {family.model_type: family for family in FAMILIES}
+
+
+def family_of(layer_names: Iterable[str]) -> Family:
+    names = set(layer_names)
+    return next((family for family in FAMILIES if names & set(family.marks)), BERT)
+
+
+def kind_of(layer: str) -> LayerKind | None:
+    """The kind of a bert4keras BERT layer name (`Transformer-3-FeedForward`), or None."""
+    return BERT.kind_of(layer)
+
+
+def _is_reserved(layer: str) -> bool:
+    return any(fnmatch.fnmatchcase(layer, pattern) for pattern in RESERVED)
+
+
+def refuse_non_bert(path: Path, names: list[str], *, what: str, saved_by: str, family: Family = BERT) -> None:
+    """Refuse a Keras file whose layers with weights (`names`) include no layer of the bert4keras
+    `family`, or include layers of another bert4keras model; `what` the file is, `saved_by` how a
+    BERT's is written (for the message)."""
+    if not any(family.kind_of(name) for name in names):
+        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+        expected = ", ".join(template.replace("{i}", "0") for template, _ in LAYERS[:5])
+        raise bad_input(path, f"{what}, but not a bert4keras BERT: its layers with weights are "
+                              f"{shown or 'none'}; a bert4keras BERT ({saved_by}) "
+                              f"has layers {expected}, ..., MLM-Bias")
+    foreign = sorted(name for name in names if family.kind_of(name) is None and _is_reserved(name))
+    if foreign:
+        what_model = "a BERT" if family is BERT else f"an {family.model_type.upper()}"
+        raise bad_input(path, f"holds bert4keras layers that {what_model} does not have: {', '.join(foreign)} "
+                              f"(NEZHA, RoFormer or another bert4keras model?); bertconv reads bert4keras' "
+                              f"BERT, ALBERT and ELECTRA")
+
+
+def foreign_layer_reason(layer: str) -> str:
+    return f"layer {layer!r} is not one bert4keras' BERT builds (a task head added on top?)"
+
+
+def read_config(path: Path, config_path: Path | None, family: str = "bert") -> BertConfig | None:
+    """The config of the bert4keras file at `path`: `--config`, else `bert_config.json` beside it."""
+    return config_beside(path.parent, config_path, [CONFIG_FILE], activation=DEFAULT_ACTIVATION, family=family)
+
+
+def with_condition_size(tree: ParameterTree) -> ParameterTree:
+    """bert_config.json does not state the condition size of a conditional LayerNorm (it is a
+    `build_transformer_model` argument): take it from the kernels' shapes."""
+    if not tree.conditional or tree.config.conditional_size:
+        return tree
+    kernel = next(p for name, p in tree.params.items() if role_of(name).conditional)
+    provenance = {**tree.config.provenance, "conditional_size": "shapes"}
+    tree.config = replace(tree.config, conditional_size=int(kernel.tensor.shape[0]), provenance=provenance)
+    return tree

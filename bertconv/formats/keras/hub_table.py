@@ -1,0 +1,183 @@
+"""keras-hub's masked-LM presets, one declaration per family: what its backbone's config keys
+mean, where its weights lie in the preset's Keras 3 files, and what its code computes with.
+
+A keras-hub backbone hard-codes what a transformers config states: the activation, the LayerNorm
+epsilon, and (in its task's `MaskedLMHead`) the head's own activation and an epsilon of 1e-5.
+These are facts of the family here (keras-hub 0.32: models/<family>/<family>_backbone.py and
+<family>_masked_lm.py), read into every tree and compared with the source's on writing.
+
+Names are the Keras 3 paths of a variable inside its file, under `layers/`, as
+`backbone.layers` orders them: a layer's group is its class in snake_case (`transformer_encoder`,
+then `transformer_encoder_1`, ...), its sub-layers the attributes holding them. The first encoder
+layer's group carries no index; the table spells it `transformer_encoder_0` (`spelled_index`).
+Attention kernels are stored per head ([H, A, D], output [A, D, H]) and read reshaped to the
+canonical [H, H] (`HEADWISE`). Adding a family (XLM-RoBERTa, DistilBERT, ...) is one more
+`KerasHubFamily` in `FAMILIES`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..table import Row, Skip, Table
+
+#: The files of a preset.
+CONFIG_FILE = "config.json"
+TASK_FILE = "task.json"
+METADATA_FILE = "metadata.json"
+PREPROCESSOR_FILE = "preprocessor.json"
+TOKENIZER_FILE = "tokenizer.json"
+MODEL_WEIGHTS = "model.weights.h5"
+TASK_WEIGHTS = "task.weights.h5"
+#: What a preset saved with shards holds instead of model.weights.h5.
+SHARDED_INDEX = "model.weights.json"
+TOKENIZER_ASSETS = "assets/tokenizer"
+#: The entry names' prefixes: which file a variable is in.
+MODEL_PREFIX = MODEL_WEIGHTS + ":"
+TASK_PREFIX = TASK_WEIGHTS + ":"
+#: keras-hub's `MaskedLMHead` default, which no masked-LM task overrides.
+HEAD_LAYER_NORM_EPS = 1e-5
+#: Keras' own config keys of a layer: they change nothing a model computes (dtype is read apart).
+KERAS_INERT = ("name", "trainable", "dropout")
+
+_LAYER = MODEL_PREFIX + "layers/transformer_encoder_{i}"
+_ATTENTION = _LAYER + "/_self_attention_layer"
+
+
+def _dense(canonical: str, name: str) -> tuple[Row, ...]:
+    return Row(f"{canonical}.kernel", f"{name}/vars/0"), Row(f"{canonical}.bias", f"{name}/vars/1")
+
+
+def _norm(canonical: str, name: str) -> tuple[Row, ...]:
+    return Row(f"{canonical}.gamma", f"{name}/vars/0"), Row(f"{canonical}.beta", f"{name}/vars/1")
+
+
+#: keras-hub's `TransformerEncoder` (post-LayerNorm, as BERT).
+_ENCODER_ROWS = (
+    *_dense("layers.{i}.attention.query", f"{_ATTENTION}/query_dense"),
+    *_dense("layers.{i}.attention.key", f"{_ATTENTION}/key_dense"),
+    *_dense("layers.{i}.attention.value", f"{_ATTENTION}/value_dense"),
+    *_dense("layers.{i}.attention.output", f"{_ATTENTION}/output_dense"),
+    *_norm("layers.{i}.attention_norm", f"{_LAYER}/_self_attention_layer_norm"),
+    *_dense("layers.{i}.ffn.intermediate", f"{_LAYER}/_feedforward_intermediate_dense"),
+    *_dense("layers.{i}.ffn.output", f"{_LAYER}/_feedforward_output_dense"),
+    *_norm("layers.{i}.ffn_norm", f"{_LAYER}/_feedforward_layer_norm"),
+)
+#: keras-hub's `MaskedLMHead`, the task's own weights (its decoder is the token embedding).
+_HEAD = TASK_PREFIX + "layers/masked_lm_head"
+_HEAD_ROWS = (
+    *_dense("mlm.transform", f"{_HEAD}/_intermediate_dense"),
+    *_norm("mlm.norm", f"{_HEAD}/_intermediate_layer_norm"),
+    Row("mlm.output_bias", f"{_HEAD}/vars/0"),
+)
+_SKIPS = (
+    Skip(TASK_PREFIX + "optimizer/*", "optimizer state (saved with the task's weights), not a model parameter"),
+    Skip(TASK_PREFIX + "preprocessor/*", "the preprocessor's state, not a model parameter"),
+)
+
+#: Attention sub-layers whose variables are stored per head: kernel [H, A, D] and bias [A, D]
+#: (query, key, value), kernel [A, D, H] (output); canonical [H, H] and [H].
+HEADWISE = re.compile(r"/_self_attention_layer/(query|key|value|output)_dense/vars/[01]$")
+
+BERT_TABLE = Table("keras-hub", (
+    Row("embeddings.word", MODEL_PREFIX + "layers/reversible_embedding/vars/0"),
+    Row("embeddings.position", MODEL_PREFIX + "layers/position_embedding/vars/0"),
+    Row("embeddings.token_type", MODEL_PREFIX + "layers/embedding/vars/0"),
+    *_norm("embeddings.norm", MODEL_PREFIX + "layers/layer_normalization"),
+    *_ENCODER_ROWS,
+    *_dense("pooler", MODEL_PREFIX + "layers/dense"),
+    *_HEAD_ROWS,
+), skips=_SKIPS)
+
+#: ALBERT: the projection E -> H is the first Dense (`embedding_projection`), the pooler the
+#: second; stored layer g * J + j is `group_{g}_inner_layer_{j}`, the (g * J + j)-th encoder.
+ALBERT_TABLE = Table("keras-hub", (
+    Row("embeddings.word", MODEL_PREFIX + "layers/reversible_embedding/vars/0"),
+    Row("embeddings.position", MODEL_PREFIX + "layers/position_embedding/vars/0"),
+    Row("embeddings.token_type", MODEL_PREFIX + "layers/embedding/vars/0"),
+    *_norm("embeddings.norm", MODEL_PREFIX + "layers/layer_normalization"),
+    *_dense("embeddings.projection", MODEL_PREFIX + "layers/dense"),
+    *_ENCODER_ROWS,
+    *_dense("pooler", MODEL_PREFIX + "layers/dense_1"),
+    *_HEAD_ROWS,
+), skips=_SKIPS)
+
+
+@dataclass(frozen=True)
+class KerasHubFamily:
+    """One family's keras-hub preset, declared.
+
+    Attributes:
+      model_type: bertconv's family (`BertConfig.model_type`).
+      package: its keras-hub module directory (`keras_hub.src.models.<package>`) and file prefix.
+      backbone, task, preprocessor, tokenizer: keras-hub's class names.
+      table: where its variables lie.
+      config_keys: backbone config key -> `BertConfig` field.
+      stated: `BertConfig` fields its code hard-codes (the encoder's activation and epsilon, the
+        head's), with their values.
+      vocabulary: the tokenizer's asset files in `assets/tokenizer/`, each with the tokenizer
+        file of a checkpoint directory (`companions.TOKENIZER_FILES`) it is.
+      tokenizer_config: keys the tokenizer's config states beside `config_file`.
+      object_names: Keras names of the layers, by their path's group (for the `vars` groups'
+        `name` attributes), `{i}` the encoder layer.
+    """
+
+    model_type: str
+    package: str
+    backbone: str
+    task: str
+    preprocessor: str
+    tokenizer: str
+    table: Table
+    config_keys: dict[str, str]
+    stated: dict[str, Any]
+    vocabulary: dict[str, str]
+    tokenizer_config: dict[str, Any] = field(default_factory=dict)
+    object_names: dict[str, str] = field(default_factory=dict)
+
+    def encoder_name(self, layer: int, inner_group_num: int) -> str:
+        """The Keras name of stored encoder layer `layer`."""
+        if "num_groups" in self.config_keys:
+            return f"group_{layer // inner_group_num}_inner_layer_{layer % inner_group_num}"
+        return f"transformer_layer_{layer}"
+
+
+_SIZES = {"vocabulary_size": "vocab_size", "num_layers": "num_hidden_layers", "num_heads": "num_attention_heads",
+          "hidden_dim": "hidden_size", "intermediate_dim": "intermediate_size",
+          "max_sequence_length": "max_position_embeddings", "num_segments": "type_vocab_size"}
+_NAMES = {"reversible_embedding": "token_embedding", "position_embedding": "position_embedding",
+          "embedding": "segment_embedding", "layer_normalization": "embeddings_layer_norm"}
+
+FAMILIES: dict[str, KerasHubFamily] = {family.model_type: family for family in (
+    KerasHubFamily(
+        model_type="bert", package="bert", backbone="BertBackbone", task="BertMaskedLM",
+        preprocessor="BertMaskedLMPreprocessor", tokenizer="BertTokenizer", table=BERT_TABLE,
+        config_keys=_SIZES,
+        # bert_backbone.py: TransformerEncoder(activation=gelu_approximate, layer_norm_epsilon=1e-12);
+        # bert_masked_lm.py: MaskedLMHead(intermediate_activation="gelu"), Keras' exact GELU.
+        stated={"hidden_act": "gelu_tanh", "layer_norm_eps": 1e-12, "mlm_hidden_act": "gelu",
+                "mlm_layer_norm_eps": HEAD_LAYER_NORM_EPS},
+        vocabulary={"vocabulary.txt": "vocab.txt"},
+        tokenizer_config={"vocabulary": None, "sequence_length": None, "lowercase": False, "strip_accents": False,
+                          "split": True, "suffix_indicator": "##", "oov_token": "[UNK]", "special_tokens": None,
+                          "special_tokens_in_strings": False},
+        object_names={**_NAMES, "dense": "pooled_dense"},
+    ),
+    KerasHubFamily(
+        model_type="albert", package="albert", backbone="AlbertBackbone", task="AlbertMaskedLM",
+        preprocessor="AlbertMaskedLMPreprocessor", tokenizer="AlbertTokenizer", table=ALBERT_TABLE,
+        config_keys={**_SIZES, "embedding_dim": "embedding_size", "num_groups": "num_hidden_groups",
+                     "num_inner_repetitions": "inner_group_num"},
+        # albert_backbone.py and albert_masked_lm.py: gelu_approximate in both, epsilon 1e-12.
+        stated={"hidden_act": "gelu_tanh", "layer_norm_eps": 1e-12, "mlm_hidden_act": None,
+                "mlm_layer_norm_eps": HEAD_LAYER_NORM_EPS},
+        vocabulary={"vocabulary.spm": "spiece.model"},
+        tokenizer_config={"proto": None, "sequence_length": None, "add_bos": False, "add_eos": False},
+        object_names={**_NAMES, "dense": "embedding_projection", "dense_1": "pooled_dense"},
+    ),
+)}
+
+#: keras-hub's registered name of a backbone class -> its family.
+BY_BACKBONE = {f"keras_hub>{family.backbone}": family for family in FAMILIES.values()}

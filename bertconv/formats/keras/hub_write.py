@@ -1,0 +1,217 @@
+"""`convert --to keras-hub`: a preset directory that keras-hub 0.32's `from_preset` loads, as its
+`save_to_preset` writes one (keras_hub/src/utils/preset_utils.py `KerasPresetSaver`):
+config.json, metadata.json, model.weights.h5 and, for a model with its MLM head, task.json and
+task.weights.h5; with the source's vocabulary, its tokenizer's assets, tokenizer.json and
+preprocessor.json (the task's preprocessor), so that the preset tokenizes too.
+
+keras-hub's code fixes what transformers' configs state: its BERT runs a tanh-GELU encoder under
+an erf-GELU head, every head normalizes with epsilon 1e-5. A source computed otherwise reads back
+with other values of those fields, which `convert` refuses unless the loss is accepted by name.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from ... import companions
+from ...containers.keras3_write import Keras3Object, write_keras3_file
+from ...errors import bad_input
+from ...tensor import ArrayTensor, LazyTensor, ReshapedTensor
+from ...tree import ParameterTree, role_of
+from .hub_table import (
+    CONFIG_FILE,
+    FAMILIES,
+    HEADWISE,
+    METADATA_FILE,
+    MODEL_WEIGHTS,
+    PREPROCESSOR_FILE,
+    TASK_FILE,
+    TASK_WEIGHTS,
+    TOKENIZER_ASSETS,
+    TOKENIZER_FILE,
+    KerasHubFamily,
+)
+from ..table import refuse_sentence_head_without_pooler, refuse_unwritten
+
+#: The keras-hub release whose layout this writes (metadata.json states it).
+KERAS_HUB_VERSION = "0.32.0"
+#: What a masked LM preprocessor masks when training (keras-hub's defaults).
+PREPROCESSOR_DEFAULTS = {"sequence_length": 512, "truncate": "round_robin", "mask_selection_rate": 0.15,
+                         "mask_selection_length": 96, "mask_token_rate": 0.8, "random_token_rate": 0.1}
+_LOWER_CASE_KEY = "do_lower_case"
+
+
+def write_caveats(tree: ParameterTree) -> list[str]:
+    """What the preset holds that the source did not: a pooler (keras-hub's backbones have one)."""
+    if tree.heads.pooler:
+        return []
+    return ["the source has no pooler and keras-hub's backbone has one: it is written as zeros (its pooled "
+            "output is 0; the masked LM does not read it)"]
+
+
+def _dtype_policy(name: str) -> dict[str, Any]:
+    return {"module": "keras", "class_name": "DTypePolicy", "config": {"name": name}, "registered_name": None}
+
+
+def backbone_config(tree: ParameterTree, family: KerasHubFamily, dtype: str) -> dict[str, Any]:
+    """config.json: the backbone as Keras serializes it."""
+    sizes = {key: getattr(tree.config, field) for key, field in family.config_keys.items()}
+    return {"module": f"keras_hub.src.models.{family.package}.{family.package}_backbone",
+            "class_name": family.backbone,
+            "config": {"name": f"{family.package}_backbone", "trainable": True, "dtype": _dtype_policy(dtype),
+                       **sizes, "dropout": 0.1},
+            "registered_name": f"keras_hub>{family.backbone}"}
+
+
+def _objects(tree: ParameterTree, family: KerasHubFamily) -> tuple[list[Keras3Object], list[Keras3Object]]:
+    """The backbone's and the task's objects with variables, each variable in creation order."""
+    by_path: dict[tuple[str, str], list[tuple[int, LazyTensor]]] = {}
+    written = set()
+    dtype = tree["embeddings.word"].tensor.dtype
+    for row_name, canonical in _rows(tree, family):
+        if canonical in tree:
+            tensor = tree[canonical].tensor
+            written.add(canonical)
+        elif canonical.startswith("pooler."):  # keras-hub's backbone always has one: zeros
+            import numpy as np
+
+            shape = role_of(canonical).expected_shape(tree.config)
+            tensor = ArrayTensor(np.zeros(shape, dtype=dtype.numpy), dtype)
+        else:
+            continue
+        file, _, location = row_name.partition(":")
+        group, _, index = location.rpartition("/vars/")
+        group = group.replace("/transformer_encoder_0/", "/transformer_encoder/")
+        by_path.setdefault((file, group), []).append((int(index), _keras_shape(row_name, tensor, tree)))
+    refuse_unwritten(tree, written, "a keras-hub preset")
+    backbone, task = [], []
+    for (file, group), variables in by_path.items():
+        obj = Keras3Object(group, _object_name(family, group, tree), tuple(t for _, t in sorted(variables)))
+        (backbone if file == MODEL_WEIGHTS else task).append(obj)
+    return backbone, task
+
+
+def _rows(tree: ParameterTree, family: KerasHubFamily):
+    """(file name, canonical name) of every row, per stored layer."""
+    for row in family.table.rows:
+        if "{i}" in row.canonical:
+            for i in range(tree.config.stored_layers):
+                yield row.name.format(i=i), row.canonical.format(i=i)
+        else:
+            yield row.name, row.canonical
+
+
+def _keras_shape(name: str, tensor: LazyTensor, tree: ParameterTree) -> LazyTensor:
+    """A canonical attention variable in keras-hub's per-head shape."""
+    if not HEADWISE.search(name):
+        return tensor
+    heads, head_size, hidden = tree.config.num_attention_heads, tree.config.head_size, tree.config.hidden_size
+    if "/output_dense/" in name:
+        return ReshapedTensor(tensor, (heads, head_size, hidden)) if name.endswith("/0") else tensor
+    return ReshapedTensor(tensor, (hidden, heads, head_size) if name.endswith("/0") else (heads, head_size))
+
+
+_SUBLAYER_NAMES = {"_self_attention_layer/query_dense": "query", "_self_attention_layer/key_dense": "key",
+                   "_self_attention_layer/value_dense": "value", "_self_attention_layer/output_dense": "attention_output",
+                   "_self_attention_layer_norm": "self_attention_layer_norm",
+                   "_feedforward_intermediate_dense": "feedforward_intermediate_dense",
+                   "_feedforward_output_dense": "feedforward_output_dense",
+                   "_feedforward_layer_norm": "feedforward_layer_norm",
+                   "_intermediate_dense": "intermediate_dense", "_intermediate_layer_norm": "intermediate_layer_norm"}
+
+
+def _object_name(family: KerasHubFamily, group: str, tree: ParameterTree) -> str:
+    """The Keras name keras-hub gives the object at `group` (the `vars` group's attribute)."""
+    parts = group.split("/")[1:]  # below `layers/`
+    if len(parts) > 1:
+        return _SUBLAYER_NAMES["/".join(parts[1:])]
+    layer = parts[0]
+    if layer == "masked_lm_head":
+        return "mlm_head"
+    if layer.startswith("transformer_encoder"):
+        index = int(layer.rpartition("_")[2]) if layer != "transformer_encoder" else 0
+        return family.encoder_name(index, tree.config.inner_group_num or 1)
+    return family.object_names[layer]
+
+
+def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
+    """Write `tree` as a keras-hub preset into the new `directory`; the files written."""
+    family = FAMILIES[tree.config.model_type]  # `convert` refused any other (the registry's WRITES_FAMILIES)
+    directory = Path(directory)
+    if tree.conditional:
+        raise bad_input(tree.path, "conditional LayerNorm (bert4keras layer_norm_cond) has no keras-hub equivalent")
+    if tree.has_untied_decoder:
+        raise bad_input(tree.path, f"{tree['mlm.decoder'].source} is an MLM decoder of its own; keras-hub's "
+                                   f"{family.task} decodes with the token embedding; nothing was written")
+    refuse_sentence_head_without_pooler(tree, ("nsp", "sop"), "keras-hub has no sentence head")
+    backbone, task = _objects(tree, family)
+    dtype = tree["embeddings.word"].tensor.dtype.name
+    written = [directory / MODEL_WEIGHTS]
+    write_keras3_file(directory / MODEL_WEIGHTS, backbone, on_tensor=options.on_tensor)
+    config = backbone_config(tree, family, dtype)
+    written.append(_write_json(directory / CONFIG_FILE, config))
+    parameters = sum(t.numel for obj in backbone for t in obj.variables)
+    written.append(_write_json(directory / METADATA_FILE, {
+        "keras_version": None, "keras_hub_version": KERAS_HUB_VERSION, "parameter_count": parameters,
+        "saved_by": "bertconv", "tasks": ["MaskedLM"]}))
+    preprocessor = _write_tokenizer(tree, family, directory, written)
+    if task:
+        write_keras3_file(directory / TASK_WEIGHTS, task, on_tensor=options.on_tensor)
+        written.append(directory / TASK_WEIGHTS)
+        written.append(_write_json(directory / TASK_FILE, {
+            "module": f"keras_hub.src.models.{family.package}.{family.package}_masked_lm",
+            "class_name": family.task,
+            "config": {"backbone": config, "preprocessor": preprocessor, "name": f"{family.package}_masked_lm"},
+            "registered_name": f"keras_hub>{family.task}"}))
+    return written
+
+
+def _write_tokenizer(tree: ParameterTree, family: KerasHubFamily, directory: Path,
+                     written: list[Path]) -> dict[str, Any] | None:
+    """The source's vocabulary as the tokenizer's assets, with tokenizer.json and
+    preprocessor.json; the preprocessor's config (None when the source has no vocabulary)."""
+    source = companions.source_directory(tree.path)
+    found = {path.name: path for path in companions.find(source)}
+    if tree.vocab is not None:
+        found.setdefault("vocab.txt", tree.vocab)
+    assets = {asset: found[name] for asset, name in family.vocabulary.items() if name in found}
+    if len(assets) != len(family.vocabulary):
+        return None
+    (directory / TOKENIZER_ASSETS).mkdir(parents=True)
+    for asset, path in assets.items():
+        shutil.copyfile(path, directory / TOKENIZER_ASSETS / asset)
+        written.append(directory / TOKENIZER_ASSETS / asset)
+    settings = dict(family.tokenizer_config)
+    if "lowercase" in settings:
+        settings["lowercase"] = _lower_case(source)
+    tokenizer = {"module": f"keras_hub.src.models.{family.package}.{family.package}_tokenizer",
+                 "class_name": family.tokenizer,
+                 "config": {"name": f"{family.package}_tokenizer", "trainable": True, "dtype": _dtype_policy("int32"),
+                            "config_file": TOKENIZER_FILE, **settings},
+                 "registered_name": f"keras_hub>{family.tokenizer}"}
+    preprocessor = {"module": f"keras_hub.src.models.{family.package}.{family.package}_masked_lm_preprocessor",
+                    "class_name": family.preprocessor,
+                    "config": {"name": f"{family.package}_masked_lm_preprocessor", "trainable": True,
+                               "dtype": _dtype_policy("float32"), "tokenizer": tokenizer,
+                               "config_file": PREPROCESSOR_FILE, **PREPROCESSOR_DEFAULTS},
+                    "registered_name": f"keras_hub>{family.preprocessor}"}
+    written.append(_write_json(directory / TOKENIZER_FILE, tokenizer))
+    written.append(_write_json(directory / PREPROCESSOR_FILE, preprocessor))
+    return preprocessor
+
+
+def _lower_case(source: Path) -> bool:
+    """Whether the source's tokenizer lower-cases (its tokenizer_config.json says; else not)."""
+    try:
+        return bool(json.loads((source / "tokenizer_config.json").read_text(encoding="utf-8")).get(_LOWER_CASE_KEY))
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return False
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> Path:
+    path.write_text(json.dumps(data, indent=4) + "\n")
+    return path
+
