@@ -26,7 +26,7 @@ from bertconv.checks.audit import audit
 from bertconv.conversion import WriteOptions
 from bertconv.conversion import convert as convert_tree
 from bertconv.errors import BadInput
-from bertconv.families.dialects import google_config_dict
+from bertconv.config.dialects import google_config_dict
 from bertconv.formats.keras import bert4keras_graph, bert4keras_table, bert4keras_write
 from bertconv.tree import component_of
 

@@ -23,7 +23,7 @@ import pytest
 from bertconv import families, formats
 from bertconv.config import COMPUTATION_FIELDS
 from bertconv.errors import BadInput, BertconvError
-from bertconv.families.dialects import computed_keys
+from bertconv.config.dialects import computed_keys
 from bertconv.tree import HEAD_NAMES
 from conftest import FIXTURES, ROOT, needs, run_in_process
 

@@ -25,7 +25,7 @@ from bertconv.checks.diff import diff
 from bertconv.containers import keras_h5, msgpack_file
 from bertconv.conversion import WriteOptions, convert
 from bertconv.errors import BadInput
-from bertconv.families.dialects import google_config_dict
+from bertconv.config.dialects import google_config_dict
 from bertconv.formats.hf import flax as hf_flax, tf as hf_tf
 from bertconv.tensor import MappedTensor
 from bertconv.tree import canonical_names

@@ -11,7 +11,7 @@ model computes.
 """
 
 from .family import HF, Family
-from .keys import EXACT_ACTIVATION_KEY
+from .family import EXACT_ACTIVATION_KEY
 
 FAMILY = Family(
     model_type="distilbert",

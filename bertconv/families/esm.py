@@ -12,7 +12,7 @@ at those positions change, which attend to the real tokens and are never read.
 """
 
 from .family import HF, Family
-from .keys import EXACT_ACTIVATION_KEY
+from .family import EXACT_ACTIVATION_KEY
 
 FAMILY = Family(
     model_type="esm",

@@ -14,7 +14,7 @@ from typing import Iterable
 
 from ..config import BertConfig
 from ..errors import bad_input
-from ..families.dialects import load_config_file
+from ..config.dialects import load_config_file
 from ..paths import why_not_a_file
 
 

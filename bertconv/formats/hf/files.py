@@ -11,7 +11,7 @@ from pathlib import Path
 from ... import json_text, paths
 from ...config import BertConfig
 from ...errors import bad_input
-from ...families.dialects import hf_config_dict
+from ...config.dialects import hf_config_dict
 from ...tree import ParameterTree
 from ..configs import config_beside as _config_beside
 from .classes import architecture

@@ -14,7 +14,7 @@ from ...containers import keras_h5
 from ...containers.keras_h5 import LayerToWrite
 from ...dtypes import BFLOAT16
 from ...errors import bad_input
-from ...families.dialects import bert4keras_config_dict
+from ...config.dialects import bert4keras_config_dict
 from ...tensor import Bfloat16Widened
 from ...tree import ParameterTree
 from .bert4keras_graph import model_layers

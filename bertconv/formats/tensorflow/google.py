@@ -50,7 +50,7 @@ from ...config import BertConfig
 from ...containers import sstable, tf_bundle, tf_prefix
 from ... import families
 from ...errors import bad_input
-from ...families.dialects import google_config_dict
+from ...config.dialects import google_config_dict
 from ...tree import Ignored, ParameterTree
 from ..assemble import Entry, assemble
 from ..configs import config_beside, find_config

@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from .. import json_text
-from ..config import ACTIVATIONS, LAYER_NORM_EPS, BertConfig
+from . import ACTIVATIONS, LAYER_NORM_EPS, BertConfig
 from ..errors import bad_input
-from . import DEFAULT, FAMILIES, of
-from .family import GOOGLE, HF, Family
-from .keys import BASE_COMPUTES, BASE_FIXED, EXACT_ACTIVATION_KEY, INERT, REQUIRED
+from ..families import DEFAULT, FAMILIES, of
+from ..families.family import BASE_COMPUTES, BASE_FIXED, EXACT_ACTIVATION_KEY, GOOGLE, HF, INERT, REQUIRED, Family
 
 #: Hugging Face's names for each bertconv activation (first is the one bertconv writes).
 _HF_ACTIVATIONS = {

@@ -17,7 +17,7 @@ shared across the L applied ones), `position_offset` (RoBERTa's first position r
 Megatron-BERT and ESM normalize before each sublayer and after the last layer),
 `position_embedding_type` and `is_decoder` (how attention sees positions and keys), and
 `model_type`, which names the family (`bertconv.families`) for writers and messages only.
-Reading and writing config files is `families/dialects.py`, as each family declares its keys.
+Reading and writing config files is `config/dialects.py`, as each family declares its keys.
 
 Activation names are bertconv's own and unambiguous: "gelu" is the exact erf form, "gelu_tanh" the
 tanh approximation Google trained BERT with, "relu".
@@ -103,7 +103,7 @@ class BertConfig:
     token_dropout: bool = False
     mask_token_id: int | None = None
     #: Config keys the file states that this model's computation in bertconv would not honour,
-    #: with their values as JSON (`families.dialects.unread_keys`): every command that computes
+    #: with their values as JSON (`config.dialects.unread_keys`): every command that computes
     #: or converts refuses them unless the user accepts the loss.
     unread: tuple[tuple[str, str], ...] = field(default=(), compare=False)
     provenance: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
