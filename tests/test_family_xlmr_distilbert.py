@@ -236,7 +236,7 @@ def _reference_tokenizer(model_type: str, directory: Path):
 @pytest.mark.parametrize("model_type", ["xlm-roberta", "camembert"])
 def test_the_sentencepiece_tokenizer_is_transformers_5_s(model_type):
     pytest.importorskip("tokenizers")
-    from bertconv.runtime.tokenization.tokenizer import find, open_tokenizer
+    from bertconv.runtime.tokenization.select import find, open_tokenizer
 
     directory = MASKED_LM[model_type]
     reference = _reference_tokenizer(model_type, directory)
@@ -280,7 +280,7 @@ def test_a_sentencepiece_bpe_model_of_no_known_order_is_albert_s_or_refused(tmp_
     (a Unigram), which it is not: the BPE model type is refused, naming it."""
     pytest.importorskip("tokenizers")
     from bertconv.errors import BadInput
-    from bertconv.runtime.tokenization.tokenizer import open_tokenizer
+    from bertconv.runtime.tokenization.select import open_tokenizer
 
     alone = tmp_path / "sentencepiece.bpe.model"
     shutil.copy(MASKED_LM["camembert"] / "sentencepiece.bpe.model", alone)

@@ -132,7 +132,7 @@ def test_esm_1b_absolute_positions_are_refused(tmp_path):
 
 def test_esm_tokenizer_ids_are_transformers_5s():
     transformers = needs("transformers")
-    from bertconv.runtime.tokenization.tokenizer import open_tokenizer
+    from bertconv.runtime.tokenization.select import open_tokenizer
 
     reference = transformers.AutoTokenizer.from_pretrained(ESM)
     ours = open_tokenizer(ESM / "vocab.txt")

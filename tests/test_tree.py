@@ -7,7 +7,7 @@ import math
 import pytest
 
 from bertconv.config import BertConfig, Heads, expected_components, expected_parameters
-from bertconv.formats.hf import checkpoint as hf
+from bertconv.formats.hf import tables as hf
 from bertconv.tree import ROLES, canonical_names, component_of, role_of
 
 BASE = BertConfig(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
