@@ -17,7 +17,8 @@ import pytest
 from benchmarks.probe_figures import PROBE_MODELS, REAL_MODELS, bias_only, reinitialized
 from bertconv import formats
 from bertconv.checks import trained
-from bertconv.checks.verify import PROBE_NOT_ASKED, verify
+from bertconv.checks.verify import verify
+from bertconv.checks.verify.trained_head import PROBE_NOT_ASKED
 from bertconv.dtypes import INT32
 from bertconv.tensor import ArrayTensor
 
