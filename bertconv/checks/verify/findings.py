@@ -29,7 +29,6 @@ COMPLETE, PARTIAL, MISSING = "complete", "partial", "missing"
 TIED, UNTIED, NOT_APPLICABLE = "tied", "untied", "n/a"
 
 
-
 @dataclass
 class Findings:
     """What the checks found: failures (`problems`) and observations that pass (`notes`)."""

@@ -79,7 +79,6 @@ def head_findings(tree: ParameterTree, head: str, missing: list[str], allow_miss
             f"missing tensors with fresh initial values, so the head's predictions are wrong")
 
 
-
 def verified_head(tree: ParameterTree) -> str:
     """The head verify vouches for: "mlm", or "rtd" for an ELECTRA discriminator (the tree has
     the replaced-token-detection head and no MLM head, or was read as the discriminator)."""
