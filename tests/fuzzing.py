@@ -229,7 +229,7 @@ def fuzz_bytes_in_child(original: bytes, target: Path, *, seed: int, count: int,
 
 def sstable_blocks(data: bytes) -> list:
     """Every block of an SSTable (data blocks, metaindex, index) as BlockHandles."""
-    from bertconv.containers import sstable
+    from bertconv.containers.tensorflow import sstable
 
     where = Path("fuzz")
     metaindex, index = sstable._read_footer(data, where)
@@ -241,7 +241,7 @@ def sstable_blocks(data: bytes) -> list:
 
 def refresh_block_crcs(data: bytearray, handles: list) -> None:
     """Recompute each block's trailer crc32c so that damage inside it reaches the parsers."""
-    from bertconv.containers import sstable
+    from bertconv.containers.tensorflow import sstable
 
     for handle in handles:
         end = handle.offset + handle.size
@@ -275,8 +275,8 @@ def index_mutations(data: bytes, seed: int, count: int) -> Iterator[Mutant]:
 def encode_table(rows: list[tuple[bytes, bytes]], *, restart_interval: int = 16) -> bytes:
     """An SSTable of `rows` in the given order, duplicates and disorder included (TensorFlow's
     builder would refuse them; a hostile file need not): one data block, an index, a footer."""
-    from bertconv.containers import protowire as pw
-    from bertconv.containers import sstable
+    from bertconv.containers.tensorflow import protowire as pw
+    from bertconv.containers.tensorflow import sstable
 
     def block_bytes(entries, interval):
         builder = sstable._BlockBuilder(interval)
@@ -305,14 +305,14 @@ def encode_table(rows: list[tuple[bytes, bytes]], *, restart_interval: int = 16)
 
 
 def _fields(message: bytes) -> list[tuple[int, int, object]]:
-    from bertconv.containers import protowire as pw
+    from bertconv.containers.tensorflow import protowire as pw
 
     return [(f.number, f.wire_type, bytes(f.value) if isinstance(f.value, memoryview) else f.value)
             for f in pw.iter_fields(message, source="fuzz", entry="fuzz")]
 
 
 def _encode_fields(fields: list[tuple[int, int, object]]) -> bytes:
-    from bertconv.containers import protowire as pw
+    from bertconv.containers.tensorflow import protowire as pw
 
     out = bytearray()
     for number, wire_type, value in fields:
@@ -333,7 +333,7 @@ def _dims(shape_message: bytes) -> list[int]:
 
 
 def _shape(dims: list[int]) -> bytes:
-    from bertconv.containers import protowire as pw
+    from bertconv.containers.tensorflow import protowire as pw
 
     return b"".join(pw.encode_len_field(2, pw.encode_varint_field(1, d % (1 << 64)) if d else b"") for d in dims)
 

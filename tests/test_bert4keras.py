@@ -21,7 +21,7 @@ import pytest
 
 from bertconv import formats
 from bertconv.config import BertConfig, Heads, expected_components, expected_parameters
-from bertconv.containers import hdf5_workarounds, keras_h5
+from bertconv.containers.hdf5 import keras as keras_h5, keras_write, workarounds as hdf5_workarounds
 from bertconv.checks.audit import audit
 from bertconv.conversion import WriteOptions
 from bertconv.conversion import convert as convert_tree
@@ -239,7 +239,7 @@ def test_a_directory_resolves_to_its_weights_file():
 
 def test_layer_names_split_over_several_attributes_are_read_and_written(tmp_path, monkeypatch):
     tree = formats.read(weights("v50-pool-nsp-mlm"))
-    monkeypatch.setattr(keras_h5, "HDF5_OBJECT_HEADER_LIMIT", 300)
+    monkeypatch.setattr(keras_write, "HDF5_OBJECT_HEADER_LIMIT", 300)
     out = bert4keras_write.write(tree, tmp_path, options=WriteOptions())[0]
     with h5py.File(out, "r") as f:
         assert "layer_names" not in f.attrs and "layer_names2" in f.attrs
@@ -595,7 +595,7 @@ def test_written_file_loads_into_bert4keras_with_the_source_heads(name, built, l
 
 
 def test_split_layer_names_load_in_bert4keras(loaded, oracle, tmp_path, monkeypatch):
-    monkeypatch.setattr(keras_h5, "HDF5_OBJECT_HEADER_LIMIT", 300)
+    monkeypatch.setattr(keras_write, "HDF5_OBJECT_HEADER_LIMIT", 300)
     out = bert4keras_write.write(formats.read(weights("v99-pool-mlm")), tmp_path, options=WriteOptions())[0]
     fresh = oracle.build(B4K / "v99-pool-mlm" / "bert_config.json", manifest("v99-pool-mlm"), None)
     fresh.load_weights(str(out))

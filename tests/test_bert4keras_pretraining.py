@@ -180,12 +180,12 @@ def test_keras3_extra_variables_outside_the_layers_are_listed_as_ignored(tmp_pat
 
 
 def test_an_object_checkpoint_without_its_object_graph_is_refused(tmp_path):
-    from bertconv.containers import tf_bundle
+    from bertconv.containers.tensorflow import bundle_write as tf_bundle_write
     from bertconv.dtypes import FLOAT32
 
     key = "layer_with_weights-0/embeddings/.ATTRIBUTES/VARIABLE_VALUE"
     values = np.ones((VOCAB, HIDDEN), np.float32)
-    tf_bundle.write_bundle(tmp_path / "bert_model.ckpt", [(key, FLOAT32, values.shape, lambda: values)])
+    tf_bundle_write.write_bundle(tmp_path / "bert_model.ckpt", [(key, FLOAT32, values.shape, lambda: values)])
     result = run_cli("audit", tmp_path / "bert_model.ckpt")
     assert result.exit_code == 2 and "_CHECKPOINTABLE_OBJECT_GRAPH" in result.stderr
     assert "Traceback" not in result.stderr

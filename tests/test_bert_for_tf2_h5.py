@@ -10,7 +10,7 @@ import pytest
 
 from bertconv import formats
 from bertconv.checks.audit import audit
-from bertconv.containers import keras_h5
+from bertconv.containers.hdf5 import keras as keras_h5
 from bertconv.conversion import convert
 from bertconv.tensor import MappedTensor
 from conftest import FIXTURES

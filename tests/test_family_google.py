@@ -20,7 +20,8 @@ import pytest
 from conftest import FIXTURES, real_file, run_cli
 from bertconv import formats
 from bertconv.checks.audit import audit
-from bertconv.containers import tf_bundle
+from bertconv.containers.tensorflow import bundle as tf_bundle
+from bertconv.containers.tensorflow import bundle_write as tf_bundle_write
 from bertconv.conversion import convert
 from bertconv.errors import BadInput
 from bertconv.formats.keras import bert4keras_table
@@ -344,7 +345,7 @@ def test_electra_generator_with_its_own_embeddings_reads_them(tmp_path):
     values = {new: reader.get_tensor(old) for old, new in renamed.items()}
     values.update({n: reader.get_tensor(n) + 1 for n in names if n.startswith("electra/embeddings/")})
     sources = [(n, tf_bundle.dtypes.from_numpy(v.dtype), v.shape, (lambda v=v: v)) for n, v in sorted(values.items())]
-    tf_bundle.write_bundle(tmp_path / "bert_model.ckpt", sources)
+    tf_bundle_write.write_bundle(tmp_path / "bert_model.ckpt", sources)
     generator = formats.read(tmp_path / "bert_model.ckpt")
     assert generator["embeddings.word"].source == "generator/embeddings/word_embeddings"
     assert np.array_equal(generator["embeddings.word"].tensor.read(),

@@ -17,7 +17,7 @@ import pytest
 from conftest import FIXTURES, needs, real_file, run_cli
 from bertconv import formats
 from bertconv.checks.verify import verify
-from bertconv.containers import tf_bundle
+from bertconv.containers.tensorflow import bundle_write as tf_bundle_write
 
 TF_ELECTRA = FIXTURES / "family_google" / "tf" / "electra"
 HF_DISCRIMINATOR = FIXTURES / "family_hf" / "electra" / "discriminator"
@@ -100,7 +100,7 @@ def test_a_discriminator_read_without_its_head_says_the_rtd_head_is_missing(tmp_
     encoder = [(p.source, p.tensor.dtype, tuple(p.tensor.shape), p.tensor.read) for p in source
                if p.source.startswith("electra/")]
     (tmp_path / "encoder").mkdir()
-    tf_bundle.write_bundle(tmp_path / "encoder" / "bert_model.ckpt", encoder)
+    tf_bundle_write.write_bundle(tmp_path / "encoder" / "bert_model.ckpt", encoder)
     shutil.copy(TF_ELECTRA / "discriminator_config.json", tmp_path / "encoder")
     tree = formats.read(tmp_path / "encoder" / "bert_model.ckpt.index", model="discriminator")
     report = verify(tree)

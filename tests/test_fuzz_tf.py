@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 
 from bertconv import formats
-from bertconv.containers import sstable, tf_bundle as tb
+from bertconv.containers.tensorflow import sstable, bundle as tb
 from bertconv.errors import BadInput
 from conftest import FIXTURES
 from fuzzing import (BYTE_KINDS, BYTE_SCHEDULE, ENTRY_KINDS, ENTRY_SCHEDULE, INDEX_KINDS, INDEX_ROUND, check_case,

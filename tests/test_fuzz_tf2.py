@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from bertconv.containers import sstable, tf_bundle as tb
+from bertconv.containers.tensorflow import sstable, bundle as tb
 from conftest import FIXTURES
 from fuzzing import (BYTE_KINDS, BYTE_SCHEDULE, ENTRY_KINDS, ENTRY_SCHEDULE, INDEX_KINDS, INDEX_ROUND, check_case,
                      encode_table, entry_mutations, fuzz_bytes_in_child, index_mutations, mutations, run_mutants,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bertconv.containers import sstable
+from bertconv.containers.tensorflow import sstable
 from conftest import FIXTURES
 from fuzzing import (BYTE_KINDS, BYTE_SCHEDULE, ENTRY_KINDS, ENTRY_SCHEDULE, INDEX_KINDS, INDEX_ROUND,
                      entry_mutations, index_mutations, mutations, run_mutants)

@@ -13,7 +13,9 @@ import pytest
 
 from benchmarks.measure import evict, resident_bytes
 from bertconv import dtypes
-from bertconv.containers import keras_h5, msgpack_file
+from bertconv.containers.hdf5 import keras as keras_h5
+from bertconv.containers import msgpack_file
+from bertconv.containers.hdf5 import keras_write as keras_h5_write
 from bertconv.formats.hf import flax as hf_flax
 from bertconv.tensor import ArrayTensor
 from conftest import FIXTURES
@@ -52,10 +54,10 @@ def msgpack_path(tmp_path) -> Path:
 def h5_path(tmp_path) -> Path:
     path = tmp_path / "tf_model.h5"
     weights = tensors()
-    layers = [keras_h5.LayerToWrite(f"layer_{i}", tuple((f"model/layer_{i}/{name}:0", tensor)
+    layers = [keras_h5_write.LayerToWrite(f"layer_{i}", tuple((f"model/layer_{i}/{name}:0", tensor)
                                                         for name, tensor in weights[i * PER_LAYER:(i + 1) * PER_LAYER]))
               for i in range(LAYERS)]
-    keras_h5.write_weights_file(path, layers, backend="tensorflow", keras_version="2.21.0")
+    keras_h5_write.write_weights_file(path, layers, backend="tensorflow", keras_version="2.21.0")
     return path
 
 

@@ -22,7 +22,8 @@ import pytest
 from bertconv import formats
 from bertconv.checks.audit import audit
 from bertconv.checks.diff import diff
-from bertconv.containers import keras_h5, msgpack_file
+from bertconv.containers.hdf5 import keras as keras_h5
+from bertconv.containers import msgpack_file
 from bertconv.conversion import WriteOptions, convert
 from bertconv.errors import BadInput
 from bertconv.config.dialects import google_config_dict

@@ -206,12 +206,12 @@ def test_tf_hub_converted_logits_match_transformers(tmp_path):
 
 
 def test_two_berts_under_two_scopes_are_refused_not_guessed(tmp_path):
-    from bertconv.containers import tf_bundle
+    from bertconv.containers.tensorflow import bundle_write as tf_bundle_write
     from bertconv.dtypes import FLOAT32
     word = np.zeros((5, 4), np.float32)
     sources = [(name, FLOAT32, word.shape, lambda: word)
                for name in ("bert/embeddings/word_embeddings", "teacher/bert/embeddings/word_embeddings")]
-    tf_bundle.write_bundle(tmp_path / "bert_model.ckpt", sources)
+    tf_bundle_write.write_bundle(tmp_path / "bert_model.ckpt", sources)
     with pytest.raises(BadInput, match="2 BERTs.*'teacher/'"):
         formats.read(tmp_path / "bert_model.ckpt")
 

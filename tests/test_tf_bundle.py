@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from bertconv import dtypes
-from bertconv.containers import protowire as pw
-from bertconv.containers import sstable, tf_bundle as tb, tf_prefix
+from bertconv.containers.tensorflow import protowire as pw
+from bertconv.containers.tensorflow import bundle as tb, bundle_write as tbw, prefix as tf_prefix, sstable
 from bertconv.errors import BadInput
 from conftest import real_file
 from fuzzing import sstable_blocks
@@ -334,8 +334,8 @@ def test_string_entries_are_not_numeric_tensors(tmp_path):
     Path(f"{prefix}.data-00000-of-00001").write_bytes(payload)
     with open(f"{prefix}.index", "wb") as file:
         table = sstable.TableBuilder(file, block_size=sstable.TF_BLOCK_SIZE, compress=False)
-        table.add(b"", tb.encode_header())
-        table.add(b"graph", tb.encode_entry(tb.DT_STRING, (), shard_id=0, offset=0, size=len(payload),
+        table.add(b"", tbw.encode_header())
+        table.add(b"graph", tbw.encode_entry(tb.DT_STRING, (), shard_id=0, offset=0, size=len(payload),
                                             crc32c_value=crc))
         table.finish()
     reader = tb.BundleReader(prefix)
@@ -368,10 +368,10 @@ def test_headers_refused(tmp_path, header, message):
 
 
 def test_tensorflow_header_is_what_we_write(tmp_path):
-    _index_with_header(tmp_path / "h", tb.encode_header())
+    _index_with_header(tmp_path / "h", tbw.encode_header())
     header = tb.BundleReader(tmp_path / "h").header
     assert (header.num_shards, header.endianness, header.producer, header.min_consumer) == (1, 0, 1, 0)
-    assert tb.encode_header() == bytes.fromhex("0801 1a02 0801")
+    assert tbw.encode_header() == bytes.fromhex("0801 1a02 0801")
 
 
 # Writing -------------------------------------------------------------------------------------
@@ -379,7 +379,7 @@ def test_tensorflow_header_is_what_we_write(tmp_path):
 @pytest.mark.parametrize("name", SAVER_FIXTURES)
 def test_writer_reproduces_saver_fixture_bytes(tmp_path, name):
     reader = tb.BundleReader(fixture_prefix(name))
-    tb.write_bundle(tmp_path / PREFIX_NAME, sources_of(reader))
+    tbw.write_bundle(tmp_path / PREFIX_NAME, sources_of(reader))
     for suffix in (".index", ".data-00000-of-00001"):
         ours = (tmp_path / f"{PREFIX_NAME}{suffix}").read_bytes()
         assert ours == (FIXTURES / name / f"{PREFIX_NAME}{suffix}").read_bytes(), suffix
@@ -396,7 +396,7 @@ def test_writer_streams_in_sorted_order_one_tensor_at_a_time(tmp_path):
         return load
 
     names = ["b/x", "a", "c", "a/b"]
-    tb.write_bundle(tmp_path / "m", [(n, dtypes.FLOAT32, (3,), loader(n)) for n in names])
+    tbw.write_bundle(tmp_path / "m", [(n, dtypes.FLOAT32, (3,), loader(n)) for n in names])
     assert calls == sorted(names)
     assert list(tb.BundleReader(tmp_path / "m").entries) == sorted(names)
 
@@ -408,7 +408,7 @@ def test_writer_normalizes_layout_and_byte_order(tmp_path):
     memmap_path = tmp_path / "raw.bin"
     base.tofile(memmap_path)
     mapped = np.memmap(memmap_path, dtype="<f4", mode="r", shape=(3, 4))
-    tb.write_bundle(tmp_path / "m", [source("t", dtypes.FLOAT32, transposed), source("b", dtypes.FLOAT32, big_endian),
+    tbw.write_bundle(tmp_path / "m", [source("t", dtypes.FLOAT32, transposed), source("b", dtypes.FLOAT32, big_endian),
                                      source("m", dtypes.FLOAT32, mapped)])
     reader = tb.BundleReader(tmp_path / "m")
     np.testing.assert_array_equal(reader.tensor("t").read(), base.T)
@@ -418,18 +418,18 @@ def test_writer_normalizes_layout_and_byte_order(tmp_path):
 
 def test_writer_refuses_mismatches(tmp_path):
     with pytest.raises(ValueError, match="declared shape"):
-        tb.write_bundle(tmp_path / "m", [("a", dtypes.FLOAT32, (2,), lambda: np.zeros(3, np.float32))])
+        tbw.write_bundle(tmp_path / "m", [("a", dtypes.FLOAT32, (2,), lambda: np.zeros(3, np.float32))])
     with pytest.raises(ValueError, match="declared float16"):
-        tb.write_bundle(tmp_path / "m", [("a", dtypes.FLOAT16, (2,), lambda: np.zeros(2, np.float32))])
+        tbw.write_bundle(tmp_path / "m", [("a", dtypes.FLOAT16, (2,), lambda: np.zeros(2, np.float32))])
     with pytest.raises(ValueError, match="appears twice"):
-        tb.write_bundle(tmp_path / "m", [source("a", dtypes.FLOAT32, np.zeros(1, np.float32))] * 2)
+        tbw.write_bundle(tmp_path / "m", [source("a", dtypes.FLOAT32, np.zeros(1, np.float32))] * 2)
 
 
 @pytest.mark.parametrize("compress", [False, True])
 def test_small_blocks_round_trip(tmp_path, compress):
     rng = np.random.default_rng(3)
     values = {f"layer_{i}/weights/kernel": rng.standard_normal((i % 5, 3)).astype(np.float32) for i in range(120)}
-    tb.write_bundle(tmp_path / "m", [source(n, dtypes.FLOAT32, v) for n, v in values.items()],
+    tbw.write_bundle(tmp_path / "m", [source(n, dtypes.FLOAT32, v) for n, v in values.items()],
                     compress=compress, block_size=256)
     reader = tb.BundleReader(tmp_path / "m")
     assert reader.entries.keys() == values.keys()
@@ -514,7 +514,7 @@ def test_writer_byte_identical_to_savev2(tf, tmp_path, case):
              "300_tensors": lambda: _many_tensors(tf),
              "several_blocks": lambda: _many_tensors(tf, long_names=True)}[case]()
     _save_v2(tf, tmp_path / "tf", items)
-    tb.write_bundle(tmp_path / "ours", [source(n, d, a) for n, d, a, _ in items])
+    tbw.write_bundle(tmp_path / "ours", [source(n, d, a) for n, d, a, _ in items])
     for suffix in (".index", ".data-00000-of-00001"):
         theirs = Path(f"{tmp_path / 'tf'}{suffix}").read_bytes()
         ours = Path(f"{tmp_path / 'ours'}{suffix}").read_bytes()
@@ -527,7 +527,7 @@ def test_writer_byte_identical_to_savev2(tf, tmp_path, case):
 
 def test_tensorflow_reads_our_snappy_blocks(tf, tmp_path):
     items = _many_tensors(tf, 200)
-    tb.write_bundle(tmp_path / "m", [source(n, d, a) for n, d, a, _ in items], compress=True, block_size=512)
+    tbw.write_bundle(tmp_path / "m", [source(n, d, a) for n, d, a, _ in items], compress=True, block_size=512)
     data = Path(f"{tmp_path / 'm'}.index").read_bytes()
     types = {data[h.offset + h.size] for h in sstable_blocks(data)}
     assert sstable.BLOCK_TYPE_SNAPPY in types

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bertconv.containers import protowire as pw
-from bertconv.containers import tf_bundle, trackable
+from bertconv.containers.tensorflow import protowire as pw
+from bertconv.containers.tensorflow import bundle as tf_bundle, trackable
 from bertconv.errors import BadInput
 
 from conftest import FIXTURES

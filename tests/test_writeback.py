@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from bertconv import dtypes
-from bertconv.containers import msgpack_file, safetensors_file, tf_bundle, writeback
+from bertconv.containers import msgpack_file, safetensors_file, writeback
+from bertconv.containers.tensorflow import bundle_write as tf_bundle_write
 from bertconv.containers.writeback import EarlyWriteback
 from bertconv.tensor import ArrayTensor, MappedTensor, TransposedTensor
 
@@ -146,7 +147,7 @@ def test_tf_bundle_writer(tmp_path, monkeypatch, recorder):
     sources = [(name, dtypes.FLOAT32, a.shape, lambda a=a: a) for name, a in values.items()]
 
     def write(path):
-        tf_bundle.write_bundle(path, sources)
+        tf_bundle_write.write_bundle(path, sources)
         os.replace(f"{path}.data-00000-of-00001", path)
 
     written_twice(tmp_path, monkeypatch, recorder, write)
@@ -158,12 +159,13 @@ def test_msgpack_writer(tmp_path, monkeypatch, recorder):
 
 
 def test_keras_h5_writer(tmp_path, monkeypatch, recorder):
-    from bertconv.containers import keras_h5
+    from bertconv.containers.hdf5 import keras as keras_h5
+    from bertconv.containers.hdf5 import keras_write as keras_h5_write
 
     values = arrays()
-    layers = [keras_h5.LayerToWrite("dense", tuple((f"dense/{name}:0", ArrayTensor(a, dtypes.FLOAT32))
+    layers = [keras_h5_write.LayerToWrite("dense", tuple((f"dense/{name}:0", ArrayTensor(a, dtypes.FLOAT32))
                                                    for name, a in values.items()))]
-    written_twice(tmp_path, monkeypatch, recorder, lambda path: keras_h5.write_weights_file(
+    written_twice(tmp_path, monkeypatch, recorder, lambda path: keras_h5_write.write_weights_file(
         path, layers, backend="tensorflow", keras_version="2.21.0"))
     weights = keras_h5.read_weights_file(tmp_path / "with")
     assert [np.array_equal(w.tensor.read(), a) for w, a in zip(weights.layers[0].weights, values.values())] == [True] * 6

@@ -93,7 +93,7 @@ def _resolve(path: Path) -> tuple[Format, Path, list[Path]]:
     if not path.exists():
         raise bad_input(path, "does not exist")
     if "hdf5" in hints:
-        from ..containers import keras_h5
+        from ..containers.hdf5 import keras as keras_h5
 
         if keras_h5.is_hdf5(path):
             keras_h5.read_weights_file(path)  # an HDF5 file but not Keras weights: raises, saying what it holds

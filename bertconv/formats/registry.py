@@ -26,7 +26,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Callable
 
-from ..containers.hdf5_signature import has_hdf5_signature
+from ..containers.hdf5.signature import has_hdf5_signature
 from ..lazy import lazy_module, pending
 
 if TYPE_CHECKING:

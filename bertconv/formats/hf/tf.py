@@ -41,8 +41,9 @@ import re
 from pathlib import Path
 
 from ...config import BertConfig
-from ...containers import keras_h5
-from ...containers.keras_h5 import LayerToWrite
+from ...containers.hdf5 import keras as keras_h5
+from ...containers.hdf5 import keras_write as keras_h5_write
+from ...containers.hdf5.keras_write import LayerToWrite
 from ...dtypes import BFLOAT16
 from ...errors import bad_input
 from ...tensor import Bfloat16Widened, LazyTensor
@@ -283,7 +284,7 @@ def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
                                    "equivalent; convert it --to bert4keras instead")
     layers = layers_to_write(tree, drop_untied_decoder=options.drop_untied_decoder)
     target = Path(directory) / TF_FILE
-    keras_h5.write_weights_file(target, layers, backend=BACKEND, keras_version=KERAS_VERSION,
+    keras_h5_write.write_weights_file(target, layers, backend=BACKEND, keras_version=KERAS_VERSION,
                                 on_tensor=options.on_tensor)
     word = tree["embeddings.word"].tensor.dtype if "embeddings.word" in tree else layers[0].weights[0][1].dtype
     dtype = "float32" if word is BFLOAT16 else word.name  # bfloat16 was widened

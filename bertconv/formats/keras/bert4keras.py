@@ -22,8 +22,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...containers import keras_h5
-from ...containers.keras_h5 import KerasLayer
+from ...containers.hdf5 import keras as keras_h5
+from ...containers.hdf5 import keras3 as keras3_h5
+from ...containers.hdf5.keras import KerasLayer
 from ...errors import BadInput, bad_input
 from ...tree import Ignored, ParameterTree
 from ..assemble import Entry, assemble
@@ -75,7 +76,7 @@ def _holds_bert(path: Path) -> bool:
         return any(kind_of(name) is not None for name in keras_h5.layer_names(path))
     if kind == "keras3":
         try:
-            groups = {layer.group for layer in keras_h5.read_keras3_file(path).layers}
+            groups = {layer.group for layer in keras3_h5.read_keras3_file(path).layers}
         except BadInput:
             return False
         return {keras3_group(ATTENTION), keras3_group(FEED_FORWARD)} <= groups

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ...config import BertConfig, Heads
-from ...containers import keras_h5
+from ...containers.hdf5 import keras3 as keras3_h5
 from ...errors import bad_input
 from ...tree import Ignored, ParameterTree, role_of
 from ..assemble import Entry, assemble
@@ -94,7 +94,7 @@ def read_keras3(path: Path, *, config_path: Path | None = None, num_heads: int |
     config = read_config(path, config_path)
     if config is None:
         raise bad_input(path, KERAS3_NEEDS_CONFIG)
-    weights_file = keras_h5.read_keras3_file(path)
+    weights_file = keras3_h5.read_keras3_file(path)
     found = {layer.group: layer for layer in weights_file.layers if layer.weights}
     heads = keras3_heads(path, found)
     conditional = _keras3_conditional(path, found)
@@ -118,7 +118,7 @@ def read_keras3(path: Path, *, config_path: Path | None = None, num_heads: int |
     return tree
 
 
-def _keras3_conditional(path: Path, found: dict[str, keras_h5.Keras3Layer]) -> bool:
+def _keras3_conditional(path: Path, found: dict[str, keras3_h5.Keras3Layer]) -> bool:
     """Whether the LayerNorms are conditional (they hold the extra kernels); all or none."""
     norms = [layer for group, layer in found.items() if _count([group], LAYER_NORM)]
     extra = set(keras3_locations(LAYER_NORM.conditional))
@@ -135,7 +135,7 @@ def _describe_heads(heads: Heads) -> str:
                     if present) or "no heads"
 
 
-def _check_keras3_groups(path: Path, weights_file: keras_h5.Keras3WeightsFile, found: set[str],
+def _check_keras3_groups(path: Path, weights_file: keras3_h5.Keras3WeightsFile, found: set[str],
                          layout: dict[str, str], config: BertConfig, heads: Heads) -> None:
     """The groups with weights must be exactly those of the model the config and heads imply."""
     missing, unexpected = sorted(set(layout) - found), sorted(found - set(layout))
@@ -152,7 +152,7 @@ def _check_keras3_groups(path: Path, weights_file: keras_h5.Keras3WeightsFile, f
         f"model.save_weights('model.h5') (Keras 2 layout, with layer names)"))
 
 
-def _keras3_weights(path: Path, weights_file: keras_h5.Keras3WeightsFile, layer: keras_h5.Keras3Layer,
+def _keras3_weights(path: Path, weights_file: keras3_h5.Keras3WeightsFile, layer: keras3_h5.Keras3Layer,
                     kind: LayerKind):
     """(location, slot, weight) for each weight of a group, refusing anything but an exact fit."""
     by_location = {w.name: w for w in layer.weights}

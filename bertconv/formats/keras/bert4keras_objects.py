@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...containers import tf_bundle, tf_prefix, trackable
+from ...containers.tensorflow import bundle as tf_bundle, prefix as tf_prefix, trackable
 from ...errors import bad_input
 from ...tree import Ignored, ParameterTree
 from . import bert4keras_table

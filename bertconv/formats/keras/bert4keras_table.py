@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ...config import BertConfig
-from ...containers import keras_h5
+from ...containers.hdf5 import keras as keras_h5
 from ...errors import bad_input
 from ...tree import ParameterTree, role_of
 from ..configs import config_beside

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ...containers import keras_h5
-from ...containers.keras_h5 import LayerToWrite
+from ...containers.hdf5 import keras_write as keras_h5_write
+from ...containers.hdf5.keras_write import LayerToWrite
 from ...dtypes import BFLOAT16
 from ...errors import bad_input
 from ...config.dialects import bert4keras_config_dict
@@ -101,7 +101,7 @@ def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
     """
     layers = layers_to_write(tree, drop_untied_decoder=options.drop_untied_decoder)
     weights = directory / WEIGHTS_FILE
-    keras_h5.write_weights_file(weights, layers, backend=BACKEND, keras_version=KERAS_VERSION,
+    keras_h5_write.write_weights_file(weights, layers, backend=BACKEND, keras_version=KERAS_VERSION,
                                 on_tensor=options.on_tensor)
     config = directory / CONFIG_FILE
     config.write_text(json.dumps(bert4keras_config_dict(tree.config), indent=2, sort_keys=True) + "\n")

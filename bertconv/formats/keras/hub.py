@@ -2,7 +2,7 @@
 (`BertMaskedLM`, `AlbertMaskedLM`) and `backbone.save_to_preset(dir)` for its backbone.
 
     config.json          the backbone, serialized by Keras (`registered_name` keras_hub>BertBackbone)
-    model.weights.h5     the backbone's weights, Keras 3 layout (containers/keras_h5.py reads it)
+    model.weights.h5     the backbone's weights, Keras 3 layout (containers/hdf5/keras.py reads it)
     task.json            the task, serialized (absent in a backbone preset)
     task.weights.h5      the task's own weights: the MLM head (its decoder is the token embedding),
                          the optimizer's state
@@ -21,7 +21,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from ...config import BertConfig
-from ...containers import keras_h5
+from ...containers.hdf5 import keras as keras_h5
+from ...containers.hdf5 import keras3 as keras3_h5
 from ...errors import bad_input
 from ...tensor import LazyTensor, ReshapedTensor
 from ...tree import ParameterTree
@@ -160,7 +161,7 @@ def _policy(path: Path, dtype) -> str:
 def _entries(path: Path, prefix: str, config: BertConfig) -> list[Entry]:
     """A Keras 3 file's variables named `<prefix><path in file>`, attention kernels reshaped to
     [H, H]; what lies outside its layers (an optimizer's state) as entries too, for the skips."""
-    weights = keras_h5.read_keras3_file(path)
+    weights = keras3_h5.read_keras3_file(path)
     if weights.nested:
         raise bad_input(path, f"holds one nested model ({weights.nested}), not a keras-hub preset's layers")
     entries = [Entry(f"{prefix}{weights.container}/{layer.group}/{w.name}",

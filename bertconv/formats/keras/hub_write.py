@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import companions
-from ...containers.keras3_write import Keras3Object, write_keras3_file
+from ...containers.hdf5.keras3_write import Keras3Object, write_keras3_file
 from ...errors import bad_input
 from ...tensor import ArrayTensor, LazyTensor, ReshapedTensor
 from ...tree import ParameterTree, role_of

@@ -32,7 +32,7 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from ...containers import keras_h5
+from ...containers.hdf5 import keras as keras_h5
 from ...errors import bad_input
 from ...tree import Ignored, ParameterTree
 from ..assemble import Entry, assemble

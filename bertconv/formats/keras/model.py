@@ -1,7 +1,7 @@
 """What Keras does with a model's layers, for the formats that must know the model to read its
 Keras file: the order of `model.layers` in a functional model (hence of an HDF5 file's
 `layer_names`), and the group each layer gets in the Keras 3 weights layout, which stores no
-layer names (`containers/keras_h5.py` reads the files; it knows no model).
+layer names (`containers/hdf5/keras.py` reads the files; it knows no model).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...containers import keras_h5
+from ...containers.hdf5 import keras as keras_h5
 from ...errors import bad_input
 from ...tree import Ignored, ParameterTree
 from . import object_bundle

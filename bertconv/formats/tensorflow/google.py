@@ -47,7 +47,8 @@ from pathlib import Path
 
 from ... import json_text
 from ...config import BertConfig
-from ...containers import sstable, tf_bundle, tf_prefix
+from ...containers.tensorflow import sstable, bundle as tf_bundle, prefix as tf_prefix
+from ...containers.tensorflow import bundle_write as tf_bundle_write
 from ... import families
 from ...errors import bad_input
 from ...config.dialects import google_config_dict
@@ -441,7 +442,7 @@ def model_to_write(tree: ParameterTree) -> Model:
     return by_name.get(None) or by_name[name]
 
 
-def tensors_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) -> list[tf_bundle.TensorSource]:
+def tensors_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) -> list[tf_bundle_write.TensorSource]:
     """(name, dtype, shape, load) for every tensor of a Google checkpoint of `tree`."""
     if tree.conditional:
         raise bad_input(tree.path, "conditional LayerNorm (bert4keras layer_norm_cond) has no Google "
@@ -476,7 +477,7 @@ def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
     sources = tensors_to_write(tree, drop_untied_decoder=options.drop_untied_decoder)
     if options.on_tensor:
         sources = [(n, d, s, _reporting(load, options.on_tensor)) for n, d, s, load in sources]
-    tf_bundle.write_bundle(prefix, sources)
+    tf_bundle_write.write_bundle(prefix, sources)
     (directory / CONFIG_FILE).write_text(json.dumps(google_config_dict(tree.config), indent=2, sort_keys=True) + "\n")
     (directory / "checkpoint").write_text(
         f'model_checkpoint_path: "{PREFIX_NAME}"\nall_model_checkpoint_paths: "{PREFIX_NAME}"\n')

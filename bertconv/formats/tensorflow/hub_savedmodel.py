@@ -36,7 +36,7 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from ...containers import tf_bundle, tf_prefix
+from ...containers.tensorflow import bundle as tf_bundle, prefix as tf_prefix
 from ...tree import ParameterTree
 from . import object_bundle
 from ..table import Row, Skip, Table, dense_rows, norm_rows

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from ...containers import tf_bundle, tf_prefix, trackable
+from ...containers.tensorflow import bundle as tf_bundle, prefix as tf_prefix, trackable
 from ...errors import bad_input
 from ...lazy import lazy_module
 from ...tensor import LazyTensor

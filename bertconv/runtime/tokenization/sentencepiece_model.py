@@ -19,7 +19,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...containers import protowire as pw
+from ...containers.tensorflow import protowire as pw
 from ...errors import bad_input
 
 #: SentencePiece.Type: what a piece is. CONTROL pieces ([CLS], <pad>) never come out of text

@@ -6,7 +6,7 @@ group `<path>/vars` holding datasets `0`, `1`, ... in the order the object creat
 `name` attribute the object's Keras name (Keras 3.15 writes it; loading reads the paths alone).
 Objects without variables need no group: Keras loads an absent path as no variables.
 
-Written in the two passes of `containers/hdf5_workarounds.py`: h5py writes the structure with
+Written in the two passes of `containers/hdf5/workarounds.py`: h5py writes the structure with
 storage allocated but unfilled, once the disk is known to have room; then plain file writes put
 each tensor at its dataset's offset.
 """
@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from .. import dtypes
-from ..errors import bad_input
-from ..lazy import lazy_module
-from ..tensor import LazyTensor
-from .hdf5_workarounds import allocated_unfilled, check_free_space, write_at_offsets
+from ... import dtypes
+from ...errors import bad_input
+from ...lazy import lazy_module
+from ...tensor import LazyTensor
+from .workarounds import allocated_unfilled, check_free_space, write_at_offsets
 
 if TYPE_CHECKING:
     import h5py

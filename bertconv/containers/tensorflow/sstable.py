@@ -1,5 +1,5 @@
 """LevelDB's table format (SSTable), read and written: the container of TensorFlow's checkpoint
-index (`containers/tf_bundle.py` keeps its tensor entries in one).
+index (`containers/tensorflow/bundle.py` keeps its tensor entries in one).
 
 Layout (every integer little-endian; `varint` is protobuf's base-128 encoding):
 
@@ -34,7 +34,7 @@ from typing import BinaryIO, Iterator, NamedTuple
 import cramjam
 from google_crc32c import cext as crc32c  # the compiled implementation, or ImportError
 
-from ..errors import bad_input
+from ...errors import bad_input
 from . import protowire as pw
 
 TABLE_MAGIC = 0xDB4775248B80FB57

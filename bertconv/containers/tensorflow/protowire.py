@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
-from ..errors import BadInput, bad_input
+from ...errors import BadInput, bad_input
 
 WIRE_VARINT = 0
 WIRE_FIXED64 = 1

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..errors import bad_input
-from .tf_bundle import INDEX_SUFFIX
+from ...errors import bad_input
+from .bundle import INDEX_SUFFIX
 
 DATA_FILE_PATTERN = re.compile(r"^(?P<prefix>.+)\.data-(?P<shard>\d{5})-of-(?P<shards>\d{5})$")
 CHECKPOINT_STATE_FILE = "checkpoint"

@@ -36,7 +36,7 @@ its file offset; any other dataset (chunked, compressed, compact, big-endian) a 
 through h5py when asked, once its stored size is known to back its shape. Data kept outside the
 file (external links, external storage, virtual datasets) is refused. HDF5 is C code that can
 loop or crash on a damaged file or a full disk, so what it would trip on is kept from it
-(`containers/hdf5_workarounds.py`: `check_global_heaps` before any name is read; the writer's two
+(`containers/hdf5/workarounds.py`: `check_global_heaps` before any name is read; the writer's two
 passes). Every malformation is a `BadInput` naming the file, layer and weight.
 """
 
@@ -47,15 +47,15 @@ import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from .. import dtypes
-from ..dtypes import DType
-from ..errors import BadInput, bad_input
-from ..lazy import lazy_module
-from ..tensor import ArrayTensor, LazyTensor, MappedTensor, check_span, file_size
-from .hdf5_signature import is_hdf5
-from .hdf5_workarounds import allocated_unfilled, check_free_space, check_global_heaps, write_at_offsets
+from ... import dtypes
+from ...dtypes import DType
+from ...errors import BadInput, bad_input
+from ...lazy import lazy_module
+from ...tensor import ArrayTensor, LazyTensor, MappedTensor, check_span, file_size
+from .signature import is_hdf5
+from .workarounds import check_global_heaps
 
 if TYPE_CHECKING:
     import h5py
@@ -64,9 +64,6 @@ else:  # imported on first use: most commands read no HDF5 file, and headers nee
     h5py = lazy_module("h5py")
     np = lazy_module("numpy")
 
-#: Keras splits a list attribute whose array is larger than this over `name0`, `name1`, ...
-#: (tf_keras/src/saving/legacy/hdf5_format.py, HDF5_OBJECT_HEADER_LIMIT).
-HDF5_OBJECT_HEADER_LIMIT = 64512
 LAYER_NAMES = "layer_names"
 WEIGHT_NAMES = "weight_names"
 TOP_LEVEL_WEIGHTS = "top_level_model_weights"
@@ -123,38 +120,6 @@ class KerasWeightsFile:
     keras_version: str | None
 
 
-@dataclass(frozen=True)
-class Keras3Layer:
-    """One group of a Keras 3 layout's `layers` container.
-
-    `group` is its name there (`multi_head_attention_1`); `weights` every dataset below it, each
-    named by its path under the group (`vars/0`, `q_dense/vars/1`), sorted by name.
-    """
-
-    group: str
-    weights: tuple[KerasWeight, ...]
-
-
-@dataclass(frozen=True)
-class Keras3WeightsFile:
-    """A Keras 3 layout weights file.
-
-    Attributes:
-      container: the path of the `layers` group holding the model's layers: `layers`, or
-        `layers/<group>/layers` when the file's model has one nested model and nothing else with
-        weights (`nested` is then that group's name).
-      layers: the container's groups, weightless ones too, sorted by name.
-      extra: datasets outside the container (the model's own `vars`, an optimizer's state), each
-        named by its path in the file.
-    """
-
-    path: Path
-    container: str
-    layers: tuple[Keras3Layer, ...]
-    extra: tuple[KerasWeight, ...]
-    nested: str | None = None
-
-
 class H5Tensor(LazyTensor):
     """A dataset read through h5py when asked (chunked, filtered, compact or big-endian storage).
 
@@ -192,7 +157,7 @@ def layout(path: Path) -> str | None:
         with h5py.File(path, "r") as f:
             if _weights_group(f) is not None:
                 return "keras2"
-            if _is_keras3(f):
+            if is_keras3(f):
                 return "keras3"
     except Exception:  # noqa: BLE001 - sniffing answers "not mine" for any unreadable file
         return None
@@ -220,7 +185,7 @@ def layer_names(path: Path) -> list[str]:
         return []
 
 
-def _is_keras3(f: h5py.File) -> bool:
+def is_keras3(f: h5py.File) -> bool:
     layers = f.get(KERAS3_LAYERS)
     return isinstance(layers, h5py.Group) and any(
         isinstance(child, h5py.Group) and KERAS3_VARS in child for child in layers.values())
@@ -245,13 +210,13 @@ def _has_list_attr(attrs, name: str) -> bool:
 
 def read_weights_file(path: Path) -> KerasWeightsFile:
     """Parse a Keras 2 weights file: layers, their ordered weights, lazy tensors (no data read)."""
-    return _read_guarded(Path(path), _read_open)
+    return read_guarded(Path(path), _read_open)
 
 
 def _read_open(path: Path, f: h5py.File) -> KerasWeightsFile:
     group = _weights_group(f)
     if group is None:
-        if _is_keras3(f):
+        if is_keras3(f):
             raise bad_input(path, "is in the Keras 3 weights layout (/layers/<class name>/vars/<n>, what "
                                   "save_weights writes for a path ending in .weights.h5), not the Keras 2 "
                                   "layout with layer names that this reader expects")
@@ -260,7 +225,7 @@ def _read_open(path: Path, f: h5py.File) -> KerasWeightsFile:
                               f"not a Keras weights file")
     size = file_size(path)
     names = _string_list(path, group.attrs, LAYER_NAMES, "the root")
-    _check_layer_names(path, names)
+    check_layer_names(path, names)
     layers: list[KerasLayer] = []
     for name in names:
         layers.extend(_read_layer(path, group, name, size))
@@ -285,7 +250,7 @@ def read_layers_unexpanded(path: Path) -> KerasWeightsFile:
     nested model; and a layer may list weights another layer owns (the MLM head holds the
     embeddings layer for its decoder), so one weight name can appear under two layers.
     """
-    return _read_guarded(Path(path), _read_unexpanded_open)
+    return read_guarded(Path(path), _read_unexpanded_open)
 
 
 def _read_unexpanded_open(path: Path, f: h5py.File) -> KerasWeightsFile:
@@ -296,7 +261,7 @@ def _read_unexpanded_open(path: Path, f: h5py.File) -> KerasWeightsFile:
                               f"not a Keras weights file")
     size = file_size(path)
     names = _string_list(path, group.attrs, LAYER_NAMES, "the root")
-    _check_layer_names(path, names)
+    check_layer_names(path, names)
     layers = []
     for name in names:
         child = group.get(name)
@@ -321,7 +286,7 @@ def read_listed_datasets(path: Path) -> tuple[KerasWeight, ...]:
     `save_pretrained` with a `max_shard_size`): each weight a dataset at its name minus the
     model's (`bert/embeddings/LayerNorm/beta:0`), the root `layer_names` listing those paths.
     """
-    return _read_guarded(Path(path), _read_listed_open)
+    return read_guarded(Path(path), _read_listed_open)
 
 
 def _read_listed_open(path: Path, f: h5py.File) -> tuple[KerasWeight, ...]:
@@ -340,17 +305,11 @@ def _read_listed_open(path: Path, f: h5py.File) -> tuple[KerasWeight, ...]:
         if not isinstance(found, h5py.Dataset):
             what = "nothing" if found is None else "a group"
             raise bad_input(path, f"layer_names lists dataset {name!r} but the file holds {what} there")
-        weights.append(KerasWeight(name, _keras3_weight(path, f, name, size)))
+        weights.append(KerasWeight(name, dataset_at(path, f, name, size)))
     return tuple(weights)
 
 
-def read_keras3_file(path: Path) -> Keras3WeightsFile:
-    """Parse a Keras 3 layout weights file: its layer groups and their datasets, as lazy tensors
-    (no data read). Which group is which layer the file does not say (see the module docstring)."""
-    return _read_guarded(Path(path), _read_keras3_open)
-
-
-def _read_guarded(path: Path, read):
+def read_guarded(path: Path, read):
     """`read(path, open_file)` on an HDF5 file checked first for what would hang HDF5, with any
     HDF5 error turned into `BadInput` naming the file."""
     if not is_hdf5(path):
@@ -365,49 +324,7 @@ def _read_guarded(path: Path, read):
         raise bad_input(path, f"cannot read as HDF5: {type(exc).__name__}: {exc}") from None
 
 
-def _read_keras3_open(path: Path, f: h5py.File) -> Keras3WeightsFile:
-    if not _is_keras3(f):
-        roots = ", ".join(sorted(f.keys())[:8]) or "nothing"
-        raise bad_input(path, f"not in the Keras 3 weights layout (no /{KERAS3_LAYERS}/<group>/"
-                              f"{KERAS3_VARS}; the root holds: {roots})")
-    size = file_size(path)
-    datasets: list[str] = []
-    f.visititems(lambda name, obj: datasets.append(name) if isinstance(obj, h5py.Dataset) else None)
-    weights = {name: _keras3_weight(path, f, name, size) for name in sorted(datasets)}
-    container, nested = _keras3_container(f, weights)
-    prefix = container + "/"
-    groups: dict[str, list[KerasWeight]] = {
-        name: [] for name, child in sorted(f[container].items()) if isinstance(child, h5py.Group)}
-    extra = []
-    for name, tensor in weights.items():
-        group, _, relative = name[len(prefix):].partition("/")
-        if name.startswith(prefix) and relative:
-            groups[group].append(KerasWeight(relative, tensor))
-        else:
-            extra.append(KerasWeight(name, tensor))
-    layers = tuple(Keras3Layer(group, tuple(ws)) for group, ws in groups.items())
-    return Keras3WeightsFile(path, container, layers, tuple(extra), nested)
-
-
-def _keras3_container(f: h5py.File, weights: dict[str, LazyTensor]) -> tuple[str, str | None]:
-    """The `layers` group holding the model's layers, and the nested model's group if it is one
-    level down: a root container whose only group with weights is a model with a container of
-    its own (a model called as a layer inside another)."""
-    weighted = sorted({name.split("/")[1] for name in weights if name.startswith(KERAS3_LAYERS + "/")})
-    only = f[KERAS3_LAYERS].get(weighted[0]) if len(weighted) == 1 else None
-    if isinstance(only, h5py.Group) and isinstance(only.get(KERAS3_LAYERS), h5py.Group):
-        return f"{KERAS3_LAYERS}/{weighted[0]}/{KERAS3_LAYERS}", weighted[0]
-    return KERAS3_LAYERS, None
-
-
-def _keras3_weight(path: Path, f: h5py.File, name: str, size: int) -> LazyTensor:
-    dataset = f[name]
-    if not os.path.samefile(dataset.file.filename, path):
-        raise bad_input(path, f"dataset {name!r} is an external link into {dataset.file.filename}; refused")
-    return _tensor(path, dataset, size, f"dataset {name!r}")
-
-
-def _check_layer_names(path: Path, names: list[str]) -> None:
+def check_layer_names(path: Path, names: list[str]) -> None:
     duplicates = sorted(n for n, count in Counter(names).items() if count > 1)
     if duplicates:
         raise bad_input(path, f"layer_names lists {', '.join(map(repr, duplicates))} more than once")
@@ -453,10 +370,18 @@ def _read_weight(path: Path, group: h5py.Group, layer: str, name: str, size: int
                               f"{group.name}/{name}")
     if not os.path.samefile(dataset.file.filename, path):
         raise bad_input(path, f"{where} is an external link into {dataset.file.filename}; refused")
-    return KerasWeight(name, _tensor(path, dataset, size, where))
+    return KerasWeight(name, dataset_tensor(path, dataset, size, where))
 
 
-def _tensor(path: Path, dataset: h5py.Dataset, size: int, where: str) -> LazyTensor:
+def dataset_at(path: Path, f: h5py.File, name: str, size: int) -> LazyTensor:
+    """Dataset `name` of the open file `f` as a lazy tensor, refused when it is an external link."""
+    dataset = f[name]
+    if not os.path.samefile(dataset.file.filename, path):
+        raise bad_input(path, f"dataset {name!r} is an external link into {dataset.file.filename}; refused")
+    return dataset_tensor(path, dataset, size, f"dataset {name!r}")
+
+
+def dataset_tensor(path: Path, dataset: h5py.Dataset, size: int, where: str) -> LazyTensor:
     try:
         dtype = dtypes.from_numpy(dataset.dtype)
     except (KeyError, TypeError):
@@ -511,7 +436,7 @@ def _extra_weights(path: Path, f: h5py.File, group: h5py.Group, size: int) -> li
         datasets: list[str] = []
         optimizer.visititems(lambda n, obj: datasets.append(n) if isinstance(obj, h5py.Dataset) else None)
         extra.extend(KerasWeight(f"{OPTIMIZER_WEIGHTS}/{n}",
-                                 _tensor(path, optimizer[n], size, f"{OPTIMIZER_WEIGHTS}/{n}"))
+                                 dataset_tensor(path, optimizer[n], size, f"{OPTIMIZER_WEIGHTS}/{n}"))
                      for n in datasets)
     return extra
 
@@ -554,82 +479,3 @@ def _string_attr(attrs, name: str) -> str | None:
     return None if value is None else str(value)
 
 
-# --- writing --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LayerToWrite:
-    """A layer of the file to write: its name and its (Keras weight name, tensor) pairs in order.
-
-    A weightless layer (Input, Dropout, Add, ...) has no weights but is still listed, as Keras
-    lists every layer of `model.layers`.
-    """
-
-    name: str
-    weights: tuple[tuple[str, LazyTensor], ...] = ()
-
-
-def write_weights_file(path: Path, layers: Sequence[LayerToWrite], *, backend: str, keras_version: str,
-                       on_tensor: Callable[[int], None] | None = None) -> None:
-    """Write a Keras 2 weights file as `save_weights_to_hdf5_group` does, one tensor at a time.
-
-    `layers` in `model.layers` order. Groups are created in sorted name order, datasets at
-    `<layer>/<weight name>`, and an empty `top_level_model_weights` group closes the file, as
-    tf-keras 2.x writes.
-
-    Two passes, because HDF5 cannot survive a failed write (`containers/hdf5_workarounds.py`):
-    h5py writes the structure alone, after a check that the disk has room for the whole file;
-    then the tensors are written at their datasets' offsets with plain file writes.
-    `on_tensor(nbytes)` is called after each tensor.
-    """
-    path = Path(path)
-    _check_layer_names(path, [layer.name for layer in layers])
-    for layer in layers:
-        for name, tensor in layer.weights:
-            if tensor.dtype is dtypes.BFLOAT16:
-                raise bad_input(path, f"layer {layer.name!r} weight {name!r} is bfloat16, which Keras HDF5 "
-                                      f"files cannot hold; widen it to float32 first")
-    check_free_space(path, data_bytes=sum(tensor.nbytes for layer in layers for _, tensor in layer.weights),
-                     objects=sum(2 + 2 * len(layer.weights) for layer in layers),  # groups, datasets, parents
-                     name_bytes=sum(len(name) for layer in layers for name, _ in layer.weights)
-                     + sum(len(layer.name) for layer in layers))
-    placed = _write_structure(path, layers, backend=backend, keras_version=keras_version)
-    write_at_offsets(path, placed, on_tensor)
-
-
-def _write_structure(path: Path, layers: Sequence[LayerToWrite], *, backend: str,
-                     keras_version: str) -> list[tuple[int | None, str, LazyTensor]]:
-    """The file without tensor data; returns (offset, where, tensor) for every dataset."""
-    placed = []
-    with h5py.File(path, "w") as f:
-        _save_list_attr(f, LAYER_NAMES, [layer.name for layer in layers])
-        f.attrs["backend"] = backend.encode("utf-8")
-        f.attrs["keras_version"] = keras_version.encode("utf-8")
-        for layer in sorted(layers, key=lambda layer: layer.name):
-            group = f.create_group(layer.name)
-            _save_list_attr(group, WEIGHT_NAMES, [name for name, _ in layer.weights])
-            for name, tensor in layer.weights:
-                dataset = group.create_dataset(name, tuple(tensor.shape), dtype=tensor.dtype.numpy,
-                                               dcpl=allocated_unfilled())
-                placed.append((dataset.id.get_offset(), f"layer {layer.name!r} weight {name!r}", tensor))
-        top = f.create_group(TOP_LEVEL_WEIGHTS)
-        _save_list_attr(top, WEIGHT_NAMES, [])
-    return placed
-
-
-def _save_list_attr(group: h5py.Group, name: str, values: list[str]) -> None:
-    """`save_attributes_to_hdf5_group`: one attribute, or `name0`, `name1`, ... each holding a
-    contiguous part under HDF5_OBJECT_HEADER_LIMIT bytes (split as numpy.array_split does)."""
-    data = [v.encode("utf-8") for v in values]
-    too_long = [v for v in data if len(v) > HDF5_OBJECT_HEADER_LIMIT]
-    if too_long:
-        raise ValueError(f"names longer than {HDF5_OBJECT_HEADER_LIMIT} bytes cannot be stored: {too_long[:1]!r}")
-    array = np.asarray(data)
-    chunks = 1
-    while any(part.nbytes > HDF5_OBJECT_HEADER_LIMIT for part in np.array_split(array, chunks)):
-        chunks += 1
-    if chunks == 1:
-        group.attrs[name] = data
-        return
-    for index, part in enumerate(np.array_split(array, chunks)):
-        group.attrs[f"{name}{index}"] = part

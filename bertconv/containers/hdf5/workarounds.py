@@ -13,7 +13,7 @@ keeps HDF5 from meeting those cases at all:
   the whole file; `write_at_offsets` then writes the tensors at their datasets' offsets with
   plain file writes, where a full disk is an ordinary OSError.
 
-Layout-agnostic: `containers/keras_h5.py` applies both to Keras' files.
+Layout-agnostic: `containers/hdf5/keras.py` applies both to Keras' files.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ import struct
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
-from ..errors import bad_input
-from ..lazy import lazy_module
-from ..tensor import LazyTensor
-from .writeback import EarlyWriteback
+from ...errors import bad_input
+from ...lazy import lazy_module
+from ...tensor import LazyTensor
+from ..writeback import EarlyWriteback
 
 if TYPE_CHECKING:
     import h5py
