@@ -110,3 +110,20 @@ def test_make_fixtures_runs_every_fixture_script():
     scripts = {path.name for path in (ROOT / "fixtures").glob("make_*.py")}
     run = set(re.findall(r"fixtures/(make_\w+\.py)", recipe.group(1)))
     assert scripts and scripts == run, f"not run by `make fixtures`: {sorted(scripts - run)}"
+
+
+#: The size a module or a package folder may grow to before it is split by job (issue 30).
+MAX_MODULE_LINES = 500
+MAX_FOLDER_MODULES = 15
+
+
+def test_no_module_outgrows_one_job():
+    long = {str(path.relative_to(ROOT)): n for path in PACKAGE.rglob("*.py")
+            if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines (split them by job): {long}"
+
+
+def test_no_package_folder_holds_more_than_fifteen_modules():
+    crowded = {str(folder.relative_to(ROOT)): n for folder in [PACKAGE, *PACKAGE.rglob("*")]
+               if folder.is_dir() and (n := len(list(folder.glob("*.py")))) > MAX_FOLDER_MODULES}
+    assert not crowded, f"folders over {MAX_FOLDER_MODULES} modules (group them): {crowded}"
