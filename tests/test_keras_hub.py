@@ -375,3 +375,52 @@ def test_an_onnx_export_computes_the_head_as_keras_hub_does(tmp_path):
     pytest.importorskip("onnxruntime", reason="onnxruntime (a test oracle) is not installed")
     result = convert(formats.read(KERAS_HUB / "bert"), tmp_path / "onnx", "onnx")
     assert (tmp_path / "onnx" / "model.onnx").is_file() and result.tensors
+
+
+# --- ELECTRA: keras-hub 0.32 has its backbone and no task ----------------------------------------
+
+
+@pytest.mark.parametrize("model, head", [("generator", "mlm"), ("discriminator", "rtd")])
+def test_an_electra_head_is_refused_unless_its_loss_is_accepted(model, head, tmp_path):
+    source = FIXTURES / "family_hf" / "electra" / model
+    refused = run_cli("convert", source, tmp_path / "refused", "--to", "keras-hub", "--accept-loss", "hidden_act")
+    assert refused.exit_code == 2 and f"--accept-loss {head}" in refused.stderr and "ElectraBackbone" in refused.stderr
+    assert not (tmp_path / "refused").exists()
+    result = convert(formats.read(source), tmp_path / "preset", "keras-hub", accept_loss=("hidden_act", head))
+    assert any(f"the {head} head is not in the preset" in note for note in result.notes)
+    assert any(i.reason.startswith("a head the target has no place for") for i in result.ignored)
+    written = formats.read(tmp_path / "preset")
+    assert not written.heads.mlm and not written.heads.rtd and not (tmp_path / "preset" / "task.json").exists()
+    tree = formats.read(source)
+    for param in written:
+        if param.name in tree:
+            assert np.array_equal(bits(param.tensor.read()), bits(tree[param.name].tensor.read())), param.name
+
+
+def test_an_electra_backbone_preset_round_trips_through_bert4keras(tmp_path):
+    """keras-hub's ELECTRA has a pooler, which transformers' has not (refused there, naming it);
+    bert4keras holds it, and the preset comes back the same bits."""
+    source = KERAS_HUB / "electra_backbone"
+    refused = run_cli("convert", source, tmp_path / "hf", "--to", "hf")
+    assert refused.exit_code == 2 and "pooler" in refused.stderr
+    convert(formats.read(source), tmp_path / "b4k", "bert4keras")
+    convert(formats.read(tmp_path / "b4k"), tmp_path / "kh", "keras-hub")
+    with h5py.File(source / "model.weights.h5") as a, h5py.File(tmp_path / "kh" / "model.weights.h5") as b:
+        stored = []
+        a.visititems(lambda n, o: stored.append(n) if isinstance(o, h5py.Dataset) else None)
+        for dataset in stored:
+            assert np.array_equal(bits(a[dataset][()]), bits(b[dataset][()])), dataset
+
+
+@kerashub
+def test_keras_hub_loads_an_electra_backbone_preset(tmp_path):
+    source = FIXTURES / "family_hf" / "electra" / "model"
+    convert(formats.read(source), tmp_path / "preset", "keras-hub", accept_loss=("hidden_act",))
+    written = formats.read(tmp_path / "preset")
+    inputs = _inputs(written.config.vocab_size)
+    np.savez(tmp_path / "inputs.npz", **inputs)
+    info, loaded = keras_hub_oracle(tmp_path / "preset", tmp_path / "inputs.npz", tmp_path)
+    assert info["class"] == "ElectraBackbone" and info["parameters"] == audit(written)["parameters"]
+    valid = inputs["padding_mask"].astype(bool)
+    np.testing.assert_allclose(loaded["sequence_output"][valid], masked_logits(written, inputs)["sequence_output"][valid],
+                               atol=PRESET_ATOL)

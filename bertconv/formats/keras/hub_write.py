@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -52,12 +53,15 @@ def write_caveats(tree: ParameterTree) -> list[str]:
     notes = []
     if not family.segments:
         notes += hub_positions.caveats(tree, family.position_offset)
+    if not family.masked_lm and _heads(tree):
+        notes.append(f"the {' and '.join(_heads(tree))} head is not in the preset: keras-hub {KERAS_HUB_VERSION} has "
+                     f"{family.backbone} and no task that computes it")
     if not tokenizer_assets(tree, family):
         notes.append(f"the source has no {' and '.join(family.vocabulary.values())}: the preset has no tokenizer "
                      f"(from_preset loads the model without a preprocessor)")
     if not tree.heads.pooler and any(row.canonical.startswith("pooler.") for row in family.table.rows):
         notes.append("the source has no pooler and keras-hub's backbone has one: it is written as zeros (its "
-                     "pooled output is 0; the masked LM does not read it)")
+                     "pooled output is 0; no head reads it)")
     return notes
 
 
@@ -158,6 +162,8 @@ def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
                                    f"{family.task} decodes with the token embedding; nothing was written")
     refuse_sentence_head_without_pooler(tree, ("nsp", "sop"), "keras-hub has no sentence head")
     source = tree
+    if not family.masked_lm:
+        tree = _backbone_only(tree, family, getattr(options, "accept_loss", ()))
     if not family.segments:
         tree = hub_positions.to_preset(tree, family.position_offset)
     backbone, task = _objects(tree, family)
@@ -199,6 +205,24 @@ def tokenizer_assets(tree: ParameterTree, family: KerasHubFamily) -> dict[str, P
         raise bad_input(next(iter(assets.values())), f"is there without {', '.join(missing)}, which keras-hub's "
                                                      f"{family.tokenizer} needs beside it; nothing was written")
     return assets
+
+
+def _heads(tree: ParameterTree) -> list[str]:
+    """The heads of `tree` beyond the pooler (mlm, rtd, ...)."""
+    return sorted({role_of(name).head for name in tree.params} - {None, "pooler"})
+
+
+def _backbone_only(tree: ParameterTree, family: KerasHubFamily, accept_loss: tuple[str, ...]) -> ParameterTree:
+    """`tree` without its heads, for a family keras-hub has a backbone of and no task: refused
+    unless each head's loss is accepted by name (`--accept-loss mlm`)."""
+    heads = _heads(tree)
+    refused = [head for head in heads if head not in accept_loss]
+    if refused:
+        flags = " ".join(f"--accept-loss {head}" for head in refused)
+        raise bad_input(tree.path, f"keras-hub {KERAS_HUB_VERSION} has {family.backbone} and no task for it: its "
+                                   f"preset holds the encoder alone, without the {' and '.join(refused)} head; "
+                                   f"nothing was written: pass {flags} to write the encoder without it")
+    return replace(tree, params={name: p for name, p in tree.params.items() if role_of(name).head not in heads})
 
 
 def _write_tokenizer(tree: ParameterTree, family: KerasHubFamily, directory: Path,
