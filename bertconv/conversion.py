@@ -47,12 +47,15 @@ class WriteOptions:
       on_tensor: called with each tensor's byte count as it is written (progress).
       dtype: the dtype to write the weights in, for a format that offers a choice (its registry
         entry's `dtypes`: onnx's float32 or float16); None writes them as the format does by default.
+      accept_loss: the fields and heads (`--accept-loss mlm`) the user accepts losing: a writer
+        whose format has no place for a head leaves it out only when it is named here.
     """
 
     max_shard_bytes: int | None = None
     drop_untied_decoder: bool = False
     dtype: str | None = None
     on_tensor: Callable[[int], None] | None = None
+    accept_loss: tuple[str, ...] = ()
 
 
 @dataclass
@@ -146,6 +149,7 @@ def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool 
     result = Conversion(tree, destination, target,
                         notes=[*require_read(tree, accept_loss), *_default_notes(tree),
                                *(copy.sentence() for copy in differing_copies(tree))])
+    options = replace(options, accept_loss=accept_loss)
     written_tree = tree
     # A family without token types (DistilBERT) has a library that never looks them up.
     if fmt.token_type_table and families.of(tree.config).token_types and tree.config.type_vocab_size == 0:
@@ -166,9 +170,10 @@ def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool 
                 output = formats.read(partial)
                 dropped = ("mlm.decoder", "mlm.decoder_bias") if options.drop_untied_decoder else ()
                 accepted = (*accept_loss, "tie_word_embeddings") if dropped else accept_loss
-                result.notes += _kept_computation(written_tree, output, destination, accepted, dropped)
+                heads = tuple(n for n in tree.params if role_of(n).head in accept_loss and n not in output.params)
+                result.notes += _kept_computation(written_tree, output, destination, accepted, dropped + heads)
                 result.tensors = [p.source for p in output]
-                result.ignored = _set_aside(tree, set(output.params))
+                result.ignored = _set_aside(tree, set(output.params), absent=_HEAD_NOT_WRITTEN if heads else None)
             result.notes += fmt.caveats(tree)
     except OSError as exc:
         raise bad_input(destination, f"cannot write: {_write_failure(exc)}; nothing was left at the "
@@ -285,6 +290,7 @@ def _kept_computation(source: ParameterTree, output: ParameterTree, destination:
     return [f"accepted loss: {name} is {a!r} in the source, {b!r} in the output" for name, a, b in changed]
 
 
+_HEAD_NOT_WRITTEN = "a head the target has no place for, left out (--accept-loss)"
 _NOT_EXPORTED = "not part of the export, which computes the MLM logits alone"
 
 

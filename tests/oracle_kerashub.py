@@ -40,7 +40,8 @@ def main(directory: Path, inputs_path: Path, out_path: Path) -> None:
         backbone = cls.from_preset(str(directory))
     names = [i.name for i in backbone.inputs]
     backbone_feed = {k: v for k, v in feed.items() if k in names}
-    outputs = {"sequence_output": np.asarray(backbone(backbone_feed)["sequence_output"])}
+    output = backbone(backbone_feed)  # a dict with the pooled output (BERT), or the sequence alone (RoBERTa)
+    outputs = {"sequence_output": np.asarray(output["sequence_output"] if isinstance(output, dict) else output)}
     model = task or backbone
     if task is not None:
         outputs["mlm_logits"] = np.asarray(task({**backbone_feed, "mask_positions": feed["mask_positions"]}))

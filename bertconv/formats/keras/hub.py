@@ -1,5 +1,6 @@
 """keras-hub presets: the directory `task.save_to_preset(dir)` writes for a masked LM
-(`BertMaskedLM`, `AlbertMaskedLM`) and `backbone.save_to_preset(dir)` for its backbone.
+(`BertMaskedLM`, `AlbertMaskedLM`, `RobertaMaskedLM`, `XLMRobertaMaskedLM`, `DistilBertMaskedLM`)
+and `backbone.save_to_preset(dir)` for its backbone (and ELECTRA's, which has no masked-LM task).
 
     config.json          the backbone, serialized by Keras (`registered_name` keras_hub>BertBackbone)
     model.weights.h5     the backbone's weights, Keras 3 layout (containers/hdf5/keras.py reads it)
@@ -27,6 +28,7 @@ from ...errors import bad_input
 from ...tensor import LazyTensor, ReshapedTensor
 from ...tree import ParameterTree
 from ..assemble import Entry, assemble
+from .hub_positions import from_preset
 from .hub_table import (
     BY_BACKBONE,
     CONFIG_FILE,
@@ -101,11 +103,12 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     else:  # a backbone preset: no head computes with the task's numerics
         config = replace(config, mlm_hidden_act=None, mlm_layer_norm_eps=None)
     vocab = directory / TOKENIZER_ASSETS / "vocabulary.txt"
-    return assemble(format_name=FORMAT, path=model_path, entries=entries, table=family.table, config=config,
-                    default_activation=config.hidden_act, num_heads=num_heads, files=files,
+    tree = assemble(format_name=FORMAT, path=model_path, entries=entries, table=family.table_for(config.embedding_projection),
+                    config=config, default_activation=config.hidden_act, num_heads=num_heads, files=files,
                     vocab=vocab if vocab.is_file() else None,
                     rename=lambda name: name.replace(FIRST_ENCODER, FIRST_ENCODER[:-1] + "_0/", 1),
                     family=family.model_type)
+    return from_preset(tree, family.position_offset)
 
 
 def read_config(path: Path) -> tuple[KerasHubFamily, BertConfig]:
@@ -140,8 +143,8 @@ def read_config(path: Path) -> tuple[KerasHubFamily, BertConfig]:
     stated = {name: value for name, value in family.stated.items() if value is not None}
     provenance = {**{name: "file" for name in fields}, **{name: "format" for name in stated},
                   "model_type": "format", "tie_word_embeddings": "format"}
-    if "embedding_size" in fields:
-        fields["embedding_projection"] = True
+    if "embedding_size" in fields:  # ALBERT projects always, ELECTRA when E < H (as bertconv's families)
+        fields["embedding_projection"] = "num_groups" in family.config_keys or fields["embedding_size"] != fields["hidden_size"]
     config = BertConfig(**fields, **stated, model_type=family.model_type, provenance=provenance, source=path)
     if policy not in DTYPE_POLICIES:
         raise bad_input(path, f"dtype policy {policy!r}: a mixed or quantized model computes otherwise than its "

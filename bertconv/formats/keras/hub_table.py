@@ -11,8 +11,12 @@ Names are the Keras 3 paths of a variable inside its file, under `layers/`, as
 then `transformer_encoder_1`, ...), its sub-layers the attributes holding them. The first encoder
 layer's group carries no index; the table spells it `transformer_encoder_0` (`spelled_index`).
 Attention kernels are stored per head ([H, A, D], output [A, D, H]) and read reshaped to the
-canonical [H, H] (`HEADWISE`). Adding a family (XLM-RoBERTa, DistilBERT, ...) is one more
-`KerasHubFamily` in `FAMILIES`.
+canonical [H, H] (`HEADWISE`). Adding a family is one more `KerasHubFamily` in `FAMILIES`.
+
+RoBERTa, XLM-RoBERTa and DistilBERT embed with a `TokenAndPositionEmbedding` (no token types, no
+pooler); RoBERTa's positions start past the padding index in transformers and at row 0 in
+keras-hub (`formats/keras/hub_positions.py`). ELECTRA has a backbone and no masked-LM task in
+keras-hub 0.32: its presets carry the encoder, never the MLM or replaced-token head.
 """
 
 from __future__ import annotations
@@ -105,6 +109,34 @@ ALBERT_TABLE = Table("keras-hub", (
 ), skips=_SKIPS)
 
 
+#: RoBERTa, XLM-RoBERTa, DistilBERT: token and position embeddings in one layer, no pooler.
+_TOKEN_AND_POSITION = MODEL_PREFIX + "layers/token_and_position_embedding"
+ROBERTA_TABLE = Table("keras-hub", (
+    Row("embeddings.word", _TOKEN_AND_POSITION + "/token_embedding/vars/0"),
+    Row("embeddings.position", _TOKEN_AND_POSITION + "/position_embedding/vars/0"),
+    *_norm("embeddings.norm", MODEL_PREFIX + "layers/layer_normalization"),
+    *_ENCODER_ROWS,
+    *_HEAD_ROWS,
+), skips=_SKIPS)
+
+
+def _electra_table(projected: bool) -> Table:
+    """ELECTRA's backbone: the projection E -> H is the first Dense when E differs from H (only
+    then has the backbone one), the pooler the next."""
+    return Table("keras-hub", (
+        Row("embeddings.word", MODEL_PREFIX + "layers/reversible_embedding/vars/0"),
+        Row("embeddings.position", MODEL_PREFIX + "layers/position_embedding/vars/0"),
+        Row("embeddings.token_type", MODEL_PREFIX + "layers/embedding/vars/0"),
+        *_norm("embeddings.norm", MODEL_PREFIX + "layers/layer_normalization"),
+        *(_dense("embeddings.projection", MODEL_PREFIX + "layers/dense") if projected else ()),
+        *_ENCODER_ROWS,
+        *_dense("pooler", MODEL_PREFIX + ("layers/dense_1" if projected else "layers/dense")),
+    ), skips=_SKIPS)
+
+
+ELECTRA_TABLE, ELECTRA_UNPROJECTED_TABLE = _electra_table(True), _electra_table(False)
+
+
 @dataclass(frozen=True)
 class KerasHubFamily:
     """One family's keras-hub preset, declared.
@@ -122,6 +154,12 @@ class KerasHubFamily:
       tokenizer_config: keys the tokenizer's config states beside `config_file`.
       object_names: Keras names of the layers, by their path's group (for the `vars` groups'
         `name` attributes), `{i}` the encoder layer.
+      segments: whether the backbone has token types (a segment embedding); without, a preset's
+        positions start at row `position_offset` of the canonical table (`hub_positions`).
+      unprojected_table: where the variables lie when the embeddings are not projected (ELECTRA
+        with E = H), if that differs from `table`.
+      masked_lm: whether keras-hub has a masked-LM task for the family (ELECTRA's has none: its
+        presets are the backbone's, with no head).
     """
 
     model_type: str
@@ -136,6 +174,14 @@ class KerasHubFamily:
     vocabulary: dict[str, str]
     tokenizer_config: dict[str, Any] = field(default_factory=dict)
     object_names: dict[str, str] = field(default_factory=dict)
+    segments: bool = True
+    position_offset: int = 0
+    unprojected_table: Table | None = None
+    masked_lm: bool = True
+
+    def table_for(self, projected: bool) -> Table:
+        """The table of a model whose embeddings are (or are not) projected E -> H."""
+        return self.table if projected or self.unprojected_table is None else self.unprojected_table
 
     def encoder_name(self, layer: int, inner_group_num: int) -> str:
         """The Keras name of stored encoder layer `layer`."""
@@ -147,8 +193,20 @@ class KerasHubFamily:
 _SIZES = {"vocabulary_size": "vocab_size", "num_layers": "num_hidden_layers", "num_heads": "num_attention_heads",
           "hidden_dim": "hidden_size", "intermediate_dim": "intermediate_size",
           "max_sequence_length": "max_position_embeddings", "num_segments": "type_vocab_size"}
+#: RoBERTa's and XLM-RoBERTa's: BERT's sizes without token types.
+_ROBERTA_SIZES = {key: name for key, name in _SIZES.items() if key != "num_segments"}
+#: keras-hub's RoBERTa and XLM-RoBERTa (roberta_backbone.py, roberta_masked_lm.py): exact GELU and
+#: epsilon 1e-5 everywhere, the head's too (as transformers' RobertaLMHead), no token types.
+_ROBERTA_NUMERICS = {"hidden_act": "gelu", "layer_norm_eps": 1e-5, "mlm_hidden_act": None,
+                     "mlm_layer_norm_eps": None, "type_vocab_size": 0}
+_ROBERTA_NAMES = {"layer_normalization": "embeddings_layer_norm"}
 _NAMES = {"reversible_embedding": "token_embedding", "position_embedding": "position_embedding",
           "embedding": "segment_embedding", "layer_normalization": "embeddings_layer_norm"}
+
+#: A WordPiece tokenizer's config beside its vocabulary (`lowercase` is the source's).
+_WORDPIECE = {"vocabulary": None, "sequence_length": None, "lowercase": False, "strip_accents": False,
+              "split": True, "suffix_indicator": "##", "oov_token": "[UNK]", "special_tokens": None,
+              "special_tokens_in_strings": False}
 
 FAMILIES: dict[str, KerasHubFamily] = {family.model_type: family for family in (
     KerasHubFamily(
@@ -160,9 +218,7 @@ FAMILIES: dict[str, KerasHubFamily] = {family.model_type: family for family in (
         stated={"hidden_act": "gelu_tanh", "layer_norm_eps": 1e-12, "mlm_hidden_act": "gelu",
                 "mlm_layer_norm_eps": HEAD_LAYER_NORM_EPS},
         vocabulary={"vocabulary.txt": "vocab.txt"},
-        tokenizer_config={"vocabulary": None, "sequence_length": None, "lowercase": False, "strip_accents": False,
-                          "split": True, "suffix_indicator": "##", "oov_token": "[UNK]", "special_tokens": None,
-                          "special_tokens_in_strings": False},
+        tokenizer_config=_WORDPIECE,
         object_names={**_NAMES, "dense": "pooled_dense"},
     ),
     KerasHubFamily(
@@ -176,6 +232,46 @@ FAMILIES: dict[str, KerasHubFamily] = {family.model_type: family for family in (
         vocabulary={"vocabulary.spm": "spiece.model"},
         tokenizer_config={"proto": None, "sequence_length": None, "add_bos": False, "add_eos": False},
         object_names={**_NAMES, "dense": "embedding_projection", "dense_1": "pooled_dense"},
+    ),
+    KerasHubFamily(
+        model_type="roberta", package="roberta", backbone="RobertaBackbone", task="RobertaMaskedLM",
+        preprocessor="RobertaMaskedLMPreprocessor", tokenizer="RobertaTokenizer", table=ROBERTA_TABLE,
+        config_keys=_ROBERTA_SIZES, stated=_ROBERTA_NUMERICS,
+        vocabulary={"vocabulary.json": "vocab.json", "merges.txt": "merges.txt"},
+        tokenizer_config={"sequence_length": None, "add_prefix_space": False,
+                          "unsplittable_tokens": ["</s>", "<pad>", "<mask>", "<s>"]},
+        object_names=_ROBERTA_NAMES, segments=False, position_offset=2,
+    ),
+    KerasHubFamily(
+        model_type="xlm-roberta", package="xlm_roberta", backbone="XLMRobertaBackbone", task="XLMRobertaMaskedLM",
+        preprocessor="XLMRobertaMaskedLMPreprocessor", tokenizer="XLMRobertaTokenizer", table=ROBERTA_TABLE,
+        config_keys=_ROBERTA_SIZES, stated=_ROBERTA_NUMERICS,
+        vocabulary={"vocabulary.spm": "sentencepiece.bpe.model"},
+        tokenizer_config={"proto": None, "sequence_length": None, "add_bos": False, "add_eos": False},
+        object_names=_ROBERTA_NAMES, segments=False, position_offset=2,
+    ),
+    KerasHubFamily(
+        model_type="distilbert", package="distil_bert", backbone="DistilBertBackbone", task="DistilBertMaskedLM",
+        preprocessor="DistilBertMaskedLMPreprocessor", tokenizer="DistilBertTokenizer", table=ROBERTA_TABLE,
+        config_keys=_ROBERTA_SIZES,
+        # distil_bert_backbone.py: exact GELU, epsilon 1e-12 (as transformers'); its MaskedLMHead's
+        # epsilon is 1e-5 where transformers' vocab_layer_norm has 1e-12.
+        stated={"hidden_act": "gelu", "layer_norm_eps": 1e-12, "mlm_hidden_act": None,
+                "mlm_layer_norm_eps": HEAD_LAYER_NORM_EPS, "type_vocab_size": 0},
+        vocabulary={"vocabulary.txt": "vocab.txt"}, tokenizer_config=_WORDPIECE,
+        object_names=_ROBERTA_NAMES, segments=False,
+    ),
+    KerasHubFamily(
+        model_type="electra", package="electra", backbone="ElectraBackbone", task="",
+        preprocessor="", tokenizer="ElectraTokenizer", table=ELECTRA_TABLE,
+        config_keys={**{("vocab_size" if key == "vocabulary_size" else key): name for key, name in _SIZES.items()},
+                     "embedding_dim": "embedding_size"},
+        # electra_backbone.py: gelu_approximate, epsilon 1e-12 (transformers' ELECTRA: exact GELU).
+        stated={"hidden_act": "gelu_tanh", "layer_norm_eps": 1e-12, "mlm_hidden_act": None,
+                "mlm_layer_norm_eps": None},
+        vocabulary={"vocabulary.txt": "vocab.txt"}, tokenizer_config=_WORDPIECE,
+        object_names={**_NAMES, "dense": "embeddings_projection", "dense_1": "pooled_dense"},
+        unprojected_table=ELECTRA_UNPROJECTED_TABLE, masked_lm=False,
     ),
 )}
 

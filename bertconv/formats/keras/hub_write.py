@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ... import companions
 from ...containers.hdf5.keras3_write import Keras3Object, write_keras3_file
+from . import hub_positions
 from ...errors import bad_input
 from ...tensor import ArrayTensor, LazyTensor, ReshapedTensor
 from ...tree import ParameterTree, role_of
@@ -34,7 +36,7 @@ from .hub_table import (
     TOKENIZER_FILE,
     KerasHubFamily,
 )
-from ..table import refuse_sentence_head_without_pooler, refuse_unwritten
+from ..table import Table, refuse_sentence_head_without_pooler, refuse_unwritten
 
 #: The keras-hub release whose layout this writes (metadata.json states it).
 KERAS_HUB_VERSION = "0.32.0"
@@ -45,11 +47,22 @@ _LOWER_CASE_KEY = "do_lower_case"
 
 
 def write_caveats(tree: ParameterTree) -> list[str]:
-    """What the preset holds that the source did not: a pooler (keras-hub's backbones have one)."""
-    if tree.heads.pooler:
-        return []
-    return ["the source has no pooler and keras-hub's backbone has one: it is written as zeros (its pooled "
-            "output is 0; the masked LM does not read it)"]
+    """What the preset computes otherwise than the source: a pooler the source lacks (BERT's,
+    ALBERT's and ELECTRA's backbones have one), RoBERTa's positions (`hub_positions`)."""
+    family = FAMILIES[tree.config.model_type]
+    notes = []
+    if not family.segments:
+        notes += hub_positions.caveats(tree, family.position_offset)
+    if not family.masked_lm and _heads(tree):
+        notes.append(f"the {' and '.join(_heads(tree))} head is not in the preset: keras-hub {KERAS_HUB_VERSION} has "
+                     f"{family.backbone} and no task that computes it")
+    if not tokenizer_assets(tree, family):
+        notes.append(f"the source has no {' and '.join(family.vocabulary.values())}: the preset has no tokenizer "
+                     f"(from_preset loads the model without a preprocessor)")
+    if not tree.heads.pooler and any(row.canonical.startswith("pooler.") for row in family.table.rows):
+        notes.append("the source has no pooler and keras-hub's backbone has one: it is written as zeros (its "
+                     "pooled output is 0; no head reads it)")
+    return notes
 
 
 def _dtype_policy(name: str) -> dict[str, Any]:
@@ -71,7 +84,7 @@ def _objects(tree: ParameterTree, family: KerasHubFamily) -> tuple[list[Keras3Ob
     by_path: dict[tuple[str, str], list[tuple[int, LazyTensor]]] = {}
     written = set()
     dtype = tree["embeddings.word"].tensor.dtype
-    for row_name, canonical in _rows(tree, family):
+    for row_name, canonical in _rows(tree, family.table_for(tree.config.embedding_projection)):
         if canonical in tree:
             tensor = tree[canonical].tensor
             written.add(canonical)
@@ -94,9 +107,9 @@ def _objects(tree: ParameterTree, family: KerasHubFamily) -> tuple[list[Keras3Ob
     return backbone, task
 
 
-def _rows(tree: ParameterTree, family: KerasHubFamily):
+def _rows(tree: ParameterTree, table: Table):
     """(file name, canonical name) of every row, per stored layer."""
-    for row in family.table.rows:
+    for row in table.rows:
         if "{i}" in row.canonical:
             for i in range(tree.config.stored_layers):
                 yield row.name.format(i=i), row.canonical.format(i=i)
@@ -120,7 +133,8 @@ _SUBLAYER_NAMES = {"_self_attention_layer/query_dense": "query", "_self_attentio
                    "_feedforward_intermediate_dense": "feedforward_intermediate_dense",
                    "_feedforward_output_dense": "feedforward_output_dense",
                    "_feedforward_layer_norm": "feedforward_layer_norm",
-                   "_intermediate_dense": "intermediate_dense", "_intermediate_layer_norm": "intermediate_layer_norm"}
+                   "_intermediate_dense": "intermediate_dense", "_intermediate_layer_norm": "intermediate_layer_norm",
+                   "token_embedding": "token_embedding", "position_embedding": "position_embedding"}
 
 
 def _object_name(family: KerasHubFamily, group: str, tree: ParameterTree) -> str:
@@ -147,6 +161,11 @@ def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
         raise bad_input(tree.path, f"{tree['mlm.decoder'].source} is an MLM decoder of its own; keras-hub's "
                                    f"{family.task} decodes with the token embedding; nothing was written")
     refuse_sentence_head_without_pooler(tree, ("nsp", "sop"), "keras-hub has no sentence head")
+    source = tree
+    if not family.masked_lm:
+        tree = _backbone_only(tree, family, getattr(options, "accept_loss", ()))
+    if not family.segments:
+        tree = hub_positions.to_preset(tree, family.position_offset)
     backbone, task = _objects(tree, family)
     dtype = tree["embeddings.word"].tensor.dtype.name
     written = [directory / MODEL_WEIGHTS]
@@ -156,8 +175,8 @@ def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
     parameters = sum(t.numel for obj in backbone for t in obj.variables)
     written.append(_write_json(directory / METADATA_FILE, {
         "keras_version": None, "keras_hub_version": KERAS_HUB_VERSION, "parameter_count": parameters,
-        "saved_by": "bertconv", "tasks": ["MaskedLM"]}))
-    preprocessor = _write_tokenizer(tree, family, directory, written)
+        "saved_by": "bertconv", "tasks": ["MaskedLM"] if family.masked_lm else []}))
+    preprocessor = _write_tokenizer(source, family, directory, written)
     if task:
         write_keras3_file(directory / TASK_WEIGHTS, task, on_tensor=options.on_tensor)
         written.append(directory / TASK_WEIGHTS)
@@ -169,16 +188,50 @@ def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
     return written
 
 
-def _write_tokenizer(tree: ParameterTree, family: KerasHubFamily, directory: Path,
-                     written: list[Path]) -> dict[str, Any] | None:
-    """The source's vocabulary as the tokenizer's assets, with tokenizer.json and
-    preprocessor.json; the preprocessor's config (None when the source has no vocabulary)."""
+def tokenizer_assets(tree: ParameterTree, family: KerasHubFamily) -> dict[str, Path]:
+    """The source's files that keras-hub's tokenizer of `family` takes as its assets, by asset
+    name: all of them, or none (then the preset has no tokenizer); some without the others (a
+    vocab.json without its merges.txt) is refused, naming what is missing."""
     source = companions.source_directory(tree.path)
-    found = {path.name: path for path in companions.find(source)}
+    found = {companions.carried_name(path): path for path in companions.find(source)}
     if tree.vocab is not None:
         found.setdefault("vocab.txt", tree.vocab)
+    for asset, name in family.vocabulary.items():  # a preset's own (XLM-R's vocabulary.spm is no spiece.model)
+        if (source / TOKENIZER_ASSETS / asset).is_file():
+            found[name] = source / TOKENIZER_ASSETS / asset
     assets = {asset: found[name] for asset, name in family.vocabulary.items() if name in found}
-    if len(assets) != len(family.vocabulary):
+    if assets and len(assets) != len(family.vocabulary):
+        missing = [name for name in family.vocabulary.values() if name not in found]
+        raise bad_input(next(iter(assets.values())), f"is there without {', '.join(missing)}, which keras-hub's "
+                                                     f"{family.tokenizer} needs beside it; nothing was written")
+    return assets
+
+
+def _heads(tree: ParameterTree) -> list[str]:
+    """The heads of `tree` beyond the pooler (mlm, rtd, ...)."""
+    return sorted({role_of(name).head for name in tree.params} - {None, "pooler"})
+
+
+def _backbone_only(tree: ParameterTree, family: KerasHubFamily, accept_loss: tuple[str, ...]) -> ParameterTree:
+    """`tree` without its heads, for a family keras-hub has a backbone of and no task: refused
+    unless each head's loss is accepted by name (`--accept-loss mlm`)."""
+    heads = _heads(tree)
+    refused = [head for head in heads if head not in accept_loss]
+    if refused:
+        flags = " ".join(f"--accept-loss {head}" for head in refused)
+        raise bad_input(tree.path, f"keras-hub {KERAS_HUB_VERSION} has {family.backbone} and no task for it: its "
+                                   f"preset holds the encoder alone, without the {' and '.join(refused)} head; "
+                                   f"nothing was written: pass {flags} to write the encoder without it")
+    return replace(tree, params={name: p for name, p in tree.params.items() if role_of(name).head not in heads})
+
+
+def _write_tokenizer(tree: ParameterTree, family: KerasHubFamily, directory: Path,
+                     written: list[Path]) -> dict[str, Any] | None:
+    """The source's vocabulary as the tokenizer's assets, with tokenizer.json and (for a family
+    with a masked-LM task) preprocessor.json; the preprocessor's config (None without one)."""
+    source = companions.source_directory(tree.path)
+    assets = tokenizer_assets(tree, family)
+    if not assets:
         return None
     (directory / TOKENIZER_ASSETS).mkdir(parents=True)
     for asset, path in assets.items():
@@ -192,13 +245,15 @@ def _write_tokenizer(tree: ParameterTree, family: KerasHubFamily, directory: Pat
                  "config": {"name": f"{family.package}_tokenizer", "trainable": True, "dtype": _dtype_policy("int32"),
                             "config_file": TOKENIZER_FILE, **settings},
                  "registered_name": f"keras_hub>{family.tokenizer}"}
+    written.append(_write_json(directory / TOKENIZER_FILE, tokenizer))
+    if not family.masked_lm:
+        return None
     preprocessor = {"module": f"keras_hub.src.models.{family.package}.{family.package}_masked_lm_preprocessor",
                     "class_name": family.preprocessor,
                     "config": {"name": f"{family.package}_masked_lm_preprocessor", "trainable": True,
                                "dtype": _dtype_policy("float32"), "tokenizer": tokenizer,
                                "config_file": PREPROCESSOR_FILE, **PREPROCESSOR_DEFAULTS},
                     "registered_name": f"keras_hub>{family.preprocessor}"}
-    written.append(_write_json(directory / TOKENIZER_FILE, tokenizer))
     written.append(_write_json(directory / PREPROCESSOR_FILE, preprocessor))
     return preprocessor
 
