@@ -22,12 +22,13 @@ from bertconv import formats
 from bertconv.formats.registry import FORMATS
 
 from conftest import FIXTURES, ROOT, installed, needs, requires, run_in_process
+from format_fixtures import fixture_paths
 
 HF = FIXTURES / "hf" / "pretraining"
 TRAINED = FIXTURES / "trained" / "hf"  # with a vocab.txt: fill-mask runs
 TRAINED_TF = FIXTURES / "trained" / "tf"
 #: One fixture of every registered format.
-ONE_PER_FORMAT = [next(iter(fmt.fixture_paths(FIXTURES))) for fmt in FORMATS if fmt.fixture_paths(FIXTURES)]
+ONE_PER_FORMAT = [next(iter(fixture_paths(fmt, FIXTURES))) for fmt in FORMATS if fixture_paths(fmt, FIXTURES)]
 API_MODULES = ("report", "inspect", "audit", "verify", "diff", "convert", "fill_mask")
 
 

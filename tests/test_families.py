@@ -26,6 +26,7 @@ from bertconv.errors import BadInput, BertconvError
 from bertconv.config.dialects import computed_keys
 from bertconv.tree import HEAD_NAMES
 from conftest import FIXTURES, ROOT, needs, run_in_process
+from format_fixtures import FIXTURES_OF
 
 PACKAGE = ROOT / "bertconv"
 #: Each family's Hugging Face masked-LM fixture.
@@ -293,7 +294,7 @@ def test_known_kinds_of_non_model_entry_are_not_unread():
     """Optimizer slots, steps, buffers, task heads and the other model of an ELECTRA pre-training
     checkpoint are named by the formats' skips: no fixture holds an entry nobody names."""
     for fmt in formats.registry.FORMATS:
-        for pattern in fmt.fixtures:
+        for pattern in FIXTURES_OF.get(fmt.target, ()):
             for path in sorted(FIXTURES.glob(pattern)):
                 tree = formats.read(path)
                 assert not [i.name for i in tree.ignored if i.unread], path

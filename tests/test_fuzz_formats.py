@@ -16,6 +16,7 @@ import pytest
 
 from bertconv import formats
 from conftest import FIXTURES
+from format_fixtures import FUZZ_OF
 from fuzzing import BYTE_SCHEDULE, fuzz_bytes_in_child, share_of_cases
 
 #: Cases per fixture as a share of CASES (100 by default, `make fuzz`: 20000).
@@ -23,7 +24,7 @@ SHARE = 0.1
 
 pytestmark = pytest.mark.fuzz
 
-TARGETS = [pytest.param(fixture, id=f"{fmt.target}:{fixture}") for fmt in formats.FORMATS for fixture in fmt.fuzz]
+TARGETS = [pytest.param(fixture, id=f"{fmt.target}:{fixture}") for fmt in formats.FORMATS for fixture in FUZZ_OF.get(fmt.target, ())]
 
 
 @pytest.mark.parametrize("fixture", TARGETS)

@@ -14,6 +14,7 @@ import tomllib
 import pytest
 
 from conftest import FIXTURES, ROOT
+from format_fixtures import FUZZ_OF, fixture_paths
 
 from bertconv.formats.registry import FORMATS
 from bertconv.lazy import module_name
@@ -167,8 +168,8 @@ def test_registry_entries_state_what_their_modules_say():
 def _fixture_paths():
     from bertconv import formats
 
-    paths = {path for fmt in formats.FORMATS for path in fmt.fixture_paths(FIXTURES)}
-    paths |= {FIXTURES / fixture for fmt in formats.FORMATS for fixture in fmt.fuzz}
+    paths = {path for fmt in formats.FORMATS for path in fixture_paths(fmt, FIXTURES)}
+    paths |= {FIXTURES / fixture for fmt in formats.FORMATS for fixture in FUZZ_OF.get(fmt.target, ())}
     paths |= {child for path in list(paths) if path.is_dir() for child in path.iterdir() if child.is_file()}
     return sorted(paths)
 

@@ -20,9 +20,10 @@ import pytest
 from bertconv import formats
 from bertconv.cli import COMMANDS
 from conftest import FIXTURES, run_cli, run_in_process
+from format_fixtures import fixture_paths
 
 #: Fixture paths relative to FIXTURES: a directory holding one checkpoint, or a checkpoint file.
-CASES = [str(path.relative_to(FIXTURES)) for fmt in formats.FORMATS for path in fmt.fixture_paths(FIXTURES)]
+CASES = [str(path.relative_to(FIXTURES)) for fmt in formats.FORMATS for path in fixture_paths(fmt, FIXTURES)]
 
 
 #: For fill-mask on fixtures without a vocab.txt of their own (V=99 throughout).

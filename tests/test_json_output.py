@@ -19,10 +19,11 @@ from bertconv.commands.batch import checkpoints_below
 from bertconv.formats.registry import FORMATS
 
 from conftest import FIXTURES, requires, run_cli, run_in_process
+from format_fixtures import fixture_paths
 
 COMMANDS = ("inspect", "audit", "verify", "diff", "convert", "fill-mask")
 CHECKPOINT_KEYS = ("path", "format", "family", "config", "heads", "ignored")
-REGISTERED = [path for fmt in FORMATS for path in fmt.fixture_paths(FIXTURES)]
+REGISTERED = [path for fmt in FORMATS for path in fixture_paths(fmt, FIXTURES)]
 HF = FIXTURES / "hf" / "pretraining"
 TRAINED = FIXTURES / "trained" / "hf"  # with a vocab.txt: fill-mask runs
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2

@@ -17,6 +17,7 @@ from bertconv.errors import BadInput
 from bertconv.formats.registry import SNIFF_ORDER, Output, Specificity, by_specificity
 from bertconv.runtime.numerics import FAMILY_DEFAULTS, family_of
 from conftest import FIXTURES, run_in_process
+from format_fixtures import FIXTURES_OF, FUZZ_OF, fixture_paths
 from fuzzing import check_case
 
 FORMATS = [pytest.param(fmt, id=fmt.target) for fmt in formats.FORMATS]
@@ -24,7 +25,7 @@ FORMATS = [pytest.param(fmt, id=fmt.target) for fmt in formats.FORMATS]
 READ_FORMATS = [pytest.param(fmt, id=fmt.target) for fmt in formats.FORMATS if fmt.check_written is None]
 EXPORTS = [pytest.param(fmt, id=fmt.target) for fmt in formats.FORMATS if fmt.check_written is not None]
 FIXTURE_CASES = [pytest.param(fmt, path, id=str(path.relative_to(FIXTURES)))
-                 for fmt in formats.FORMATS for path in fmt.fixture_paths(FIXTURES)]
+                 for fmt in formats.FORMATS for path in fixture_paths(fmt, FIXTURES)]
 
 
 def test_targets_and_reader_names_belong_to_one_entry_each():
@@ -55,7 +56,7 @@ def test_the_module_provides_what_the_entry_declares(fmt):
         assert fmt.writes_directory == (fmt.output is Output.DIRECTORY)
     assert fmt.description.startswith("a ")
     exports = fmt.check_written is not None  # written and run, never read: nothing to read or fuzz
-    assert bool(fmt.fixtures and fmt.fuzz) != exports and (fmt.compare_outputs is not None) == exports
+    assert bool(FIXTURES_OF.get(fmt.target) and FUZZ_OF.get(fmt.target)) != exports and (fmt.compare_outputs is not None) == exports
 
 
 @pytest.mark.parametrize("fmt", EXPORTS)
@@ -94,8 +95,8 @@ def test_targets_are_the_formats_that_write_and_convert_offers_them_all(monkeypa
 
 @pytest.mark.parametrize("fmt", READ_FORMATS)
 def test_every_registered_format_has_fixtures_that_read_with_its_reader(fmt):
-    paths = fmt.fixture_paths(FIXTURES)
-    assert paths, f"no fixture matches {fmt.fixtures}"
+    paths = fixture_paths(fmt, FIXTURES)
+    assert paths, f"no fixture matches {FIXTURES_OF.get(fmt.target)}"
     names_read = set()
     for path in paths:
         found, exact = formats.resolve(path)
@@ -106,7 +107,7 @@ def test_every_registered_format_has_fixtures_that_read_with_its_reader(fmt):
 
 @pytest.mark.parametrize("fmt", READ_FORMATS)
 def test_every_fuzz_fixture_reads_whole_as_its_format(fmt):
-    for fixture in fmt.fuzz:
+    for fixture in FUZZ_OF.get(fmt.target, ()):
         path = FIXTURES / fixture
         assert path.is_file() and formats.resolve(path)[0] is fmt
         assert check_case(path, fixture) == "ok"

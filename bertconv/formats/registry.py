@@ -4,8 +4,8 @@ What differs by format derives from these entries and is written nowhere else: w
 path goes to (`formats.resolve`, trying sniffers by `specificity`), the `convert --to` targets
 (`TARGETS`) and whether each writes a file or a directory, the numeric conventions a runtime
 computes a checkpoint with (`numerics`, looked up by the runtime through `format_named`), what
-the "no checkpoint here" messages list (`description`), and which fixtures the tests read,
-convert, keep untouched and fuzz (`fixtures`, `fuzz`).
+the "no checkpoint here" messages list (`description`). Which fixtures the tests read, convert,
+keep untouched and fuzz for each format is the tests' business (tests/format_fixtures.py).
 
 Adding a format is its module (table, `sniff`, `candidates`, `read`, and `write` if it writes)
 plus one entry in `FORMATS`; docs/ARCHITECTURE.md walks through it.
@@ -86,11 +86,6 @@ class Format:
       output: what `convert --to target` writes, a file or a directory; None for a read-only format.
       description: what a checkpoint of this format looks like on disk, for messages
         ("a Google TF checkpoint (bert_model.ckpt.index and its data files)").
-      fixtures: glob patterns under fixtures/, each match a path the reader takes (a directory
-        holding one checkpoint, or the checkpoint's file): the tests read, convert and keep
-        untouched every one.
-      fuzz: files under fixtures/ whose mutants every reader must read or refuse cleanly
-        (tests/test_fuzz_formats.py); formats may add structure-aware fuzzers of their own.
       owned_files: name patterns of the files a checkpoint of this format consists of in its
         directory: all that `convert --force` may replace there (tokenizer files are kept).
       models: the models one file of this format may hold, the default first (an ELECTRA
@@ -110,8 +105,6 @@ class Format:
     specificity: Specificity
     output: Output | None
     description: str
-    fixtures: tuple[str, ...]
-    fuzz: tuple[str, ...]
     owned_files: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
     containers: tuple[str, ...] = ()
@@ -173,19 +166,12 @@ class Format:
     def writes_directory(self) -> bool:
         return self.output is Output.DIRECTORY
 
-    def fixture_paths(self, root: Path) -> list[Path]:
-        """Every path under `root` (the fixtures directory) that `fixtures` matches, sorted."""
-        return sorted({path for pattern in self.fixtures for path in Path(root).glob(pattern)})
-
 
 FORMATS: tuple[Format, ...] = (
     Format(
         target="hf", module=_module("hf.checkpoint"), names=("hf-safetensors", "hf-pytorch-bin"), numerics="hf",
         specificity=Specificity.CONTAINER, output=Output.DIRECTORY,
         description="a Hugging Face model.safetensors, pytorch_model.bin or sharded *.index.json",
-        fixtures=("hf/*", "family_hf/*/*", "prenorm/*/*"),
-        fuzz=("hf/pretraining/model.safetensors", "hf/pretraining_bin/pytorch_model.bin",
-              "hf/legacy_bin/pytorch_model.bin", "family_hf/albert/pretraining_bin/pytorch_model.bin"),
         owned_files=("model.safetensors", "model-*-of-*.safetensors", "model.safetensors.index.json",
                      "pytorch_model.bin", "pytorch_model-*-of-*.bin", "pytorch_model.bin.index.json", "config.json",
                      "generation_config.json"),
@@ -196,8 +182,6 @@ FORMATS: tuple[Format, ...] = (
         target="tf", module=_module("tensorflow.google"), names=("google-tf",), numerics="google-tf",
         specificity=Specificity.CONTAINER, output=Output.DIRECTORY,
         description="a Google TF checkpoint (bert_model.ckpt.index and its data files)",
-        fixtures=("tf/*", "tf_hub/*", "family_google/tf/*", "albert_zh/tf"),
-        fuzz=("tf/two_shards/bert_model.ckpt.index",),
         owned_files=("bert_model.ckpt.index", "bert_model.ckpt.data-*", "bert_model.ckpt.meta", "checkpoint",
                      "bert_config.json"),
         models=("generator", "discriminator"),
@@ -208,10 +192,6 @@ FORMATS: tuple[Format, ...] = (
         numerics="bert4keras",
         specificity=Specificity.CONTAINER, output=Output.DIRECTORY,
         description="a bert4keras Keras HDF5 weights file (.h5, or Keras 3 .weights.h5)",
-        fixtures=("bert4keras/*", "bert4keras_pretraining/nested/bert_model.h5",
-                  "bert4keras_pretraining/weights-h5/bert_model.weights.h5", "family_google/bert4keras/*"),
-        fuzz=("bert4keras/v50-pool-nsp-mlm/bert4keras_model.h5",
-              "bert4keras_pretraining/weights-h5/bert_model.weights.h5"),
         owned_files=("bert4keras_model.h5", "bert_config.json"),
         containers=("hdf5",),
     ),
@@ -220,8 +200,6 @@ FORMATS: tuple[Format, ...] = (
         target="bert4keras-tf", module=_module("keras.bert4keras_objects"), names=("bert4keras-tf",),
         numerics="bert4keras", specificity=Specificity.CONTENT, output=None,
         description="a bert4keras object-based TF checkpoint (*.ckpt.index with Keras object paths)",
-        fixtures=("bert4keras_pretraining/*/bert_model.ckpt.index",),
-        fuzz=("bert4keras_pretraining/pool-nsp-mlm/bert_model.ckpt.index",),
         containers=("tf-bundle",),
     ),
     # What transformers 4.x saved for TensorFlow and Flax, which transformers 5 no longer reads.
@@ -230,8 +208,6 @@ FORMATS: tuple[Format, ...] = (
         target="hf-tf", module=_module("hf.tf"), names=("hf-tf-h5",), numerics="hf",
         specificity=Specificity.CONTENT, output=Output.DIRECTORY,
         description="a Hugging Face TensorFlow tf_model.h5 (or its sharded tf_model.h5.index.json)",
-        fixtures=("hf_tf/*", "family_hf_tf/*/*"),
-        fuzz=("hf_tf/pretraining/tf_model.h5",),
         owned_files=("tf_model.h5", "tf_model-*-of-*.h5", "tf_model.h5.index.json", "config.json"),
         containers=("hdf5", "shard-index"),
         token_type_table=True,
@@ -240,8 +216,6 @@ FORMATS: tuple[Format, ...] = (
         target="hf-flax", module=_module("hf.flax"), names=("hf-flax-msgpack",), numerics="hf",
         specificity=Specificity.CONTENT, output=Output.DIRECTORY,
         description="a Hugging Face Flax flax_model.msgpack (or its sharded flax_model.msgpack.index.json)",
-        fixtures=("hf_flax/*", "family_hf_flax/*/*"),
-        fuzz=("hf_flax/pretraining/flax_model.msgpack",),
         owned_files=("flax_model.msgpack", "flax_model-*-of-*.msgpack", "flax_model.msgpack.index.json",
                      "config.json"),
         containers=("msgpack", "shard-index"),
@@ -253,8 +227,6 @@ FORMATS: tuple[Format, ...] = (
         target="tf-garden", module=_module("tensorflow.model_garden"), names=("tf-garden",), numerics="google-tf",
         specificity=Specificity.NAMES, output=None,
         description="a TF2 Model Garden tf.train.Checkpoint (BertEncoderV2, BertPretrainerV2 masked LM)",
-        fixtures=("tf2/garden-encoder", "tf2/garden-model-adam", "tf2/garden-pretrainer", "tf2/garden-nsp"),
-        fuzz=("tf2/garden-pretrainer/bert_model.ckpt.index",),
         containers=("tf-bundle",),
     ),
     Format(
@@ -263,24 +235,18 @@ FORMATS: tuple[Format, ...] = (
         numerics="google-tf", specificity=Specificity.NAMES, output=None,
         description="a TF-Hub BERT SavedModel (variables/ and its object graph) or a functional Model "
                     "Garden BertEncoder checkpoint",
-        fixtures=("tf2/hub-savedmodel", "tf2/garden-functional"),
-        fuzz=("tf2/hub-savedmodel/variables/variables.index",),
         containers=("tf-bundle",),
     ),
     Format(
         target="bert-for-tf2", module=_module("tensorflow.bert_for_tf2"), names=("tf-bert-for-tf2",), numerics="google-tf",
         specificity=Specificity.NAMES, output=None,
         description="a bert-for-tf2 save_weights checkpoint or .h5 (a BertModelLayer's variables)",
-        fixtures=("tf2/bert-for-tf2", "tf2/bert-for-tf2-h5"),
-        fuzz=("tf2/bert-for-tf2/bert_model.ckpt.index", "tf2/bert-for-tf2-h5/bert_model.h5"),
         containers=("tf-bundle", "hdf5"),
     ),
     Format(
         target="keras-bert", module=_module("keras.keras_bert"), names=("keras-bert-h5",), numerics="keras-bert",
         specificity=Specificity.NAMES, output=None,
         description="a keras-bert model .h5 (Embedding-Token, MLM-Sim, NSP-Dense layers)",
-        fixtures=("keras_bert/*/*.h5",),
-        fuzz=("keras_bert/pretraining/weights.h5",),
         containers=("hdf5",),
     ),
     # Read-only: fairseq's RoBERTa `model.pt` (a torch pickle with its options beside the state
@@ -289,8 +255,6 @@ FORMATS: tuple[Format, ...] = (
         target="fairseq", module=_module("fairseq"), names=("fairseq",), numerics="hf",
         specificity=Specificity.CONTENT, output=None,
         description="a fairseq RoBERTa model.pt (a torch pickle of `model` and its `args` / `cfg`)",
-        fixtures=("family_google/fairseq/*",),
-        fuzz=("family_google/fairseq/roberta/model.pt",),
         containers=("torch",),
     ),
     # keras-hub presets (save_to_preset): config.json naming a keras_hub> backbone beside its
@@ -300,8 +264,6 @@ FORMATS: tuple[Format, ...] = (
         target="keras-hub", module=_module("keras.hub"), names=("keras-hub-preset",), numerics="keras-hub",
         specificity=Specificity.CONTENT, output=Output.DIRECTORY,
         description="a keras-hub preset (config.json naming a keras_hub backbone, model.weights.h5, task.weights.h5)",
-        fixtures=("keras_hub/*",),
-        fuzz=("keras_hub/bert/model.weights.h5", "keras_hub/bert/task.weights.h5"),
         owned_files=("config.json", "metadata.json", "model.weights.h5", "task.json", "task.weights.h5",
                      "preprocessor.json", "tokenizer.json"),
         containers=("hdf5",),
@@ -312,7 +274,6 @@ FORMATS: tuple[Format, ...] = (
         target="onnx", module=_module("onnx.export"), names=("onnx",), numerics="hf",
         specificity=Specificity.CONTENT, output=Output.DIRECTORY,
         description="a model.onnx export written by bertconv, which it runs but does not read",
-        fixtures=(), fuzz=(),  # nothing to read: tests/test_onnx.py checks the refusal
         owned_files=("model.onnx", "model.onnx.data"),
         containers=("onnx",),
     ),
