@@ -256,3 +256,19 @@ def test_verify_knows_a_freshly_initialized_head_by_its_signs(tmp_path):
     report = json.loads(result.stdout)
     assert result.exit_code == 1 and report["mlm_head"] == "complete", report
     assert any("output bias zeros, LayerNorm gamma ones" in p for p in report["problems"]), report
+
+
+@pytest.mark.parametrize("path", MASKED_LMS, ids=lambda p: p.name)
+def test_a_pytorch_model_bin_reads_as_its_safetensors(path, tmp_path):
+    """torch.save of the state dict, as transformers 4 saved it: the tied decoder shares the word
+    table's storage, and is read as a copy of it."""
+    torch = needs("torch")
+    transformers = needs("transformers")
+    directory = tmp_path / "bin"
+    directory.mkdir()
+    shutil.copy(path / "config.json", directory)
+    model = transformers.AutoModelForMaskedLM.from_pretrained(path)
+    torch.save(model.state_dict(), directory / "pytorch_model.bin")
+    assert formats.read(directory).format == "hf-pytorch-bin"
+    result = run_in_process("diff", path, directory)
+    assert result.exit_code == 0, result.stdout
