@@ -212,7 +212,8 @@ def test_fill_mask_ranks_as_transformers_5s_pipeline():
     assert result.exit_code == 0, result.stderr
     ours = json.loads(result.stdout)["masks"][0]["predictions"]
     model = transformers.AutoModelForMaskedLM.from_pretrained(MASKED_LM)
-    pipe = transformers.pipeline("fill-mask", model=model, tokenizer=transformers.AutoTokenizer.from_pretrained(MASKED_LM))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(MASKED_LM)
+    pipe = transformers.pipeline("fill-mask", model=model, tokenizer=tokenizer)
     expected = pipe(text, top_k=3)
     assert [p["id"] for p in ours] == [e["token"] for e in expected]
     np.testing.assert_allclose([p["prob"] for p in ours], [e["score"] for e in expected], atol=1e-5)

@@ -32,12 +32,22 @@ def window_keys(config: BertConfig, visible: np.ndarray) -> np.ndarray:
     return visible & near
 
 
-def split_gated(hidden, gated_width: int):
-    """A gated feed-forward's [..., 2I] input (NumPy or torch) -> (activation input, gate), [..., I] each."""
-    half = gated_width // 2
-    return hidden[..., :half], hidden[..., half:]
+def ffn_inner(model, x, layer: str):
+    """The feed-forward's inner activations [..., I] of `model` (a NumpyBert or TorchBert, whose
+    `_dense` and `_activation` it calls) on [..., H]: act(x W + b), or for a gated feed-forward
+    (ModernBERT's GeGLU) act(a) * g, [a, g] = x W + b split in two halves."""
+    if not model.config.gated_ffn:
+        return model._activation(model._dense(x, f"{layer}.ffn.intermediate"))
+    gated = model._dense(x, f"{layer}.ffn.gated_intermediate")  # [..., 2I]
+    half = model.config.intermediate_size
+    return model._activation(gated[..., :half]) * gated[..., half:]
 
 
-def split_qkv(fused, hidden_size: int):
-    """Fused [..., 3H] queries, keys and values (NumPy or torch) -> the three [..., H]."""
-    return fused[..., :hidden_size], fused[..., hidden_size:2 * hidden_size], fused[..., 2 * hidden_size:]
+def queries_keys_values(model, x, prefix: str) -> tuple:
+    """Queries, keys and values [B, S, H] each of `model`'s attention `prefix`, from their own
+    matrices or from one fused [H, 3H] (ModernBERT's: the query's columns, the key's, the value's)."""
+    if not model.config.fused_qkv:
+        return tuple(model._dense(x, f"{prefix}.{part}") for part in ("query", "key", "value"))
+    fused = model._dense(x, f"{prefix}.qkv")  # [B, S, 3H]
+    hidden = model.config.hidden_size
+    return fused[..., :hidden], fused[..., hidden:2 * hidden], fused[..., 2 * hidden:]

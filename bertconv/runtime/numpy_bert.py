@@ -247,16 +247,8 @@ class NumpyBert:
         LayerNorm): x + Attention(LN(x)), then x + FFN(LN(x))."""
         normed = self._layer_norm(x, f"{layer}.attention_norm") if f"{layer}.attention_norm.gamma" in self.params else x
         x = x + self._attention(normed, adder, distances, f"{layer}.attention")
-        return x + self._dense(self._ffn_hidden(self._layer_norm(x, f"{layer}.ffn_norm"), layer), f"{layer}.ffn.output")
-
-    def _ffn_hidden(self, x: np.ndarray, layer: str) -> np.ndarray:
-        """The feed-forward's inner activations [..., I]: act(x W + b), or gated (ModernBERT's GeGLU)
-        act(a) * g for [a, g] = x W + b."""
-        if self.config.gated_ffn:
-            gated = self._dense(x, f"{layer}.ffn.gated_intermediate")  # [..., 2I]
-            value, gate = kinds.split_gated(gated, 2 * self.config.intermediate_size)
-            return self._activation(value) * gate
-        return self._activation(self._dense(x, f"{layer}.ffn.intermediate"))
+        return x + self._dense(kinds.ffn_inner(self, self._layer_norm(x, f"{layer}.ffn_norm"), layer),
+                               f"{layer}.ffn.output")
 
     def _layer(self, x: np.ndarray, adder: np.ndarray, distances: DistanceRows | None, layer: str) -> np.ndarray:
         """One encoder layer: [B, S, H] -> [B, S, H]."""
@@ -275,7 +267,7 @@ class NumpyBert:
         def split(t: np.ndarray) -> np.ndarray:  # [B, S, H] -> [B, A, S, D]
             return t.reshape(batch, seq_len, heads, width).transpose(0, 2, 1, 3)
 
-        query, key, value = (split(t) for t in self._qkv(x, prefix))
+        query, key, value = (split(t) for t in kinds.queries_keys_values(self, x, prefix))
         if self.config.rotary_positions:
             tables = rotary_tables(self.config, seq_len, kinds.rope_base(self.config, prefix))
             query, key = rotate(query, tables), rotate(key, tables)
@@ -292,13 +284,6 @@ class NumpyBert:
         with _blas_threads(seq_len):
             context = (probs @ value).transpose(0, 2, 1, 3).reshape(batch, seq_len, hidden)  # [B, S, H]
         return self._dense(context, f"{prefix}.output")
-
-    def _qkv(self, x: np.ndarray, prefix: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Queries, keys and values [B, S, H] each, from their matrices or one fused (ModernBERT's)."""
-        if self.config.fused_qkv:
-            fused = self._dense(x, f"{prefix}.qkv")  # [B, S, 3H]
-            return tuple(np.ascontiguousarray(t) for t in kinds.split_qkv(fused, x.shape[-1]))
-        return tuple(self._dense(x, f"{prefix}.{part}") for part in ("query", "key", "value"))
 
     def _relative_scores(self, query: np.ndarray, key: np.ndarray, distances: DistanceRows,
                          prefix: str) -> np.ndarray:

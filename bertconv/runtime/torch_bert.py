@@ -146,15 +146,8 @@ class TorchBert:
         """As `NumpyBert._pre_norm_layer`: x + Attention(LN(x)), then x + FFN(LN(x))."""
         normed = self._layer_norm(x, f"{layer}.attention_norm") if f"{layer}.attention_norm.gamma" in self.params else x
         x = x + self._attention(normed, adder, distances, f"{layer}.attention")
-        return x + self._dense(self._ffn_hidden(self._layer_norm(x, f"{layer}.ffn_norm"), layer), f"{layer}.ffn.output")
-
-    def _ffn_hidden(self, x: "torch.Tensor", layer: str) -> "torch.Tensor":
-        """As `NumpyBert._ffn_hidden`: act(x W + b), or gated act(a) * g."""
-        if self.config.gated_ffn:
-            gated = self._dense(x, f"{layer}.ffn.gated_intermediate")  # [..., 2I]
-            value, gate = kinds.split_gated(gated, 2 * self.config.intermediate_size)
-            return self._activation(value) * gate
-        return self._activation(self._dense(x, f"{layer}.ffn.intermediate"))
+        return x + self._dense(kinds.ffn_inner(self, self._layer_norm(x, f"{layer}.ffn_norm"), layer),
+                               f"{layer}.ffn.output")
 
     def _layer(self, x: "torch.Tensor", adder: "torch.Tensor", distances: DistanceRows | None,
                layer: str) -> "torch.Tensor":
@@ -179,11 +172,7 @@ class TorchBert:
         def split(t: "torch.Tensor") -> "torch.Tensor":  # [B, S, H] -> [B, A, S, D]
             return t.view(batch, seq_len, heads, width).transpose(1, 2)
 
-        if self.config.fused_qkv:  # ModernBERT's one matrix
-            fused = self._dense(x, f"{prefix}.qkv")  # [B, S, 3H]
-            query, key, value = (split(t.contiguous()) for t in kinds.split_qkv(fused, hidden))
-        else:
-            query, key, value = (split(self._dense(x, f"{prefix}.{part}")) for part in ("query", "key", "value"))
+        query, key, value = (split(t) for t in kinds.queries_keys_values(self, x, prefix))
         if self.config.rotary_positions:
             tables = rotary_tables(self.config, seq_len, kinds.rope_base(self.config, prefix))
             query, key = self._rotate(query, tables), self._rotate(key, tables)
