@@ -273,3 +273,11 @@ def test_a_pytorch_model_bin_reads_as_its_safetensors(path, tmp_path):
     assert formats.read(directory).format == "hf-pytorch-bin"
     result = run_in_process("diff", path, directory)
     assert result.exit_code == 0, result.stdout
+
+
+def test_without_its_config_the_layer_kinds_are_unknown_and_refused(tmp_path):
+    directory = tmp_path / "weights"
+    directory.mkdir()
+    shutil.copy(MASKED_LM / "model.safetensors", directory)
+    result = run_in_process("audit", directory)
+    assert result.exit_code == 2 and "sliding window" in result.stderr and "--config" in result.stderr
