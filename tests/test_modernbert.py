@@ -281,3 +281,13 @@ def test_without_its_config_the_layer_kinds_are_unknown_and_refused(tmp_path):
     shutil.copy(MASKED_LM / "model.safetensors", directory)
     result = run_in_process("audit", directory)
     assert result.exit_code == 2 and "sliding window" in result.stderr and "--config" in result.stderr
+
+
+def test_layer_kinds_no_period_gives_are_a_caveat_for_transformers_4(tmp_path):
+    """biased's sliding, global, sliding: transformers 4 would read the default period 3 instead."""
+    converted = run_in_process("convert", BIASED, tmp_path / "out", "--to", "hf")
+    assert converted.exit_code == 0 and "transformers 4 (4.57 checked)" in converted.stderr, converted.stderr
+    assert "global_attn_every_n_layers" not in json.loads((tmp_path / "out" / "config.json").read_text())
+    periodic = run_in_process("convert", MASKED_LM, tmp_path / "periodic", "--to", "hf")
+    assert periodic.exit_code == 0 and "transformers 4" not in periodic.stderr
+    assert json.loads((tmp_path / "periodic" / "config.json").read_text())["global_attn_every_n_layers"] == 2

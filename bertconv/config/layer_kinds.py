@@ -40,7 +40,7 @@ def write(config: BertConfig) -> dict[str, Any]:
     """The keys transformers 5 reads (and those transformers 4 reads, with the same values)."""
     kinds = [LOCAL if i in config.local_attention_layers else GLOBAL for i in range(config.num_hidden_layers)]
     out: dict[str, Any] = {}
-    every = next((n for n in range(1, len(kinds) + 1) if kinds == _every(n, len(kinds))), None)
+    every = period(config)
     if every is not None:
         out["global_attn_every_n_layers"] = every
     out.update({
@@ -52,6 +52,13 @@ def write(config: BertConfig) -> dict[str, Any]:
         "local_rope_theta": config.local_rope_theta,
     })
     return out
+
+
+def period(config: BertConfig) -> int | None:
+    """The `global_attn_every_n_layers` that gives the config's layer kinds, or None where none does
+    (transformers 4 then computes another model from the output's config)."""
+    kinds = [LOCAL if i in config.local_attention_layers else GLOBAL for i in range(config.num_hidden_layers)]
+    return next((n for n in range(1, len(kinds) + 1) if kinds == _every(n, len(kinds))), None)
 
 
 def _every(n: int, num_layers: int) -> list[str]:
