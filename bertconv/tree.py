@@ -86,11 +86,17 @@ ROLES: tuple[Role, ...] = (
     *_dense("layers.{i}.attention.key", "layers.{i}.attention", "H", "H"),
     *_dense("layers.{i}.attention.value", "layers.{i}.attention", "H", "H"),
     *_dense("layers.{i}.attention.output", "layers.{i}.attention", "H", "H"),
+    # ModernBERT's queries, keys and values as one matrix (`BertConfig.fused_qkv`): its columns
+    # are the query's, then the key's, then the value's, head by head within each.
+    *_dense("layers.{i}.attention.qkv", "layers.{i}.attention", "H", "3H"),
     # transformers 4's relative positions (`position_embedding_type` relative_key[_query]): one
     # embedding row per distance -(P-1)..P-1, D wide, shared by the layer's heads.
     Role("layers.{i}.attention.distance_embedding", "layers.{i}.attention", ("R", "D")),
     *_norm("layers.{i}.attention_norm", "layers.{i}.attention_norm"),
     *_dense("layers.{i}.ffn.intermediate", "layers.{i}.ffn", "H", "I"),
+    # A gated feed-forward's input (`BertConfig.gated_ffn`, ModernBERT's `mlp.Wi`): H -> 2I, the
+    # activation's input in the first I columns and the gate in the last I.
+    *_dense("layers.{i}.ffn.gated_intermediate", "layers.{i}.ffn", "H", "2I"),
     *_dense("layers.{i}.ffn.output", "layers.{i}.ffn", "I", "H"),
     *_norm("layers.{i}.ffn_norm", "layers.{i}.ffn_norm"),
     # A pre-LayerNorm encoder's LayerNorm after its last layer (`BertConfig.final_layer_norm`).
@@ -176,15 +182,57 @@ def canonical_names(config: BertConfig, heads: Heads, *, conditional: bool = Fal
             continue
         if role.component == "embeddings.token_type" and config.type_vocab_size == 0:
             continue  # no token types (fairseq's RoBERTa, bert4keras' segment_vocab_size=0)
+        if not _has_role(config, role.template):
+            continue
         if role.copy_of and not ((role.template == "mlm.decoder" and heads.untied_decoder)
                                  or (role.template == "mlm.decoder_bias" and heads.untied_decoder_bias)):
             continue
         if role.per_layer:
-            names.extend(role.name(i) for i in range(config.stored_layers))
+            first = 1 if role.component == "layers.{i}.attention_norm" and not config.first_attention_norm else 0
+            names.extend(role.name(i) for i in range(first, config.stored_layers))
         else:
             names.append(role.name())
     # Per-layer roles were emitted role-major; put them in model (layer-major) order.
     return sorted(names, key=model_order_key)
+
+
+#: The roles of the fused and of the separate queries, keys and values.
+_SEPARATE_QKV = tuple(f"layers.{{i}}.attention.{part}.{kind}" for part in ("query", "key", "value")
+                      for kind in ("kernel", "bias"))
+_FUSED_QKV = ("layers.{i}.attention.qkv.kernel", "layers.{i}.attention.qkv.bias")
+#: Which `BertConfig` bias flag removes which roles' biases (when false).
+_BIAS_FLAGS = {
+    "attention_bias": ("layers.{i}.attention.query.bias", "layers.{i}.attention.key.bias",
+                       "layers.{i}.attention.value.bias", "layers.{i}.attention.qkv.bias",
+                       "layers.{i}.attention.output.bias"),
+    "ffn_bias": ("layers.{i}.ffn.intermediate.bias", "layers.{i}.ffn.gated_intermediate.bias",
+                 "layers.{i}.ffn.output.bias"),
+    "mlm_transform_bias": ("mlm.transform.bias",),
+    "output_bias": ("mlm.output_bias",),
+}
+
+
+def _has_role(config: BertConfig, template: str) -> bool:
+    """Whether a model with `config` has the role at all: queries, keys and values stored fused
+    or apart, a gated or a plain feed-forward input, biases and LayerNorm betas where it has them."""
+    if template in _SEPARATE_QKV and config.fused_qkv or template in _FUSED_QKV and not config.fused_qkv:
+        return False
+    gated = template.startswith("layers.{i}.ffn.gated_intermediate.")
+    if template.startswith("layers.{i}.ffn.intermediate.") and config.gated_ffn or gated and not config.gated_ffn:
+        return False
+    if template.endswith(".beta") and not config.norm_bias:
+        return False
+    return not any(template in templates and not getattr(config, flag) for flag, templates in _BIAS_FLAGS.items())
+
+
+def has_parameter(config: BertConfig, name: str) -> bool:
+    """Whether a model with `config` has the canonical parameter `name` at all, whatever heads it
+    carries (a ModernBERT has no `mlm.transform.bias` unless `classifier_bias`, no
+    `layers.0.attention_norm`): what a check may require of a file."""
+    role = role_of(name)
+    if role.component == "layers.{i}.attention_norm" and layer_of(name) == 0 and not config.first_attention_norm:
+        return False
+    return _has_role(config, role.template)
 
 
 #: Sort ranks for `model_order_key`: the encoder's roles before each head's, then each role's place in ROLES.

@@ -40,6 +40,7 @@ FAMILY_FIXTURES = {
     "distilbert": FIXTURES / "family_hf" / "distilbert" / "masked_lm",
     "megatron-bert": FIXTURES / "prenorm" / "megatron" / "masked_lm",
     "esm": FIXTURES / "prenorm" / "esm" / "masked_lm",
+    "modernbert": FIXTURES / "modernbert" / "masked_lm",
 }
 TARGETS = sorted(formats.TARGETS)
 
@@ -114,6 +115,19 @@ def _mutations(config: dict, model_type: str) -> list[tuple[str, object]]:
         "mask_token_id": 5,  # a token of `_logits`' batch: token dropout then rescales it
         "token_dropout": not config.get("token_dropout", False),
         "emb_layer_norm_before": not config.get("emb_layer_norm_before", False),
+        # ModernBERT's: a window that hides keys of `_logits`' 6-token batch, layer kinds and
+        # bases (against the ones stated the other way: refused), a rotary scaling, its biases.
+        "local_attention": 2,
+        "layer_types": ["sliding_attention"] * config["num_hidden_layers"],
+        "global_attn_every_n_layers": config.get("global_attn_every_n_layers", 3) + 1,
+        "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 500.0},
+                            "sliding_attention": {"rope_type": "default", "rope_theta": 10.0}},
+        "global_rope_theta": 500.0,
+        "local_rope_theta": 10.0,
+        "rope_scaling": {"rope_type": "linear", "factor": 2.0},
+        "classifier_activation": "relu",
+        **{key: not config.get(key, False) for key in ("norm_bias", "attention_bias", "mlp_bias", "classifier_bias")},
+        "decoder_bias": not config.get("decoder_bias", True),
     }
     other.update({name: other[bert] for bert, name in own.items() if bert in other})
     config.update({name: config[bert] for bert, name in own.items() if bert in config})

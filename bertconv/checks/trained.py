@@ -298,7 +298,10 @@ def probe_logits(model, ids: np.ndarray) -> np.ndarray:
 
 def head_prior(tree: ParameterTree, bias_name: str) -> np.ndarray:
     """softmax(the bias the logits add) [V], float64: what the head predicts before any evidence.
-    Uniform when the bias is not finite (the logits then are not either, and the verdict says so)."""
+    Uniform when the bias is not finite (the logits then are not either, and the verdict says so)
+    or when the head has none (a ModernBERT with `decoder_bias` false)."""
+    if bias_name not in tree:
+        return np.full(tree.config.vocab_size, 1.0 / tree.config.vocab_size)
     param = tree[bias_name]
     bias = as_float32(np.asarray(param.tensor.read()), param.tensor.dtype).astype(np.float64)
     if not np.isfinite(bias).all():

@@ -102,6 +102,29 @@ class BertConfig:
     #: (1 - the sequence's ratio of mask tokens), as in training.
     token_dropout: bool = False
     mask_token_id: int | None = None
+    #: Sliding-window attention (ModernBERT's `layer_types`, `local_attention`): the layers listed
+    #: attend, from each query, only to the keys at most `local_attention // 2` positions away,
+    #: and rotate with `local_rope_theta`; the other layers attend globally with `rope_theta`.
+    local_attention_layers: tuple[int, ...] = ()
+    local_attention: int = 0
+    local_rope_theta: float = 10000.0
+    #: A gated feed-forward (GLU; ModernBERT's GeGLU): `ffn.gated_intermediate` maps H -> 2I, and
+    #: act(first half) * second half is the I-wide input of `ffn.output`.
+    gated_ffn: bool = False
+    #: Whether the linear layers and LayerNorms have biases (ModernBERT's `norm_bias`,
+    #: `attention_bias`, `mlp_bias`, `classifier_bias` for the MLM transform, `decoder_bias` for
+    #: the logits' output bias): without, the `.bias` and `.beta` parameters do not exist.
+    norm_bias: bool = True
+    attention_bias: bool = True
+    ffn_bias: bool = True
+    mlm_transform_bias: bool = True
+    output_bias: bool = True
+    #: Whether the first layer normalizes before attention: ModernBERT's layer 0 has no `attn_norm`
+    #: (the embeddings were just normalized).
+    first_attention_norm: bool = True
+    #: Queries, keys and values as one stored [H, 3H] matrix (`attention.qkv`), as ModernBERT
+    #: stores them: a matter of storage, not of what is computed.
+    fused_qkv: bool = False
     #: Config keys the file states that this model's computation in bertconv would not honour,
     #: with their values as JSON (`config.dialects.unread_keys`): every command that computes
     #: or converts refuses them unless the user accepts the loss.
@@ -166,6 +189,9 @@ class BertConfig:
             "R": 2 * self.max_position_embeddings - 1,
             # ESM's contact head reads every attention map: one input per applied layer and head.
             "N": self.num_hidden_layers * self.num_attention_heads,
+            # ModernBERT's fused queries, keys and values, and its gated feed-forward's two halves.
+            "3H": 3 * self.hidden_size,
+            "2I": 2 * self.intermediate_size,
         }
 
     @property
@@ -221,6 +247,9 @@ class BertConfig:
                        "embeddings one way (brightmart's word-only projection, or the summed embeddings)")
         if self.token_dropout and self.mask_token_id is None:
             out.append("token_dropout is set but mask_token_id is not: the rescaling counts the mask tokens")
+        if any(not 0 <= layer < self.num_hidden_layers for layer in self.local_attention_layers):
+            out.append(f"local_attention_layers {list(self.local_attention_layers)} name layers outside 0.."
+                       f"{self.num_hidden_layers - 1}")
         if self.position_embedding_type not in POSITION_EMBEDDING_TYPES:
             out.append(f"position_embedding_type {self.position_embedding_type!r} is not one of "
                        f"{POSITION_EMBEDDING_TYPES}")
@@ -235,7 +264,9 @@ COMPUTATION_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_att
                       "embedding_size", "embedding_projection", "num_hidden_groups", "inner_group_num",
                       "position_offset", "word_projection", "position_embedding_type", "is_decoder",
                       "mlm_hidden_act", "mlm_layer_norm_eps", "pre_layer_norm", "final_layer_norm",
-                      "embedding_layer_norm", "rope_theta", "token_dropout", "mask_token_id")
+                      "embedding_layer_norm", "rope_theta", "token_dropout", "mask_token_id",
+                      "local_attention_layers", "local_attention", "local_rope_theta", "gated_ffn", "norm_bias",
+                      "attention_bias", "ffn_bias", "mlm_transform_bias", "output_bias", "first_attention_norm")
 
 #: transformers 4's relative `position_embedding_type` values (transformers 5's BERT knows "absolute" only).
 RELATIVE_POSITION_TYPES = ("relative_key", "relative_key_query")
@@ -289,13 +320,20 @@ def expected_components(config: BertConfig, heads: Heads) -> dict[str, int]:
     H -> E. brightmart's word-only projection (`word_projection`) is a bias-free [E, H] matrix on
     the [V, E] word table, the other tables and the MLM transform being H wide (W = H); the MLM
     head reuses that matrix, so it is counted once. Shared layers (ALBERT) are counted once each:
-    the stored layers, not the applied ones.
+    the stored layers, not the applied ones. ModernBERT's have no biases where its config says
+    so (`norm_bias`, `attention_bias`, ...), a gated feed-forward H -> 2I -> H, and no LayerNorm
+    before its first layer's attention.
     """
     V, H, I, P, T, C, E, W = (config.vocab_size, config.hidden_size, config.intermediate_size,
                               config.max_position_embeddings, config.type_vocab_size,
                               config.conditional_size or 0, config.embedding_width, config.summed_width)
     R, D = 2 * P - 1, config.hidden_size // max(config.num_attention_heads, 1)
-    norm = 2 * H + 2 * C * H
+    # A LayerNorm's gamma and (unless `norm_bias` is false) beta; a linear layer's kernel and bias.
+    norm_terms = 2 if config.norm_bias else 1
+    norm = norm_terms * H + 2 * C * H
+    attention_biases = 4 * H if config.attention_bias else 0
+    ffn_inner = 2 * I if config.gated_ffn else I
+    ffn = H * ffn_inner + I * H + ((ffn_inner + H) if config.ffn_bias else 0)
     out: dict[str, int] = {"embeddings.word": V * E}
     if config.word_projection:
         out["embeddings.word_projection"] = E * H
@@ -305,22 +343,24 @@ def expected_components(config: BertConfig, heads: Heads) -> dict[str, int]:
     if config.position_table:
         out["embeddings.position"] = P * W
     if config.embedding_layer_norm:
-        out["embeddings.norm"] = 2 * W + 2 * C * W
+        out["embeddings.norm"] = norm_terms * W + 2 * C * W
     if config.embedding_projection:
         out["embeddings.projection"] = E * H + H
     for i in range(config.stored_layers):
-        out[f"layers.{i}.attention"] = 4 * H * H + 4 * H + (R * D if config.relative_positions else 0)
-        out[f"layers.{i}.attention_norm"] = norm
-        out[f"layers.{i}.ffn"] = 2 * H * I + I + H
+        out[f"layers.{i}.attention"] = 4 * H * H + attention_biases + (R * D if config.relative_positions else 0)
+        if i or config.first_attention_norm:
+            out[f"layers.{i}.attention_norm"] = norm
+        out[f"layers.{i}.ffn"] = ffn
         out[f"layers.{i}.ffn_norm"] = norm
     if config.final_layer_norm:
         out["final_norm"] = norm
     if heads.pooler:
         out["pooler"] = H * H + H
     if heads.mlm:
-        out["mlm.transform"] = H * W + W
-        out["mlm.norm"] = 2 * W + 2 * C * W
-        out["mlm.output_bias"] = V
+        out["mlm.transform"] = H * W + (W if config.mlm_transform_bias else 0)
+        out["mlm.norm"] = norm_terms * W + 2 * C * W
+        if config.output_bias:
+            out["mlm.output_bias"] = V
         if heads.untied_decoder:
             out["mlm.decoder"] = V * E + (V if heads.untied_decoder_bias else 0)
     if heads.nsp:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import json_text
-from . import ACTIVATIONS, LAYER_NORM_EPS, BertConfig
+from . import ACTIVATIONS, LAYER_NORM_EPS, BertConfig, layer_kinds
 from ..errors import bad_input
 from ..families import DEFAULT, FAMILIES, of
 from ..families.family import BASE_COMPUTES, BASE_FIXED, EXACT_ACTIVATION_KEY, GOOGLE, HF, INERT, REQUIRED, Family
@@ -32,6 +32,10 @@ _HF_ACTIVATIONS = {
     "gelu_fast": "gelu_tanh",
     "relu": "relu",
 }
+
+
+#: The Hugging Face name bertconv writes for each of its activations.
+_HF_NAME = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu"}
 
 
 def parse_activation(name: str, *, gelu_means: str) -> str:
@@ -91,7 +95,7 @@ def config_from_dict(data: dict[str, Any], *, gelu_means: str, source: str = "fi
         if not isinstance(act, str):
             raise ValueError(f"hidden_act is {json.dumps(act)}, expected a string such as \"gelu\"")
         values["hidden_act"] = parse_activation(act, gelu_means=gelu_means)
-    values["layer_norm_eps"] = _epsilon(data) if "layer_norm_eps" in data else LAYER_NORM_EPS
+    values["layer_norm_eps"] = _epsilon(data) if "layer_norm_eps" in data else declared.layer_norm_eps or LAYER_NORM_EPS
     tie = data.get("tie_word_embeddings", True)
     if not isinstance(tie, bool):
         raise ValueError(f"tie_word_embeddings is {json.dumps(tie)}, expected true or false")
@@ -100,6 +104,8 @@ def config_from_dict(data: dict[str, Any], *, gelu_means: str, source: str = "fi
         values["conditional_size"] = _size(data, "conditional_size")
     values.update(_family_fields(data, declared, dialect))
     provenance = {k: source if k in data else "default" for k in values}
+    if "layer_norm_eps" not in data and declared.layer_norm_eps is not None:
+        provenance["layer_norm_eps"] = "family"
     provenance["hidden_act"] = ("family" if "hidden_act" in declared.inert.get(dialect, ())
                                 else source if "hidden_act" in data else "default")
     return BertConfig(**values, unread=unread_keys(stated, declared, dialect), provenance=provenance)
@@ -151,6 +157,8 @@ def _family_fields(data: dict[str, Any], family: Family, dialect: str) -> dict[s
     if family.position_offset_key is not None:
         key, default = family.position_offset_key
         out["position_offset"] = (_size(data, key) if key in data else default) + 1
+    if "position_embedding_type" not in computes and "absolute" not in family.position_embedding_types:
+        out["position_embedding_type"] = family.position_embedding_types[0]  # its only scheme (ModernBERT's rotary)
     if "position_embedding_type" in computes and ("position_embedding_type" in data
                                                   or "absolute" not in family.position_embedding_types):
         kind = data.get("position_embedding_type", "absolute")
@@ -172,9 +180,31 @@ def _family_fields(data: dict[str, Any], family: Family, dialect: str) -> dict[s
         out["token_dropout"] = data.get("token_dropout", False)
     if "mask_token_id" in computes and data.get("mask_token_id") is not None:
         out["mask_token_id"] = _size(data, "mask_token_id")
+    out.update(_modern_fields(data, family, computes))
     if "add_cross_attention" in computes and data.get("add_cross_attention", False):
         raise ValueError("add_cross_attention is true: the model has cross-attention layers over an encoder's "
                          "outputs, which bertconv's canonical tree does not hold")
+    return out
+
+
+def _modern_fields(data: dict[str, Any], family: Family, computes: tuple[str, ...]) -> dict[str, Any]:
+    """What a ModernBERT-like declaration adds: fused attention and a gated feed-forward (the
+    family's), biases and the MLM head's activation (keys with the family's defaults), and the
+    layer kinds (`layer_kinds`)."""
+    out: dict[str, Any] = {"fused_qkv": family.fused_qkv, "gated_ffn": family.gated_ffn,
+                           "first_attention_norm": family.first_attention_norm}
+    for key, (name, default) in family.bias_keys.items():
+        if not isinstance(data.get(key, default), bool):
+            raise ValueError(f"{key} is {json.dumps(data[key])}, expected true or false")
+        out[name] = data.get(key, default)
+    if family.mlm_activation_key is not None:
+        key, default = family.mlm_activation_key
+        act = data.get(key, default)
+        if not isinstance(act, str):
+            raise ValueError(f"{key} is {json.dumps(act)}, expected a string such as \"gelu\"")
+        out["mlm_hidden_act"] = parse_activation(act, gelu_means="gelu")
+    if "local_attention" in computes:
+        out.update(layer_kinds.read(data, _size(data, "num_hidden_layers")))
     return out
 
 
@@ -296,7 +326,7 @@ def hf_config_dict(config: BertConfig, *, architectures: list[str], dtype: str) 
         "architectures": architectures,
         "attention_probs_dropout_prob": 0.1,
         "dtype": dtype,
-        "hidden_act": {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu"}[config.hidden_act],
+        "hidden_act": _HF_NAME[config.hidden_act],
         "hidden_dropout_prob": 0.1,
         "hidden_size": config.hidden_size,
         "initializer_range": 0.02,
@@ -318,9 +348,12 @@ def hf_config_dict(config: BertConfig, *, architectures: list[str], dtype: str) 
         out["position_embedding_type"] = config.position_embedding_type
     if config.is_decoder:
         out["is_decoder"] = True
-    # Keys the family's own config class does not have (ESM's hidden_act, type_vocab_size).
+    # Keys the family's own config class does not have (ESM's hidden_act, type_vocab_size), but
+    # for BERT's keys it writes under its own names (ModernBERT's layer_norm_eps as norm_eps).
+    renamed = of(config).key_names.get(HF, {}).values()
     for key in of(config).inert.get(HF, ()):
-        out.pop(key, None)
+        if key not in renamed:
+            out.pop(key, None)
     return in_family_names(out, of(config), HF)
 
 
@@ -348,9 +381,15 @@ def _family_dict(config: BertConfig) -> dict[str, Any]:
         out[family.position_offset_key[0]] = config.position_offset - 1
     if isinstance(family.embedding_layer_norm, str):
         out[family.embedding_layer_norm] = config.embedding_layer_norm
-    if config.rotary_positions:
+    if config.rotary_positions and "rope_theta" in family.computes.get(HF, ()):
         out["position_embedding_type"] = config.position_embedding_type
         out["rope_theta"] = config.rope_theta
+    if "local_attention" in family.computes.get(HF, ()):
+        out.update(layer_kinds.write(config))
+    for key, (name, _) in family.bias_keys.items():
+        out[key] = getattr(config, name)
+    if family.mlm_activation_key is not None:
+        out[family.mlm_activation_key[0]] = _HF_NAME[config.mlm_hidden_act or config.hidden_act]
     if "token_dropout" in family.computes.get(HF, ()):
         out["token_dropout"] = config.token_dropout
         out["mask_token_id"] = config.mask_token_id

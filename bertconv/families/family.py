@@ -107,6 +107,17 @@ class Family:
         the tensor-parallel size); None when its rows are its vocabulary.
       shares_hf_marks_with: families whose marks its Hugging Face files hold too (a Megatron-BERT
         is under `bert.` and `cls.`): its own marks decide when both are found.
+      fused_qkv: whether its files store queries, keys and values as one matrix (ModernBERT's `Wqkv`).
+      gated_ffn: whether its feed-forward is gated (GLU: ModernBERT's GeGLU `mlp.Wi`, H -> 2I).
+      first_attention_norm: whether its first layer normalizes before attention (ModernBERT's
+        layer 0 has no `attn_norm`).
+      bias_keys: per config key saying whether a group of its parameters has biases, the
+        `BertConfig` field it sets and the value its library defaults it to (ModernBERT's
+        `norm_bias`, `attention_bias`, `mlp_bias`, `classifier_bias`, `decoder_bias`).
+      mlm_activation_key: the config key of its MLM head's own activation, where the head has one
+        (ModernBERT's `classifier_activation`), and its default.
+      layer_norm_eps: the LayerNorm epsilon its library defaults to, where not BERT's 1e-12
+        (ModernBERT's `norm_eps`, 1e-5).
     """
 
     model_type: str
@@ -135,6 +146,12 @@ class Family:
     embedding_layer_norm: bool | str = True
     vocab_pad_multiple: int | None = None
     shares_hf_marks_with: tuple[str, ...] = ()
+    fused_qkv: bool = False
+    gated_ffn: bool = False
+    first_attention_norm: bool = True
+    bias_keys: dict[str, tuple[str, bool]] = field(default_factory=dict)
+    mlm_activation_key: tuple[str, str] | None = None
+    layer_norm_eps: float | None = None
 
     def projects(self, embedding_size: int, hidden_size: int) -> bool:
         """Whether a model of this family with E = `embedding_size` projects its embeddings to H."""

@@ -143,6 +143,10 @@ def config_from_shapes(path: Path, params: dict[str, Parameter], activation: str
         return int(shape[axis])
 
     declared = families.named(family)
+    if "local_attention" in declared.computes.get(families.HF, ()):
+        raise bad_input(path, f"no config given, and a {declared.display} model's layer kinds (which layers attend in a "
+                              f"sliding window, and how wide), rotary bases and biases are said only by its "
+                              f"config.json; pass --config config.json")
     relative = sorted(n for n in params if n.endswith(".attention.distance_embedding"))
     if relative:
         raise bad_input(params[relative[0]].file,

@@ -136,8 +136,10 @@ class Numerics:
         """
         defaults = FAMILY_DEFAULTS[family_of(tree.format)]
         config = tree.config
-        # "format": a fact of the format its reader states (fairseq's LayerNorm epsilon 1e-5).
-        stated = {name for name, source in config.provenance.items() if source in ("file", "flag", "format")}
+        # "format": a fact of the format its reader states (fairseq's LayerNorm epsilon 1e-5);
+        # "family": its library's own default (ModernBERT's epsilon 1e-5).
+        stated = {name for name, source in config.provenance.items()
+                  if source in ("file", "flag", "format", "family")}
         base = cls(
             activation=config.hidden_act if "hidden_act" in stated else defaults.activation,
             layer_norm_eps=config.layer_norm_eps if "layer_norm_eps" in stated else defaults.layer_norm_eps,

@@ -50,6 +50,7 @@ from ..tree import ParameterTree
 from . import blas, weights
 from . import loss as losses
 from . import token_dropout as dropout
+from . import layer_kinds as kinds
 from .attention import DistanceRows, distance_rows, visible_keys
 from .positions import rotary_tables, rotate
 from .inputs import check_model_inputs, check_positions, check_slot_inputs
@@ -227,21 +228,27 @@ class NumpyBert:
         if self.config.embedding_projection:
             x = self._dense(x, "embeddings.projection")  # [B, S, H]
         # Added to the scores of hidden keys: [B, 1, 1, S] (padding) or [B, 1, S, S] (causal too).
-        adder = np.where(visible_keys(self.config, inputs.attention_mask), np.float32(0), self._mask_value)
+        visible = visible_keys(self.config, inputs.attention_mask)
+        adder = np.where(visible, np.float32(0), self._mask_value)
+        local = (np.where(kinds.window_keys(self.config, visible), np.float32(0), self._mask_value)
+                 if self.config.local_attention_layers else None)  # ModernBERT's sliding-window layers
         distances = distance_rows(self.config, x.shape[1]) if self.config.relative_positions else None
         layer_step = self._pre_norm_layer if self.config.pre_layer_norm else self._layer
         for layer in self.config.layer_schedule():
-            x = layer_step(x, adder, distances, f"layers.{layer}")
+            layer_adder = local if layer in self.config.local_attention_layers else adder
+            x = layer_step(x, layer_adder, distances, f"layers.{layer}")
         if self.config.final_layer_norm:
             x = self._layer_norm(x, "final_norm")
         return x
 
     def _pre_norm_layer(self, x: np.ndarray, adder: np.ndarray, distances: DistanceRows | None,
                         layer: str) -> np.ndarray:
-        """One pre-LayerNorm layer (Megatron-BERT, ESM): x + Attention(LN(x)), then x + FFN(LN(x))."""
-        x = x + self._attention(self._layer_norm(x, f"{layer}.attention_norm"), adder, distances, f"{layer}.attention")
-        hidden = self._activation(self._dense(self._layer_norm(x, f"{layer}.ffn_norm"), f"{layer}.ffn.intermediate"))
-        return x + self._dense(hidden, f"{layer}.ffn.output")
+        """One pre-LayerNorm layer (Megatron-BERT, ESM, ModernBERT, whose layer 0 has no attention
+        LayerNorm): x + Attention(LN(x)), then x + FFN(LN(x))."""
+        normed = self._layer_norm(x, f"{layer}.attention_norm") if f"{layer}.attention_norm.gamma" in self.params else x
+        x = x + self._attention(normed, adder, distances, f"{layer}.attention")
+        return x + self._dense(kinds.ffn_inner(self, self._layer_norm(x, f"{layer}.ffn_norm"), layer),
+                               f"{layer}.ffn.output")
 
     def _layer(self, x: np.ndarray, adder: np.ndarray, distances: DistanceRows | None, layer: str) -> np.ndarray:
         """One encoder layer: [B, S, H] -> [B, S, H]."""
@@ -260,11 +267,9 @@ class NumpyBert:
         def split(t: np.ndarray) -> np.ndarray:  # [B, S, H] -> [B, A, S, D]
             return t.reshape(batch, seq_len, heads, width).transpose(0, 2, 1, 3)
 
-        query = split(self._dense(x, f"{prefix}.query"))
-        key = split(self._dense(x, f"{prefix}.key"))
-        value = split(self._dense(x, f"{prefix}.value"))
+        query, key, value = (split(t) for t in kinds.queries_keys_values(self, x, prefix))
         if self.config.rotary_positions:
-            tables = rotary_tables(self.config, seq_len)
+            tables = rotary_tables(self.config, seq_len, kinds.rope_base(self.config, prefix))
             query, key = rotate(query, tables), rotate(key, tables)
         with _blas_threads(seq_len):  # per head: [S, D] @ [D, S], then [S, S] @ [S, D]
             scores = query @ key.transpose(0, 1, 3, 2)  # [B, A, S, S]
@@ -314,7 +319,9 @@ class NumpyBert:
         if self.config.word_projection:
             h = _matmul(h, self.params["embeddings.word_projection.kernel"].T)  # [..., E]: back through it
         decoder = self.params[self.decoder]  # [V, E]: the word-embedding table itself when tied
-        return _matmul(h, decoder.T) + self.params[self.decoder_bias]
+        logits = _matmul(h, decoder.T)
+        bias = self.params.get(self.decoder_bias)  # none where the config says so (ModernBERT's decoder_bias)
+        return logits if bias is None else logits + bias
 
     def nsp_logits(self, pooled_output: np.ndarray) -> np.ndarray:
         """The NSP head: [B, H] -> [B, 2] (class 0: B follows A)."""
@@ -382,8 +389,10 @@ class NumpyBert:
     # --- building blocks -------------------------------------------------------------------
 
     def _dense(self, x: np.ndarray, prefix: str) -> np.ndarray:
-        """x @ kernel + bias, kernel [in, out]: [..., in] -> [..., out]."""
-        return _matmul(x, self.params[f"{prefix}.kernel"]) + self.params[f"{prefix}.bias"]
+        """x @ kernel + bias, kernel [in, out]: [..., in] -> [..., out]; no bias where the model has none."""
+        out = _matmul(x, self.params[f"{prefix}.kernel"])
+        bias = self.params.get(f"{prefix}.bias")
+        return out if bias is None else out + bias
 
     def _layer_norm(self, x: np.ndarray, prefix: str, eps: float | None = None) -> np.ndarray:
         """(x - mean) / sqrt(var + eps) * gamma + beta over the last axis (biased variance); eps the
@@ -392,7 +401,9 @@ class NumpyBert:
         centered = x - mean
         variance = np.mean(centered * centered, axis=-1, keepdims=True)
         normed = centered / np.sqrt(variance + np.float32(eps if eps is not None else self.numerics.layer_norm_eps))
-        return normed * self.params[f"{prefix}.gamma"] + self.params[f"{prefix}.beta"]
+        scaled = normed * self.params[f"{prefix}.gamma"]
+        beta = self.params.get(f"{prefix}.beta")  # none where the config says so (ModernBERT's norm_bias)
+        return scaled if beta is None else scaled + beta
 
 
 def _matmul(x: np.ndarray, matrix: np.ndarray) -> np.ndarray:

@@ -33,9 +33,10 @@ def inverse_frequencies(base: float, head_size: int) -> np.ndarray:
     return (np.float32(1.0) / np.power(np.float32(base), exponents)).astype(np.float32)
 
 
-def rotary_tables(config: BertConfig, seq_len: int) -> RotaryTables:
-    """The tables for positions 0..S-1 of a rotary model (read-only arrays, shared)."""
-    return _tables(float(config.rope_theta), config.head_size, seq_len)
+def rotary_tables(config: BertConfig, seq_len: int, base: float | None = None) -> RotaryTables:
+    """The tables for positions 0..S-1 of a rotary model (read-only arrays, shared), with the
+    config's base unless another is given (a ModernBERT sliding-window layer's)."""
+    return _tables(float(base or config.rope_theta), config.head_size, seq_len)
 
 
 @cache  # one per (base, D, S): every layer and every batch of a length reads the same tables

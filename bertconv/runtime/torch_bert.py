@@ -27,6 +27,7 @@ from ..tensor import LazyTensor
 from ..tree import ParameterTree
 from . import weights
 from . import token_dropout as dropout
+from . import layer_kinds as kinds
 from .attention import DistanceRows, distance_rows, visible_keys
 from .positions import RotaryTables, rotary_tables
 from .inputs import check_model_inputs, check_positions, check_slot_inputs
@@ -122,24 +123,31 @@ class TorchBert:
             x = self._layer_norm(x, "embeddings.norm")
         if self.config.embedding_projection:
             x = self._dense(x, "embeddings.projection")  # [B, S, H]
-        visible = self._tensor(visible_keys(self.config, inputs.attention_mask))
+        visible = visible_keys(self.config, inputs.attention_mask)
         # Added to the scores of hidden keys: [B, 1, 1, S] (padding) or [B, 1, S, S] (causal too).
-        adder = torch.zeros(visible.shape, dtype=self.dtype, device=self.device).masked_fill(~visible,
-                                                                                             self._mask_value)
+        adder = self._adder(visible)
+        local = self._adder(kinds.window_keys(self.config, visible)) if self.config.local_attention_layers else None
         distances = distance_rows(self.config, x.shape[1]) if self.config.relative_positions else None
         layer_step = self._pre_norm_layer if self.config.pre_layer_norm else self._layer
         for layer in self.config.layer_schedule():
-            x = layer_step(x, adder, distances, f"layers.{layer}")
+            layer_adder = local if layer in self.config.local_attention_layers else adder
+            x = layer_step(x, layer_adder, distances, f"layers.{layer}")
         if self.config.final_layer_norm:
             x = self._layer_norm(x, "final_norm")
         return x
 
+    def _adder(self, visible: np.ndarray) -> "torch.Tensor":
+        """0 where a key is visible, the mask value where not (same shape)."""
+        hidden = ~self._tensor(visible)
+        return torch.zeros(hidden.shape, dtype=self.dtype, device=self.device).masked_fill(hidden, self._mask_value)
+
     def _pre_norm_layer(self, x: "torch.Tensor", adder: "torch.Tensor", distances: DistanceRows | None,
                         layer: str) -> "torch.Tensor":
         """As `NumpyBert._pre_norm_layer`: x + Attention(LN(x)), then x + FFN(LN(x))."""
-        x = x + self._attention(self._layer_norm(x, f"{layer}.attention_norm"), adder, distances, f"{layer}.attention")
-        hidden = self._activation(self._dense(self._layer_norm(x, f"{layer}.ffn_norm"), f"{layer}.ffn.intermediate"))
-        return x + self._dense(hidden, f"{layer}.ffn.output")
+        normed = self._layer_norm(x, f"{layer}.attention_norm") if f"{layer}.attention_norm.gamma" in self.params else x
+        x = x + self._attention(normed, adder, distances, f"{layer}.attention")
+        return x + self._dense(kinds.ffn_inner(self, self._layer_norm(x, f"{layer}.ffn_norm"), layer),
+                               f"{layer}.ffn.output")
 
     def _layer(self, x: "torch.Tensor", adder: "torch.Tensor", distances: DistanceRows | None,
                layer: str) -> "torch.Tensor":
@@ -164,11 +172,9 @@ class TorchBert:
         def split(t: "torch.Tensor") -> "torch.Tensor":  # [B, S, H] -> [B, A, S, D]
             return t.view(batch, seq_len, heads, width).transpose(1, 2)
 
-        query = split(self._dense(x, f"{prefix}.query"))
-        key = split(self._dense(x, f"{prefix}.key"))
-        value = split(self._dense(x, f"{prefix}.value"))
+        query, key, value = (split(t) for t in kinds.queries_keys_values(self, x, prefix))
         if self.config.rotary_positions:
-            tables = rotary_tables(self.config, seq_len)
+            tables = rotary_tables(self.config, seq_len, kinds.rope_base(self.config, prefix))
             query, key = self._rotate(query, tables), self._rotate(key, tables)
         if distances is not None:
             relative = self._relative_scores(query, key, distances, prefix)  # [B, A, S, S]
@@ -211,7 +217,8 @@ class TorchBert:
         if self.config.word_projection:
             h = h @ self.params["embeddings.word_projection.kernel"].T  # [..., E]: back through it
         decoder = self.params[self.decoder]  # [V, E]: the word-embedding table itself when tied
-        return h @ decoder.T + self.params[self.decoder_bias]
+        bias = self.params.get(self.decoder_bias)  # none where the config says so (ModernBERT's decoder_bias)
+        return h @ decoder.T if bias is None else h @ decoder.T + bias
 
     def nsp_logits(self, pooled_output: "torch.Tensor") -> "torch.Tensor":
         """The NSP head: [B, H] -> [B, 2] (class 0: B follows A)."""
@@ -268,11 +275,13 @@ class TorchBert:
 
     def _dense(self, x: "torch.Tensor", prefix: str) -> "torch.Tensor":
         """x @ kernel + bias, kernel [in, out]: [..., in] -> [..., out]."""
-        return torch.addmm(self.params[f"{prefix}.bias"], x.reshape(-1, x.shape[-1]),
-                           self.params[f"{prefix}.kernel"]).view(*x.shape[:-1], -1)
+        bias, rows = self.params.get(f"{prefix}.bias"), x.reshape(-1, x.shape[-1])
+        kernel = self.params[f"{prefix}.kernel"]
+        out = rows @ kernel if bias is None else torch.addmm(bias, rows, kernel)
+        return out.view(*x.shape[:-1], -1)
 
     def _layer_norm(self, x: "torch.Tensor", prefix: str, eps: float | None = None) -> "torch.Tensor":
-        return F.layer_norm(x, x.shape[-1:], self.params[f"{prefix}.gamma"], self.params[f"{prefix}.beta"],
+        return F.layer_norm(x, x.shape[-1:], self.params[f"{prefix}.gamma"], self.params.get(f"{prefix}.beta"),
                             eps=eps if eps is not None else self.numerics.layer_norm_eps)
 
     def _activation(self, x: "torch.Tensor", name: str | None = None) -> "torch.Tensor":

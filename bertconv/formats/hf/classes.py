@@ -4,6 +4,7 @@ records (the PyTorch class; transformers' TF and Flax saves record that name too
 
 from __future__ import annotations
 
+from ...config import layer_kinds
 from ...errors import bad_input
 from ...tree import ParameterTree
 
@@ -21,6 +22,7 @@ CLASSES: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
     "megatron-bert": ((("mlm", "nsp"), "MegatronBertForPreTraining"), (("mlm",), "MegatronBertForMaskedLM"),
                       (("nsp",), "MegatronBertForNextSentencePrediction"), ((), "MegatronBertModel")),
     "esm": ((("mlm",), "EsmForMaskedLM"), ((), "EsmModel")),
+    "modernbert": ((("mlm",), "ModernBertForMaskedLM"), ((), "ModernBertModel")),
 }
 #: Per `model_type`: the class of a causal model (`is_decoder`) with its LM head, which is the
 #: masked LM's head predicting the next token.
@@ -42,7 +44,11 @@ def architecture(tree: ParameterTree) -> str:
 
 
 def transformers_5_caveats(tree: ParameterTree) -> list[str]:
-    """What transformers 5 computes differently from the model a Hugging Face output holds."""
+    """What transformers 5 (or 4) computes differently from the model a Hugging Face output holds."""
+    if tree.config.local_attention_layers and layer_kinds.period(tree.config) is None:
+        return [f"layer_types: sliding-window attention in layers {list(tree.config.local_attention_layers)}, which no "
+                f"global_attn_every_n_layers gives: transformers 5 computes it; transformers 4 (4.57 checked) reads "
+                f"global_attn_every_n_layers alone (default 3) and would compute another model"]
     if not tree.config.relative_positions:
         return []
     return [f"position_embedding_type is {tree.config.position_embedding_type!r}: transformers 4 computes it "

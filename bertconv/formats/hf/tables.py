@@ -210,6 +210,31 @@ ESM_TABLE = Table("hf", (
 ), skips=(*_SKIPS, Skip("*rotary_embeddings.inv_freq", ROTARY_BUFFER)))
 
 
+_MODERNBERT_LAYER = "model.layers.{i}"
+
+#: transformers `ModernBertForMaskedLM` / `ModernBertModel`: the encoder under `model.`, its word
+#: table `tok_embeddings` and LayerNorm `norm`; per layer the fused `attn.Wqkv` [3H, H], `attn.Wo`,
+#: `attn_norm` (none in layer 0), `mlp_norm` and the GeGLU `mlp.Wi` [2I, H] and `mlp.Wo`; then
+#: `final_norm`. The MLM head is `head.dense`, `head.norm` and `decoder` (tied to the word table,
+#: its bias the output bias). Biases and LayerNorm biases only where the config says so.
+MODERNBERT_TABLE = Table("hf", (
+    Row("embeddings.word", "model.embeddings.tok_embeddings.weight"),
+    *_norm_rows("embeddings.norm", "model.embeddings.norm"),
+    *_norm_rows("layers.{i}.attention_norm", f"{_MODERNBERT_LAYER}.attn_norm"),
+    *_linear_rows("layers.{i}.attention.qkv", f"{_MODERNBERT_LAYER}.attn.Wqkv"),
+    *_linear_rows("layers.{i}.attention.output", f"{_MODERNBERT_LAYER}.attn.Wo"),
+    *_norm_rows("layers.{i}.ffn_norm", f"{_MODERNBERT_LAYER}.mlp_norm"),
+    *_linear_rows("layers.{i}.ffn.gated_intermediate", f"{_MODERNBERT_LAYER}.mlp.Wi"),
+    *_linear_rows("layers.{i}.ffn.output", f"{_MODERNBERT_LAYER}.mlp.Wo"),
+    *_norm_rows("final_norm", "model.final_norm"),
+    *_linear_rows("mlm.transform", "head.dense"),
+    *_norm_rows("mlm.norm", "head.norm"),
+    Row("mlm.output_bias", "decoder.bias"),
+    Row("mlm.decoder", "decoder.weight"),
+), skips=(*_SKIPS, Skip("*rotary_emb.*inv_freq", "rotary inverse frequencies (a buffer transformers never saves), "
+                                                  "computed from the config")))
+
+
 @dataclass(frozen=True)
 class Family:
     """One model family's Hugging Face spelling.
@@ -251,6 +276,7 @@ FAMILIES: dict[str, Family] = {family.model_type: family for family in (
                                                           "vocab_projector.")),
     Family("megatron-bert", MEGATRON_TABLE, "bert", ("cls.",)),
     Family("esm", ESM_TABLE, "esm", ("lm_head.",)),
+    Family("modernbert", MODERNBERT_TABLE, "model", ("head.", "decoder.")),
 )}
 
 #: The families this module writes (`convert` refuses a tree of any other).

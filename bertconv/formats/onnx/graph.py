@@ -95,6 +95,13 @@ NOT_COMPUTED = (
     ("embedding_layer_norm", lambda config: not config.embedding_layer_norm),
     ("position_embedding_type", lambda config: config.rotary_positions),
     ("token_dropout", lambda config: config.token_dropout),
+    # ModernBERT's sliding-window layers, GeGLU, bias-free layers and bare first layer.
+    ("local_attention_layers", lambda config: bool(config.local_attention_layers)),
+    ("gated_ffn", lambda config: config.gated_ffn),
+    *((flag, lambda config, flag=flag: not getattr(config, flag))
+      for flag in ("norm_bias", "attention_bias", "ffn_bias", "mlm_transform_bias", "output_bias",
+                   "first_attention_norm")),
+    ("fused_qkv", lambda config: config.fused_qkv),
 )
 
 
