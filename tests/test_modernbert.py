@@ -233,13 +233,6 @@ def test_inspect_reads_every_fixture():
         assert result.exit_code == 0 and json.loads(result.stdout)["format"] == "hf-safetensors", result.stderr
 
 
-#: checks/verify.py (being split by the lead) requires BERT's whole MLM head; the hook that asks
-#: `tree.has_parameter` instead lands with the merge, and these pass then (strict: an XPASS fails,
-#: to take the mark away).
-NEEDS_VERIFY_HOOK = pytest.mark.xfail(strict=True, reason="checks/verify.py mlm_head: the has_parameter hook")
-
-
-@NEEDS_VERIFY_HOOK
 @pytest.mark.parametrize("path", MASKED_LMS, ids=lambda p: p.name)
 def test_verify_finds_the_head_complete_and_probes_it(path):
     result = run_in_process("verify", path, "--deep", "--json")
@@ -248,7 +241,6 @@ def test_verify_finds_the_head_complete_and_probes_it(path):
     assert result.exit_code == 1 and any("untrained MLM head" in p and "context gain" in p for p in report["problems"])
 
 
-@NEEDS_VERIFY_HOOK
 def test_verify_knows_a_freshly_initialized_head_by_its_signs(tmp_path):
     transformers = needs("transformers")
     config = transformers.AutoConfig.from_pretrained(MASKED_LM)

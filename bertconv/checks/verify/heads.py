@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...tree import ParameterTree, role_of
+from ...tree import ParameterTree, has_parameter, role_of
 from .. import trained
 from .findings import COMPLETE, DECODER, MISSING, OUTPUT_BIAS, PARTIAL, WORD, Findings, TensorReader, label
 
@@ -56,7 +56,7 @@ def mlm_head(tree: ParameterTree) -> tuple[str, list[str]]:
     stored = [name for name in tree.params if role_of(name).head == "mlm"]
     if not stored:
         return MISSING, []
-    missing = [name for name in MLM_REQUIRED if name not in tree.params]
+    missing = [name for name in MLM_REQUIRED if name not in tree.params and has_parameter(tree.config, name)]
     if DECODER not in tree.params and (WORD not in tree.params or not tree.config.tie_word_embeddings):
         missing.append(DECODER)  # the table is the decoder only when tied
     return (PARTIAL, missing) if missing else (COMPLETE, [])
