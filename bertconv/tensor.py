@@ -7,10 +7,10 @@ one tensor at a time keeps resident memory near the size of the largest tensor.
 
 from __future__ import annotations
 
+import _thread
 import math
 import mmap
 import os
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -287,7 +287,7 @@ TRANSPOSE_TILE_COLUMNS = 512
 TRANSPOSE_TWO_THREADS_BYTES = 8 << 20
 
 _transpose_helper = None  # the second thread's executor, started by the first large transpose
-_helper_lock = threading.Lock()
+_helper_lock = _thread.allocate_lock()  # not `threading`: reading headers starts no thread
 
 
 def transpose(array: np.ndarray) -> np.ndarray:

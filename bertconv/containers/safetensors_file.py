@@ -21,11 +21,11 @@ from ..dtypes import DType
 from ..errors import bad_input
 from ..lazy import lazy_module
 from ..tensor import LazyTensor, MappedTensor, check_span
-from .direct_output import DirectOutput, open_output
-from .writeback import EarlyWriteback
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
+
+    from .direct_output import DirectOutput
 
     import numpy as np
 else:  # imported on first use: reading headers needs no NumPy
@@ -210,6 +210,9 @@ def write_file(path: Path, tensors: Iterable[TensorSource], metadata: dict[str, 
     cursor = 0  # pending[cursor] is the next one to start loading
     from concurrent.futures import ThreadPoolExecutor  # here: reading headers needs no thread pool
 
+    from .direct_output import DirectOutput, open_output
+    from .writeback import EarlyWriteback
+
     header = encode_header(ordered, metadata)
     size = len(header) + sum(_planned_nbytes(t) for t in ordered)
     with open_output(path, size) as out, ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertconv-load") as pool:
@@ -289,6 +292,8 @@ def copy_bytes(out: BinaryIO | DirectOutput, span: tuple[Path, int], nbytes: int
     Returns False, with `out` where it was, when the kernel cannot copy between these files (the
     caller writes the bytes itself). A source shorter than the reader found it is `BadInput`.
     """
+    from .direct_output import DirectOutput
+
     source_path, offset = span
     if isinstance(out, DirectOutput):
         out.copy_from(source_path, offset, nbytes)
