@@ -20,7 +20,7 @@ from .. import dtypes, json_text
 from ..dtypes import DType
 from ..errors import bad_input
 from ..lazy import lazy_module
-from ..tensor import LazyTensor, MappedTensor, check_span
+from ..tensor import LazyTensor, MappedTensor, TransposedTensor, check_span, transpose_into
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -219,6 +219,10 @@ def write_file(path: Path, tensors: Iterable[TensorSource], metadata: dict[str, 
         loading: dict[int, Future] = {}  # submitted, not yet taken; loaded in this order
         ahead = 0  # their bytes
         writeback = None if isinstance(out, DirectOutput) else EarlyWriteback(out)
+        # What is loaded for each tensor: a transpose written into the staging block as it is
+        # computed is loaded as its base (see `_transposed_in_place`).
+        loads = [_transposed_in_place(source) if writeback is None else None for *_, source in ordered]
+        loads = [source if base is None else base for base, (*_, source) in zip(loads, ordered)]
 
         def load_ahead(holding: int) -> None:
             """Submit the next tensors while they fit in PREFETCH_MAX_BYTES beside those already
@@ -229,7 +233,7 @@ def write_file(path: Path, tensors: Iterable[TensorSource], metadata: dict[str, 
                 nbytes = _planned_nbytes(ordered[pending[cursor]])
                 if ahead + nbytes > PREFETCH_MAX_BYTES and (loading or holding):
                     return
-                loading[pending[cursor]] = pool.submit(_load, ordered[pending[cursor]][3])
+                loading[pending[cursor]] = pool.submit(_load, loads[pending[cursor]])
                 ahead += nbytes
                 cursor += 1
 
@@ -248,12 +252,17 @@ def write_file(path: Path, tensors: Iterable[TensorSource], metadata: dict[str, 
             else:  # not submitted (a kernel copy that failed, or too large to load ahead)
                 if cursor < len(pending) and pending[cursor] == i:
                     cursor += 1
-                array = _load(source)
+                array = _load(loads[i])
             load_ahead(holding=array.nbytes)  # the next ones load while this one is written
-            if tuple(array.shape) != tuple(shape) or array.dtype != dtype.numpy:
-                raise ValueError(f"{name}: source gave {array.dtype} {list(array.shape)}, "
+            in_place = loads[i] is not source
+            given = tuple(reversed(array.shape)) if in_place else tuple(array.shape)
+            if given != tuple(shape) or array.dtype != dtype.numpy:
+                raise ValueError(f"{name}: source gave {array.dtype} {list(given)}, "
                                  f"planned {dtype} {list(shape)}")
-            write_array(out, array)
+            if in_place:
+                write_transposed(out, array)
+            else:
+                write_array(out, array)
             if writeback:
                 writeback.written(out.tell())
             if on_tensor:
@@ -274,6 +283,15 @@ def _copy_span(dtype: DType, shape: tuple[int, ...], source) -> tuple[Path, int]
     if source.dtype != dtype or tuple(source.shape) != tuple(shape):
         return None
     return source.copy_span()
+
+
+def _transposed_in_place(source) -> LazyTensor | None:
+    """The tensor whose transpose `source` is, when writing it is computing that transpose (not a
+    transpose of a transpose, which is its original's bytes): a `DirectOutput` takes it straight
+    into its staging block (`write_transposed`), with no array of the transpose made and copied."""
+    if isinstance(source, TransposedTensor) and not isinstance(source.base, TransposedTensor):
+        return source.base
+    return None
 
 
 def _load(source) -> np.ndarray:
@@ -338,3 +356,25 @@ def write_array(out: BinaryIO, array: np.ndarray) -> None:
     rows_per_chunk = max(1, CHUNK_BYTES // row_bytes)
     for start in range(0, array.shape[0], rows_per_chunk):
         out.write(np.ascontiguousarray(array[start:start + rows_per_chunk]).data)
+
+
+def write_transposed(out: DirectOutput, array: np.ndarray) -> None:
+    """Write the transpose of 2-D `array` ([R, C]: C rows of R values) row-major, computed straight
+    into `out`'s staging block, as many whole rows at a time as the block has room for; a row
+    that would cross the block's end goes through `write`."""
+    array = np.asarray(array)
+    rows, columns = array.shape
+    row_bytes = rows * array.dtype.itemsize
+    done = 0  # rows of the transpose written
+    while done < columns:
+        room = out.staging()
+        fit = min(columns - done, len(room) // row_bytes) if row_bytes else columns - done
+        if fit == 0:
+            out.write(np.ascontiguousarray(array[:, done]).data)
+            done += 1
+            continue
+        target = np.frombuffer(room, dtype=array.dtype, count=fit * rows).reshape(fit, rows)
+        transpose_into(array[:, done:done + fit], target)
+        del target  # no view of the block may outlive its hand-over
+        out.staged(fit * row_bytes)
+        done += fit
