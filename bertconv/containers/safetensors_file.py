@@ -198,7 +198,9 @@ def write_file(path: Path, tensors: Iterable[TensorSource], metadata: dict[str, 
     A source that is a `LazyTensor` with a `copy_span()` of the planned dtype and shape is copied
     from its file by the kernel (`os.copy_file_range`: no page of it enters this process);
     anything else is loaded (a memory map or a transposed copy is fine) and its bytes written
-    row-major, the following such tensors being loaded meanwhile (see `PREFETCH_MAX_BYTES`). What
+    row-major, the following such tensors being loaded meanwhile (see `PREFETCH_MAX_BYTES`); a
+    transpose written past the page cache is loaded as the matrix it transposes and computed
+    straight into the output's staging block (`write_transposed`). What
     is written goes to the disk as it accumulates, not all at the final fsync: a large file past the
     page cache (`DirectOutput`, where a span is read straight into its staging block instead of
     copied by the kernel), a small one through it (`EarlyWriteback`).
@@ -219,10 +221,7 @@ def write_file(path: Path, tensors: Iterable[TensorSource], metadata: dict[str, 
         loading: dict[int, Future] = {}  # submitted, not yet taken; loaded in this order
         ahead = 0  # their bytes
         writeback = None if isinstance(out, DirectOutput) else EarlyWriteback(out)
-        # What is loaded for each tensor: a transpose written into the staging block as it is
-        # computed is loaded as its base (see `_transposed_in_place`).
-        loads = [_transposed_in_place(source) if writeback is None else None for *_, source in ordered]
-        loads = [source if base is None else base for base, (*_, source) in zip(loads, ordered)]
+        loads = [_to_load(source, direct=writeback is None) for *_, source in ordered]
 
         def load_ahead(holding: int) -> None:
             """Submit the next tensors while they fit in PREFETCH_MAX_BYTES beside those already
@@ -285,13 +284,14 @@ def _copy_span(dtype: DType, shape: tuple[int, ...], source) -> tuple[Path, int]
     return source.copy_span()
 
 
-def _transposed_in_place(source) -> LazyTensor | None:
-    """The tensor whose transpose `source` is, when writing it is computing that transpose (not a
-    transpose of a transpose, which is its original's bytes): a `DirectOutput` takes it straight
-    into its staging block (`write_transposed`), with no array of the transpose made and copied."""
-    if isinstance(source, TransposedTensor) and not isinstance(source.base, TransposedTensor):
+def _to_load(source, *, direct: bool):
+    """What the loader reads for `source`: to a `DirectOutput` (`direct`), a computed transpose's
+    base, whose transpose `write_transposed` computes straight into the staging block, with no
+    array of it made and copied; else `source` itself (a transpose of a transpose is its
+    original's bytes)."""
+    if direct and isinstance(source, TransposedTensor) and not isinstance(source.base, TransposedTensor):
         return source.base
-    return None
+    return source
 
 
 def _load(source) -> np.ndarray:
