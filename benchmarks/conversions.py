@@ -331,18 +331,25 @@ def size_section(size: str, runner: Runner, *, with_b4k: bool, with_keras_object
                          "timed run (each run's input files are read just before it: this machine reclaims "
                          "idle page cache within a minute); outputs are removed and `sync` run between runs.")
 
-    # every pair of formats
+    # every pair of formats, each against `cp` of its input and `cp` + `sync` of its output's bytes
+    # (the input of the target's kind: every kind holds the same values), measured in this run
     targets = [t for t in available_targets() if t != "bert4keras" or with_b4k]
+    cp_sync_of = {"hf-safetensors": cp_sync}
+    for kind in kinds:
+        if kind not in cp_sync_of:
+            cp_sync_of[kind] = _cp_measurement(size, kind, runner, sync=True)
+            section.rows.append(Row(f"copy {kind} files", "cp + sync", cp_sync_of[kind],
+                                    note="the physical limit of a conversion writing these bytes"))
     for kind in kinds:
         cp_kind = cp if kind == "hf-safetensors" else _cp_measurement(size, kind, runner)
-        cp_sync_kind = cp_sync if kind == "hf-safetensors" else _cp_measurement(size, kind, runner, sync=True)
         for target in targets:
             dest = destination(runner, kind, target)
             command = convert_command(size, kind, target, dest)
             m = runner.run(command, output=dest, check=check_for(size, command))
             if m is not None:
                 section.pairs.append(PairRow(kind, target, file_bytes(size, kind), largest_tensor_bytes(size), m, cp_kind,
-                                             cp_sync=cp_sync_kind, identical=runner.checked(command)))
+                                             cp_sync=cp_sync_of.get(TARGETS[target][0]),
+                                             identical=runner.checked(command)))
 
     if written_by_bertconv():
         section.notes.append(f"{', '.join(written_by_bertconv())} inputs were written by bertconv itself from the "

@@ -7,10 +7,10 @@ one tensor at a time keeps resident memory near the size of the largest tensor.
 
 from __future__ import annotations
 
+import _thread
 import math
 import mmap
 import os
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -287,26 +287,33 @@ TRANSPOSE_TILE_COLUMNS = 512
 TRANSPOSE_TWO_THREADS_BYTES = 8 << 20
 
 _transpose_helper = None  # the second thread's executor, started by the first large transpose
-_helper_lock = threading.Lock()
+_helper_lock = _thread.allocate_lock()  # not `threading`: reading headers starts no thread
 
 
 def transpose(array: np.ndarray) -> np.ndarray:
-    """The transpose of 2-D `array` ([R, C] -> [C, R]) as a new C-contiguous array, copied tile
-    by tile; a large one by two threads, each taking half of the output rows (the source's
-    columns). No memory beyond the output."""
+    """The transpose of 2-D `array` ([R, C] -> [C, R]) as a new C-contiguous array (see
+    `transpose_into`). No memory beyond the output."""
     array = np.asarray(array)  # a plain view: slicing a np.memmap makes a memmap object per tile
-    rows, columns = array.shape
-    out = np.empty((columns, rows), dtype=array.dtype)
+    out = np.empty((array.shape[1], array.shape[0]), dtype=array.dtype)
+    transpose_into(array, out)
+    return out
+
+
+def transpose_into(array: np.ndarray, out: np.ndarray) -> None:
+    """out[...] = array.T for 2-D `array` [R, C] and a writable C-contiguous `out` [C, R] (a new
+    array, or an output's staging block), copied tile by tile; a large one by two threads, each
+    taking half of the output rows (the source's columns)."""
+    array = np.asarray(array)
+    columns = array.shape[1]
     if array.nbytes < TRANSPOSE_TWO_THREADS_BYTES or columns < 2:
         _transpose_columns(array, out, 0, columns)
-        return out
+        return
     middle = columns // 2
     other_half = _helper().submit(_transpose_columns, array, out, middle, columns)
     try:
         _transpose_columns(array, out, 0, middle)
     finally:
         other_half.result()  # even on an error here: the helper must be done with `out`
-    return out
 
 
 def _transpose_columns(array: np.ndarray, out: np.ndarray, first: int, end: int) -> None:

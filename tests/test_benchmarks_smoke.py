@@ -134,8 +134,12 @@ def test_table_printer(tmp_path):
     assert "| audit model.safetensors | python -c pass | 0.05 |  | 9 | bertconv ≤ 3× this: FAIL | imports |" in text
     assert "| tiny | 1.34 | 1.49 | 15 |" in text  # 2.00 s for 1.34 GB: 1.49 s/GB, 15 s for 10 GB
     assert "≥5×: FAIL" in text
-    assert "| tf → hf | 1,278 | 119 | 2.00 | 2.0× | PASS | 1.2× | 200 | 269 | PASS | yes |" in text
-    assert "| hf → tf | 1,278 | 119 | 4.00 | 4.0× | FAIL |  | 400 | 269 | FAIL | - |" in text
+    assert "| tf → hf | 1,278 | 119 | 2.00 | 2.0× | PASS | 1.60 | 1.2× | PASS | 200 | 269 | PASS | yes |" in text
+    assert "| hf → tf | 1,278 | 119 | 4.00 | 4.0× | FAIL | - |  |  | 400 | 269 | FAIL | - |" in text
+    slow_write = report.PairRow("hf", "tf", 1_340_000_000, largest, fake(2.5, 200), cp=fake(1.0, 9), cp_sync=fake(1.6, 9))
+    section.pairs.append(slow_write)
+    text = report.render([section], command="python -m benchmarks --quick", reps=2)
+    assert "| hf → tf | 1,278 | 119 | 2.50 | 2.5× | PASS | 1.60 | 1.6× | FAIL | 200 | 269 | PASS | - |" in text
     assert "| hf-safetensors | 420 | 586 | 6,836 | 586 | 0.30 | PASS |" in text
     assert "CPU" in text and "Python" in text and "numpy" in text
 

@@ -20,6 +20,7 @@ from bertconv.containers.direct_output import ALIGNMENT, DirectOutput, open_outp
 from bertconv.conversion import convert
 from bertconv.dtypes import FLOAT32
 from bertconv.errors import BadInput
+from bertconv.tensor import ArrayTensor, TransposedTensor
 
 from conftest import FIXTURES
 
@@ -47,6 +48,7 @@ def source(tmp_path) -> tuple[Path, bytes]:
 pieces = st.lists(st.one_of(
     st.tuples(st.just("write"), st.integers(0, 3 * BLOCK)),
     st.tuples(st.just("copy"), st.integers(0, SOURCE_BYTES - 1), st.integers(0, 3 * BLOCK)),
+    st.tuples(st.just("stage"), st.integers(0, BLOCK)),
 ), max_size=12)
 
 
@@ -61,6 +63,12 @@ def test_the_file_holds_exactly_what_was_written_and_copied(tmp_path, source, pi
             if piece[0] == "write":
                 data = bytes((seed + i) % 256 for i in range(piece[1]))
                 assert out.write(data) == len(data)
+            elif piece[0] == "stage":  # filled in place, at most the room the block has left
+                room = out.staging()
+                assert len(room) > 0
+                data = bytes((seed + 3 * i) % 256 for i in range(min(piece[1], len(room))))
+                room[:len(data)] = data
+                out.staged(len(data))
             else:
                 _, offset, nbytes = piece
                 nbytes = min(nbytes, SOURCE_BYTES - offset)
@@ -69,6 +77,41 @@ def test_the_file_holds_exactly_what_was_written_and_copied(tmp_path, source, pi
             expected += data
             assert out.tell() == len(expected)
     assert out_path.read_bytes() == bytes(expected)
+
+
+def test_staging_more_than_the_block_has_room_for_is_refused(tmp_path):
+    with direct_or_skip(tmp_path / "out.bin", 0, block_bytes=BLOCK) as out:
+        out.write(b"x" * 10)
+        with pytest.raises(ValueError, match="staged"):
+            out.staged(BLOCK - 9)
+        assert out.tell() == 10
+
+
+@pytest.mark.parametrize("shape", [(37, 300), (1500, 3), (1, 5000), (5, 1)])
+def test_transposes_computed_into_the_staging_blocks_are_the_buffered_bytes(tmp_path, monkeypatch, shape):
+    """A transpose written straight into the blocks (rows crossing a block's end included) makes
+    the bytes the buffered writer makes from the transposed array; a transpose of a transpose is
+    still its original's bytes."""
+    with direct_or_skip(tmp_path / "probe.bin"):
+        pass
+    base = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    transposed = TransposedTensor(ArrayTensor(base, FLOAT32))
+    twice = TransposedTensor(TransposedTensor(ArrayTensor(base.T.copy(), FLOAT32)))
+    tensors = [("kernel", FLOAT32, transposed.shape, transposed), ("twice", FLOAT32, twice.shape, twice),
+               ("bias", FLOAT32, (3,), lambda: np.ones(3, np.float32))]
+    buffered, direct = tmp_path / "buffered.safetensors", tmp_path / "direct.safetensors"
+    safetensors_file.write_file(buffered, tensors)
+    monkeypatch.setattr(direct_output, "DIRECT_MIN_BYTES", 0)
+    monkeypatch.setattr(direct_output, "BLOCK_BYTES", BLOCK)
+    staged = []
+    real_staged = DirectOutput.staged
+    monkeypatch.setattr(DirectOutput, "staged", lambda self, n: staged.append(n) or real_staged(self, n))
+    safetensors_file.write_file(direct, tensors)
+    assert staged, "no transpose was computed into the staging blocks"
+    assert direct.read_bytes() == buffered.read_bytes()
+    header = safetensors_file.read_header(direct)
+    np.testing.assert_array_equal(header.tensors["kernel"].read(), base.T)
+    np.testing.assert_array_equal(header.tensors["twice"].read(), base.T)
 
 
 def test_a_reserved_size_longer_than_written_is_cut_to_what_was_written(tmp_path):

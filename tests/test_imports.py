@@ -22,6 +22,10 @@ from bertconv.lazy import module_name
 HEAVY = ("numpy", "h5py", "rich", "torch", "msgpack", "click")
 #: What reading a torch checkpoint needs and a safetensors file does not.
 TORCH_CONTAINER = ("zipfile", "pickle", "bertconv.containers.torch_pickle")
+#: What writing an output needs (its threads, O_DIRECT blocks, early writeback) and looking a repo
+#: id up in the Hugging Face cache: a header-only command on a file needs neither.
+WRITING_AND_CACHE = ("threading", "bertconv.containers.direct_output", "bertconv.containers.writeback",
+                     "bertconv.formats.hf.cache")
 #: The format modules, as the registry names them; a command imports only those whose container
 #: its path may be.
 FORMAT_MODULES = tuple(sorted(module_name(entry.module) for entry in FORMATS))
@@ -35,7 +39,7 @@ with contextlib.redirect_stdout(io.StringIO()):
     except SystemExit as exit:
         status = exit.code
 print(json.dumps({"status": status, "imported": sorted(m for m in %r if m in sys.modules)}))
-""" % (HEAVY + FORMAT_MODULES + TORCH_CONTAINER + ("importlib.metadata",),)
+""" % (HEAVY + FORMAT_MODULES + TORCH_CONTAINER + WRITING_AND_CACHE + ("importlib.metadata",),)
 
 
 def imported_by(*args: str) -> tuple[int, set[str]]:
@@ -81,6 +85,22 @@ def test_audit_reads_headers_without_numpy_h5py_rich_or_other_formats(checkpoint
     assert formats <= AUDITS[checkpoint] and formats & AUDITS[checkpoint]
     if checkpoint.endswith(".safetensors"):
         assert not imported & set(TORCH_CONTAINER)
+
+
+@pytest.mark.parametrize("command", ["audit", "inspect"])
+def test_header_commands_on_a_file_start_no_thread_and_skip_the_hub_cache(command):
+    """A file is itself, never a repo id: no cache lookup; and reading headers writes nothing."""
+    status, imported = imported_by(command, str(FIXTURES / "hf/pretraining/model.safetensors"))
+    assert status == 0
+    assert not imported & set(WRITING_AND_CACHE)
+
+
+def test_a_repo_id_is_still_looked_up_in_the_hub_cache(tmp_path, monkeypatch):
+    """The other side: a path that does not exist, spelled as a repo id, goes to the cache."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    status, imported = imported_by("audit", "no-such-org/no-such-model")
+    assert status == 2
+    assert "bertconv.formats.hf.cache" in imported
 
 
 @pytest.mark.parametrize("checkpoint", ["hf/pretraining/model.safetensors", "trained/hf"])

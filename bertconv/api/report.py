@@ -48,10 +48,13 @@ def load(path: PathArg, *, config: PathArg | None = None, heads: int | None = No
     from dataclasses import replace
 
     from .. import formats
-    from ..formats.hf import cache as hub_cache
     from ..paths import require_file_or_directory
 
-    local, snapshot = hub_cache.local_path(Path(path), revision)
+    local, snapshot = Path(path), None
+    if revision is not None or not local.is_file():  # a file is itself, never a repo in the cache
+        from ..formats.hf import cache as hub_cache
+
+        local, snapshot = hub_cache.local_path(local, revision)
     require_file_or_directory(local, "checkpoint")
     if config is not None:
         require_file_or_directory(Path(config), "config")

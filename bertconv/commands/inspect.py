@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..formats.hf import cache as hub_cache
 from ..api.inspect import inspect
 from ..errors import bad_input
 from .arguments import json_flag, option
@@ -26,6 +25,12 @@ ARGUMENTS = (
 )
 
 
+def _all_caches(paths: list[Path]) -> bool:
+    from ..formats.hf import cache as hub_cache  # here: inspecting a checkpoint needs no cache lookup
+
+    return all(hub_cache.is_cache(path) for path in paths)
+
+
 def command(paths: list[Path], config_path: Path | None, num_heads: int | None, model: str | None,
             revision: str | None, recursive: bool, jobs: int | None, cache: bool, as_json: bool) -> None:
     """Show a checkpoint's format, config, tensors and ignored entries (reads headers only).
@@ -37,7 +42,7 @@ def command(paths: list[Path], config_path: Path | None, num_heads: int | None, 
     Hugging Face cache directory, prints its inventory: one row per repo and cached revision, with
     the formats its snapshot holds, its family, MLM head (present, trained) and parameters.
     """
-    if cache or (recursive and paths and all(hub_cache.is_cache(path) for path in paths)):
+    if cache or (recursive and paths and _all_caches(paths)):
         from . import hub  # the inventory's own machinery
 
         hub.inventory(hub.caches_given(paths), jobs=jobs, as_json=as_json)

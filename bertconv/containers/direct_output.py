@@ -78,7 +78,9 @@ class DirectOutput:
     """A file written front to back with O_DIRECT (see the module's docstring).
 
     `write(data)` appends bytes, `copy_from(path, offset, nbytes)` appends a span of another
-    file (read straight into the staging block), `tell()` is the length written so far. Used as
+    file (read straight into the staging block), `staging()` and `staged(n)` let a caller fill
+    the block in place (a transpose written as it is computed), `tell()` is the length written
+    so far. Used as
     a context manager: on leaving normally the last block is written and the file cut to its
     length; on an error the writes in flight are waited for and the file is left to the caller
     (`atomic.py` removes it). `size`, the expected length, is reserved up front (`_reserve`: one
@@ -123,6 +125,19 @@ class DirectOutput:
             if self._filled == len(self._block):
                 self._submit()
         return total
+
+    def staging(self) -> memoryview:
+        """The unfilled rest of the staging block (never empty): bytes put at its front are
+        appended by `staged(n)`, so a producer fills the block without an array of its own."""
+        return self._block[self._filled:]
+
+    def staged(self, nbytes: int) -> None:
+        """Append the first `nbytes` of `staging()`, filled by the caller."""
+        if not 0 <= nbytes <= len(self._block) - self._filled:
+            raise ValueError(f"{nbytes} bytes staged, {len(self._block) - self._filled} were free")
+        self._filled += nbytes
+        if self._filled == len(self._block):
+            self._submit()
 
     def copy_from(self, source_path: Path, offset: int, nbytes: int) -> None:
         """Append bytes [offset, offset + nbytes) of `source_path`, read into the staging block."""

@@ -20,12 +20,12 @@ from .. import dtypes, json_text
 from ..dtypes import DType
 from ..errors import bad_input
 from ..lazy import lazy_module
-from ..tensor import LazyTensor, MappedTensor, check_span
-from .direct_output import DirectOutput, open_output
-from .writeback import EarlyWriteback
+from ..tensor import LazyTensor, MappedTensor, TransposedTensor, check_span, transpose_into
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
+
+    from .direct_output import DirectOutput
 
     import numpy as np
 else:  # imported on first use: reading headers needs no NumPy
@@ -198,7 +198,9 @@ def write_file(path: Path, tensors: Iterable[TensorSource], metadata: dict[str, 
     A source that is a `LazyTensor` with a `copy_span()` of the planned dtype and shape is copied
     from its file by the kernel (`os.copy_file_range`: no page of it enters this process);
     anything else is loaded (a memory map or a transposed copy is fine) and its bytes written
-    row-major, the following such tensors being loaded meanwhile (see `PREFETCH_MAX_BYTES`). What
+    row-major, the following such tensors being loaded meanwhile (see `PREFETCH_MAX_BYTES`); a
+    transpose written past the page cache is loaded as the matrix it transposes and computed
+    straight into the output's staging block (`write_transposed`). What
     is written goes to the disk as it accumulates, not all at the final fsync: a large file past the
     page cache (`DirectOutput`, where a span is read straight into its staging block instead of
     copied by the kernel), a small one through it (`EarlyWriteback`).
@@ -210,12 +212,16 @@ def write_file(path: Path, tensors: Iterable[TensorSource], metadata: dict[str, 
     cursor = 0  # pending[cursor] is the next one to start loading
     from concurrent.futures import ThreadPoolExecutor  # here: reading headers needs no thread pool
 
+    from .direct_output import DirectOutput, open_output
+    from .writeback import EarlyWriteback
+
     header = encode_header(ordered, metadata)
     size = len(header) + sum(_planned_nbytes(t) for t in ordered)
     with open_output(path, size) as out, ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertconv-load") as pool:
         loading: dict[int, Future] = {}  # submitted, not yet taken; loaded in this order
         ahead = 0  # their bytes
         writeback = None if isinstance(out, DirectOutput) else EarlyWriteback(out)
+        loads = [_to_load(source, direct=writeback is None) for *_, source in ordered]
 
         def load_ahead(holding: int) -> None:
             """Submit the next tensors while they fit in PREFETCH_MAX_BYTES beside those already
@@ -226,7 +232,7 @@ def write_file(path: Path, tensors: Iterable[TensorSource], metadata: dict[str, 
                 nbytes = _planned_nbytes(ordered[pending[cursor]])
                 if ahead + nbytes > PREFETCH_MAX_BYTES and (loading or holding):
                     return
-                loading[pending[cursor]] = pool.submit(_load, ordered[pending[cursor]][3])
+                loading[pending[cursor]] = pool.submit(_load, loads[pending[cursor]])
                 ahead += nbytes
                 cursor += 1
 
@@ -245,12 +251,17 @@ def write_file(path: Path, tensors: Iterable[TensorSource], metadata: dict[str, 
             else:  # not submitted (a kernel copy that failed, or too large to load ahead)
                 if cursor < len(pending) and pending[cursor] == i:
                     cursor += 1
-                array = _load(source)
+                array = _load(loads[i])
             load_ahead(holding=array.nbytes)  # the next ones load while this one is written
-            if tuple(array.shape) != tuple(shape) or array.dtype != dtype.numpy:
-                raise ValueError(f"{name}: source gave {array.dtype} {list(array.shape)}, "
+            in_place = loads[i] is not source
+            given = tuple(reversed(array.shape)) if in_place else tuple(array.shape)
+            if given != tuple(shape) or array.dtype != dtype.numpy:
+                raise ValueError(f"{name}: source gave {array.dtype} {list(given)}, "
                                  f"planned {dtype} {list(shape)}")
-            write_array(out, array)
+            if in_place:
+                write_transposed(out, array)
+            else:
+                write_array(out, array)
             if writeback:
                 writeback.written(out.tell())
             if on_tensor:
@@ -273,6 +284,16 @@ def _copy_span(dtype: DType, shape: tuple[int, ...], source) -> tuple[Path, int]
     return source.copy_span()
 
 
+def _to_load(source, *, direct: bool):
+    """What the loader reads for `source`: to a `DirectOutput` (`direct`), a computed transpose's
+    base, whose transpose `write_transposed` computes straight into the staging block, with no
+    array of it made and copied; else `source` itself (a transpose of a transpose is its
+    original's bytes)."""
+    if direct and isinstance(source, TransposedTensor) and not isinstance(source.base, TransposedTensor):
+        return source.base
+    return source
+
+
 def _load(source) -> np.ndarray:
     return source.read() if isinstance(source, LazyTensor) else source()
 
@@ -289,6 +310,8 @@ def copy_bytes(out: BinaryIO | DirectOutput, span: tuple[Path, int], nbytes: int
     Returns False, with `out` where it was, when the kernel cannot copy between these files (the
     caller writes the bytes itself). A source shorter than the reader found it is `BadInput`.
     """
+    from .direct_output import DirectOutput
+
     source_path, offset = span
     if isinstance(out, DirectOutput):
         out.copy_from(source_path, offset, nbytes)
@@ -333,3 +356,25 @@ def write_array(out: BinaryIO, array: np.ndarray) -> None:
     rows_per_chunk = max(1, CHUNK_BYTES // row_bytes)
     for start in range(0, array.shape[0], rows_per_chunk):
         out.write(np.ascontiguousarray(array[start:start + rows_per_chunk]).data)
+
+
+def write_transposed(out: DirectOutput, array: np.ndarray) -> None:
+    """Write the transpose of 2-D `array` ([R, C]: C rows of R values) row-major, computed straight
+    into `out`'s staging block, as many whole rows at a time as the block has room for; a row
+    that would cross the block's end goes through `write`."""
+    array = np.asarray(array)
+    rows, columns = array.shape
+    row_bytes = rows * array.dtype.itemsize
+    done = 0  # rows of the transpose written
+    while done < columns:
+        room = out.staging()
+        fit = min(columns - done, len(room) // row_bytes) if row_bytes else columns - done
+        if fit == 0:
+            out.write(np.ascontiguousarray(array[:, done]).data)
+            done += 1
+            continue
+        target = np.frombuffer(room, dtype=array.dtype, count=fit * rows).reshape(fit, rows)
+        transpose_into(array[:, done:done + fit], target)
+        del target  # no view of the block may outlive its hand-over
+        out.staged(fit * row_bytes)
+        done += fit

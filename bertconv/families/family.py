@@ -55,7 +55,10 @@ class Variant:
     stated: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+# Not compared by value: a family is its declaration (`FAMILIES` holds one object each), and
+# its dict fields would make a value hash raise. Without `__eq__` and `__hash__` to compile,
+# importing it (every command does) costs less.
+@dataclass(frozen=True, eq=False)
 class Family:
     """One model family, declared.
 

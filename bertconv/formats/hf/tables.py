@@ -289,9 +289,9 @@ def family_of_names(names: list[str], stated: str | None = None) -> Family | Non
     A family whose files hold another's marks too (Megatron-BERT's `bert.`, `cls.`) is told by its
     own; families spelled alike (RoBERTa, XLM-RoBERTa, CamemBERT) by the `stated` model type
     (config.json's), else the first of them is taken."""
-    marked = [family for family in FAMILIES.values()
-              if any(mark in "." + name.removeprefix(DATA_PARALLEL_PREFIX)
-                     for name in names for mark in family.declared.hf_marks)]
+    # One text to search, a name a line: a mark is a dotted part of one name, never across two.
+    spelled = "\n".join("." + name.removeprefix(DATA_PARALLEL_PREFIX) for name in names)
+    marked = [family for family in FAMILIES.values() if any(mark in spelled for mark in family.declared.hf_marks)]
     shared = {other for family in marked for other in family.declared.shares_hf_marks_with}
     own = [family for family in marked if family.model_type not in shared]
     return next((family for family in own if family.model_type == stated), next(iter(own), None))
