@@ -235,3 +235,20 @@ def test_an_interrupted_direct_conversion_leaves_nothing_behind(tmp_path, monkey
     assert opened and len(copies) == 5
     assert list(tmp_path.iterdir()) == []
     assert not [t for t in threading.enumerate() if t.name.startswith("bertconv-write")]
+
+
+@pytest.mark.parametrize("fixture", [FIXTURES / "hf" / "masked_lm", FIXTURES / "tf" / "full" / "bert_model.ckpt"])
+def test_a_tf_bundle_written_direct_is_byte_identical(fixture, tmp_path, monkeypatch):
+    """The bundle's data file goes through `open_output` (O_DIRECT past DIRECT_MIN_BYTES, here
+    forced for a small fixture) and holds the same bytes as one written through the page cache."""
+    buffered, direct = tmp_path / "buffered", tmp_path / "direct"
+    convert(formats.read(fixture), buffered, "tf")
+    monkeypatch.setattr(direct_output, "DIRECT_MIN_BYTES", 0)
+    monkeypatch.setattr(direct_output, "BLOCK_BYTES", BLOCK)
+    opened = []
+    real_init = DirectOutput.__init__
+    monkeypatch.setattr(DirectOutput, "__init__", lambda self, *a, **k: opened.append(a[0]) or real_init(self, *a, **k))
+    convert(formats.read(fixture), direct, "tf")
+    assert [p.name for p in opened] == ["bert_model.ckpt.data-00000-of-00001"]
+    for name in ("bert_model.ckpt.data-00000-of-00001", "bert_model.ckpt.index"):
+        assert (direct / name).read_bytes() == (buffered / name).read_bytes()

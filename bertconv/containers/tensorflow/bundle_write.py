@@ -32,6 +32,7 @@ from .bundle import (
     TF_DTYPE_CODES,
     VERSION_PRODUCER,
 )
+from ..direct_output import DirectOutput, open_output
 from ..writeback import EarlyWriteback
 
 if TYPE_CHECKING:
@@ -130,10 +131,13 @@ def write_bundle(prefix: str | Path, tensors: Iterable[TensorSource], *, compres
     offset = 0
     from concurrent.futures import ThreadPoolExecutor  # here: reading headers needs no thread pool
 
-    with (open(f"{prefix}.data-00000-of-00001", "wb") as data_file,
+    total = sum(_source_nbytes(source) for source in sources)
+    with (open_output(Path(f"{prefix}.data-00000-of-00001"), total) as data_file,
           ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertconv-load") as pool):
         upcoming = pool.submit(sources[0][3]) if sources else None
-        writeback = EarlyWriteback(data_file)
+        # A large data file bypasses the page cache (as a large safetensors output does); a small
+        # one is written through it, with its dirty pages handed to the disk as they are written.
+        writeback = None if isinstance(data_file, DirectOutput) else EarlyWriteback(data_file)
         for k, (name, dtype, shape, _) in enumerate(sources):
             array = upcoming.result()
             following = sources[k + 1] if k + 1 < len(sources) else None
@@ -142,7 +146,8 @@ def write_bundle(prefix: str | Path, tensors: Iterable[TensorSource], *, compres
                 upcoming = pool.submit(following[3])  # loads while this one is written
             size, crc = _write_tensor(data_file, name, dtype, tuple(shape), array)
             del array
-            writeback.written(offset + size)
+            if writeback is not None:
+                writeback.written(offset + size)
             if upcoming is None and following is not None:
                 upcoming = pool.submit(following[3])
             entry = encode_entry(TF_DTYPE_CODES[dtype], tuple(shape), shard_id=0, offset=offset,
