@@ -107,6 +107,8 @@ class Family:
         the tensor-parallel size); None when its rows are its vocabulary.
       shares_hf_marks_with: families whose marks its Hugging Face files hold too (a Megatron-BERT
         is under `bert.` and `cls.`): its own marks decide when both are found.
+      tokenizer_unsupported: why bertconv cannot split text as the family's transformers tokenizer
+        does (RoFormer's jieba word segmentation), or None: fill-mask refuses its models, naming it.
     """
 
     model_type: str
@@ -135,6 +137,7 @@ class Family:
     embedding_layer_norm: bool | str = True
     vocab_pad_multiple: int | None = None
     shares_hf_marks_with: tuple[str, ...] = ()
+    tokenizer_unsupported: str | None = None
 
     def projects(self, embedding_size: int, hidden_size: int) -> bool:
         """Whether a model of this family with E = `embedding_size` projects its embeddings to H."""

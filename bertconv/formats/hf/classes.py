@@ -21,12 +21,13 @@ CLASSES: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
     "megatron-bert": ((("mlm", "nsp"), "MegatronBertForPreTraining"), (("mlm",), "MegatronBertForMaskedLM"),
                       (("nsp",), "MegatronBertForNextSentencePrediction"), ((), "MegatronBertModel")),
     "esm": ((("mlm",), "EsmForMaskedLM"), ((), "EsmModel")),
+    "roformer": ((("mlm",), "RoFormerForMaskedLM"), ((), "RoFormerModel")),
 }
 #: Per `model_type`: the class of a causal model (`is_decoder`) with its LM head, which is the
 #: masked LM's head predicting the next token.
 CAUSAL_CLASSES = {"bert": "BertLMHeadModel", "electra": "ElectraForCausalLM", "roberta": "RobertaForCausalLM",
                   "xlm-roberta": "XLMRobertaForCausalLM", "camembert": "CamembertForCausalLM",
-                  "megatron-bert": "MegatronBertForCausalLM"}
+                  "megatron-bert": "MegatronBertForCausalLM", "roformer": "RoFormerForCausalLM"}
 
 
 def architecture(tree: ParameterTree) -> str:
