@@ -59,6 +59,7 @@ fixtures: $(VENV)/.test $(TF2_VENV)/.done
 	$(BIN)/python fixtures/make_tf_fixtures.py
 	$(BIN)/python fixtures/make_bert4keras_fixtures.py
 	$(BIN)/python fixtures/make_bert4keras_pretraining_fixtures.py
+	$(BIN)/python fixtures/make_bert4keras_position_fixtures.py
 	$(BIN)/python fixtures/make_verify_fixtures.py
 	$(BIN)/python fixtures/make_runtime_fixtures.py
 	$(BIN)/python fixtures/make_trained_fixtures.py

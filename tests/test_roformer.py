@@ -92,7 +92,7 @@ def test_hf_output_loads_whole_in_transformers_5(tmp_path):
     assert not info["missing_keys"] and not info["unexpected_keys"], info
 
 
-@pytest.mark.parametrize("target", ["tf", "bert4keras", "hf-tf", "hf-flax", "keras-hub", "onnx"])
+@pytest.mark.parametrize("target", ["tf", "hf-tf", "hf-flax", "keras-hub", "onnx"])
 def test_formats_without_rotary_positions_refuse_it_naming_why(target, tmp_path):
     out = tmp_path / "out"
     result = run_in_process("convert", HF / "masked_lm", out, "--to", target)

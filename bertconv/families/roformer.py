@@ -11,7 +11,7 @@ aside; written, it is computed again. Its `RoFormerTokenizer` splits Chinese tex
 jieba (rjieba's dictionary) before WordPiece, which bertconv does not reproduce: fill-mask refuses.
 """
 
-from .family import HF, Family, Projection
+from .family import GOOGLE, HF, Family, Projection
 
 FAMILY = Family(
     model_type="roformer",
@@ -20,7 +20,9 @@ FAMILY = Family(
     heads=("pooler", "mlm", "nsp"),
     projection=Projection.WHEN_NARROWER,
     position_embedding_types=("rotary_interleaved",),
-    computes={HF: ("embedding_size", "rotary_value", "is_decoder", "add_cross_attention")},
+    # bert4keras' configs (Google's keys) state the embedding size too.
+    computes={HF: ("embedding_size", "rotary_value", "is_decoder", "add_cross_attention"),
+              GOOGLE: ("embedding_size",)},
     hf_marks=(".roformer.",),
     # Its MLM head is BERT's `cls.predictions`, its projection ELECTRA's `embeddings_project`.
     shares_hf_marks_with=("bert", "electra"),

@@ -48,7 +48,7 @@ from .bert4keras_write import WEIGHTS_FILE, write  # noqa: F401 - the registry c
 FORMAT = "bert4keras-h5"
 FORMATS = (FORMAT, FORMAT_KERAS3)
 #: The families bert4keras builds and this module writes (`build_transformer_model(model=...)`).
-WRITES_FAMILIES = ("bert", "albert", "electra")
+WRITES_FAMILIES = ("bert", "albert", "electra", "roformer")
 #: The files of the checkpoint directory this module writes (what `convert --force` may replace).
 OWNED_FILES = (WEIGHTS_FILE, CONFIG_FILE)
 
@@ -93,7 +93,7 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
         return read_keras3(path, config_path=config_path, num_heads=num_heads)
     weights_file = keras_h5.read_weights_file(path)
     weighted = [layer for layer in weights_file.layers if layer.weights]
-    family = family_of(layer.name for layer in weighted)
+    family = family_of(layer.name for layer in weights_file.layers)  # RoFormer's mark has no weights
     refuse_non_bert(path, [layer.name for layer in weighted], what="a Keras weights file",
                     saved_by="build_transformer_model(...).save_weights", family=family)
     entries: list[Entry] = []

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable
 
+from ... import families
 from ...config import BertConfig
 from ...containers import keras_h5
 from ...errors import bad_input
@@ -189,6 +190,14 @@ ELECTRA_LAYERS: tuple[tuple[str, LayerKind], ...] = (
     ("Discriminator-Dense", DENSE),
     ("Discriminator-Prediction", DENSE),
 )
+#: `build_transformer_model(model='roformer')`: NEZHA's embeddings (no Embedding-Position; the
+#: embeddings projected E -> H by Embedding-Mapping when they differ), BERT's layers and heads. Its
+#: rotary positions are `Embedding-Rotary-Position`, a layer without weights called on the
+#: embeddings' output before the first attention, whose output every attention layer takes.
+ROFORMER_LAYERS: tuple[tuple[str, LayerKind], ...] = tuple(
+    (name, kind) for name, kind in ELECTRA_LAYERS if name not in ("Embedding-Position", "Discriminator-Dense",
+                                                                   "Discriminator-Prediction"))
+ROTARY_POSITION_LAYER = "Embedding-Rotary-Position"
 
 #: Layer names bert4keras gives to parts of its models: a file with weights in such a layer that
 #: its family's table does not know (NEZHA/RoFormer position layers, ...) is another model, and
@@ -263,6 +272,9 @@ ELECTRA_TABLE = Table("bert4keras electra", (
     *_dense_rows("rtd.output", "Discriminator-Prediction"),
 ))
 
+ROFORMER_TABLE = Table("bert4keras roformer", tuple(
+    row for row in ELECTRA_TABLE.rows if not row.canonical.startswith(("embeddings.position", "rtd."))))
+
 
 def _patterns(layers: tuple[tuple[str, LayerKind], ...]) -> tuple[tuple[re.Pattern, LayerKind], ...]:
     return tuple((re.compile(re.escape(template).replace(re.escape("{i}"), r"(?:0|[1-9]\d*)") + r"\Z"), kind)
@@ -273,13 +285,16 @@ def _patterns(layers: tuple[tuple[str, LayerKind], ...]) -> tuple[tuple[re.Patte
 class Family:
     """A model `build_transformer_model(model=...)` builds: its layers with weights and its table.
 
-    `marks`: layers only this family has (among those read here); a file holding one is of it.
+    `marks`: layers only this family has (among those read here, weightless ones included); a file
+    holding one is of it. `position_layer`: the layer that computes positions from the embeddings'
+    output for every attention layer (RoFormer's rotary sinusoids), in place of `Embedding-Position`.
     """
 
     model_type: str
     layers: tuple[tuple[str, LayerKind], ...]
     table: Table
     marks: tuple[str, ...] = ()
+    position_layer: str | None = None
 
     def kind_of(self, layer: str) -> LayerKind | None:
         for pattern, kind in _patterns(self.layers):
@@ -295,8 +310,10 @@ ALBERT = Family("albert", ALBERT_LAYERS, ALBERT_TABLE, marks=(SHARED_ATTENTION_L
 # which the canonical tree holds as ELECTRA's (the family whose projection is optional).
 ELECTRA = Family("electra", ELECTRA_LAYERS, ELECTRA_TABLE,
                  marks=("Discriminator-Dense", "Discriminator-Prediction", "Embedding-Mapping"))
+ROFORMER = Family("roformer", ROFORMER_LAYERS, ROFORMER_TABLE, marks=(ROTARY_POSITION_LAYER,),
+                  position_layer=ROTARY_POSITION_LAYER)
 #: The families read and written here; a file is of the first whose marks it holds, else BERT.
-FAMILIES = (ALBERT, ELECTRA, BERT)
+FAMILIES = (ROFORMER, ALBERT, ELECTRA, BERT)
 FAMILY_BY_TYPE = {family.model_type: family for family in FAMILIES}
 
 
@@ -326,10 +343,10 @@ def refuse_non_bert(path: Path, names: list[str], *, what: str, saved_by: str, f
                               f"has layers {expected}, ..., MLM-Bias")
     foreign = sorted(name for name in names if family.kind_of(name) is None and _is_reserved(name))
     if foreign:
-        what_model = "a BERT" if family is BERT else f"an {family.model_type.upper()}"
+        what_model = f"bert4keras' {families.display_name(family.model_type)}"
         raise bad_input(path, f"holds bert4keras layers that {what_model} does not have: {', '.join(foreign)} "
-                              f"(NEZHA, RoFormer or another bert4keras model?); bertconv reads bert4keras' "
-                              f"BERT, ALBERT and ELECTRA")
+                              f"(NEZHA or another bert4keras model?); bertconv reads bert4keras' "
+                              f"BERT, ALBERT, ELECTRA and RoFormer")
 
 
 def foreign_layer_reason(layer: str) -> str:

@@ -38,8 +38,9 @@ def layers_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) -
     heads = tree.heads
     family = FAMILY_BY_TYPE.get(tree.config.model_type)
     if family is None:
-        raise bad_input(tree.path, f"is a {tree.config.model_type} model; bert4keras builds BERT, ALBERT and ELECTRA "
-                                   f"here (model='bert', 'albert', 'electra'): convert it --to hf")
+        raise bad_input(tree.path, f"is a {tree.config.model_type} model; bert4keras builds BERT, ALBERT, ELECTRA "
+                                   f"and RoFormer here (model='bert', 'albert', 'electra', 'roformer'): convert it "
+                                   f"--to hf")
     _refuse_what_family_cannot_hold(tree, family)
     refuse_sentence_head_without_pooler(tree, ("nsp", "sop"), "bert4keras' NSP-Proba sits on Pooler-Dense (with_nsp "
                                         "implies with_pool), so it cannot be written --to bert4keras")
@@ -86,6 +87,10 @@ def _refuse_what_family_cannot_hold(tree: ParameterTree, family: Family) -> None
         raise bad_input(path, f"projects its embeddings with embedding_size = hidden_size = {config.hidden_size}; "
                               f"bert4keras builds Embedding-Mapping only when they differ, so it cannot hold "
                               f"this projection: convert it --to tf or hf")
+    if config.rotary_value:
+        raise bad_input(path, "rotates its attention values by their positions too (rotary_value); bert4keras' "
+                              "RoFormer rotates queries and keys only, so it would compute another model: convert "
+                              "it --to hf")
     heads = tree.heads
     if heads.rtd and (heads.mlm or heads.pooler or heads.nsp):
         raise bad_input(path, "has ELECTRA's replaced-token head beside a pooler, NSP or MLM head; bert4keras' "
