@@ -74,6 +74,7 @@ fixtures: $(VENV)/.test $(TF2_VENV)/.done
 	$(ORACLE_VENV)/bin/python fixtures/make_hf_tf_flax_fixtures.py
 	$(ORACLE_VENV)/bin/python fixtures/make_hf_tf_flax_family_fixtures.py
 	$(ORACLE_VENV)/bin/python fixtures/make_relpos_fixtures.py
+	$(ORACLE_VENV)/bin/python fixtures/make_nezha_fixtures.py
 	$(MAKE) $(KERASHUB)
 	$(KERASHUB_VENV)/bin/python fixtures/make_kerashub_fixtures.py
 

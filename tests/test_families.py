@@ -40,6 +40,7 @@ FAMILY_FIXTURES = {
     "megatron-bert": FIXTURES / "prenorm" / "megatron" / "masked_lm",
     "esm": FIXTURES / "prenorm" / "esm" / "masked_lm",
     "roformer": FIXTURES / "roformer" / "hf" / "masked_lm",
+    "nezha": FIXTURES / "nezha" / "hf" / "masked_lm",
 }
 TARGETS = sorted(formats.TARGETS)
 

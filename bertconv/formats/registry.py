@@ -183,7 +183,7 @@ FORMATS: tuple[Format, ...] = (
         target="hf", module=_module("hf.checkpoint"), names=("hf-safetensors", "hf-pytorch-bin"), numerics="hf",
         specificity=Specificity.CONTAINER, output=Output.DIRECTORY,
         description="a Hugging Face model.safetensors, pytorch_model.bin or sharded *.index.json",
-        fixtures=("hf/*", "family_hf/*/*", "prenorm/*/*", "roformer/hf/*"),
+        fixtures=("hf/*", "family_hf/*/*", "prenorm/*/*", "roformer/hf/*", "nezha/hf/*"),
         fuzz=("hf/pretraining/model.safetensors", "hf/pretraining_bin/pytorch_model.bin",
               "hf/legacy_bin/pytorch_model.bin", "family_hf/albert/pretraining_bin/pytorch_model.bin"),
         owned_files=("model.safetensors", "model-*-of-*.safetensors", "model.safetensors.index.json",

@@ -22,6 +22,8 @@ CLASSES: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
                       (("nsp",), "MegatronBertForNextSentencePrediction"), ((), "MegatronBertModel")),
     "esm": ((("mlm",), "EsmForMaskedLM"), ((), "EsmModel")),
     "roformer": ((("mlm",), "RoFormerForMaskedLM"), ((), "RoFormerModel")),
+    "nezha": ((("mlm", "nsp"), "NezhaForPreTraining"), (("mlm",), "NezhaForMaskedLM"),
+              (("nsp",), "NezhaForNextSentencePrediction"), ((), "NezhaModel")),
 }
 #: Per `model_type`: the class of a causal model (`is_decoder`) with its LM head, which is the
 #: masked LM's head predicting the next token.
@@ -42,8 +44,16 @@ def architecture(tree: ParameterTree) -> str:
     return next(cls for needed, cls in classes if all(present[h] for h in needed))
 
 
+#: Per `model_type`: the families transformers 5 removed, and the last version that computes them.
+REMOVED_IN_5 = {"nezha": "4.57"}
+
+
 def transformers_5_caveats(tree: ParameterTree) -> list[str]:
     """What transformers 5 computes differently from the model a Hugging Face output holds."""
+    removed = REMOVED_IN_5.get(tree.config.model_type)
+    if removed is not None:
+        return [f"transformers 5 removed {tree.config.model_type} models: transformers {removed} loads this output "
+                f"({architecture(tree)}) and computes it"]
     if not tree.config.relative_positions:
         return []
     return [f"position_embedding_type is {tree.config.position_embedding_type!r}: transformers 4 computes it "

@@ -8,7 +8,7 @@ the base model's prefix (`bert.`, `albert.`, ...).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ... import families
 from ..table import TRANSPOSE, Row, Skip, Table
@@ -226,6 +226,21 @@ ROFORMER_TABLE = Table("hf", (
     *(row for row in TABLE.rows if row.canonical.startswith("mlm.")),
 ), skips=(*_SKIPS, Skip("*encoder.embed_positions.weight", SINUSOID_TABLE)))
 
+#: transformers 4's `NezhaForPreTraining` / `ForMaskedLM` / `Model`: BERT's names under `nezha.`, no
+#: position table (functional relative positions; transformers 4.57 does not save their buffer,
+#: which older versions did).
+def _under_nezha(row: Row) -> Row:
+    return replace(row, name=row.name.replace("bert.", "nezha.", 1),
+                   legacy=tuple(name.replace("bert.", "nezha.", 1) for name in row.legacy))
+
+
+NEZHA_TABLE = Table("hf", tuple(
+    _under_nezha(row) for row in TABLE.rows
+    if not row.canonical.startswith("embeddings.position") and "distance_embedding" not in row.canonical
+), skips=(*TABLE.skips, Skip("*relative_positions_encoding.positions_encoding",
+                             "functional relative positions (a buffer), sinusoids of the distances: computed from "
+                             "the config")))
+
 
 @dataclass(frozen=True)
 class Family:
@@ -271,6 +286,7 @@ FAMILIES: dict[str, Family] = {family.model_type: family for family in (
                                                           "vocab_projector.")),
     Family("megatron-bert", MEGATRON_TABLE, "bert", ("cls.",)),
     Family("esm", ESM_TABLE, "esm", ("lm_head.",)),
+    Family("nezha", NEZHA_TABLE, "nezha", ("cls.",)),
     Family("roformer", ROFORMER_TABLE, "roformer", ("cls.",), "roformer.encoder.embed_positions.weight"),
 )}
 
