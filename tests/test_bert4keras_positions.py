@@ -1,7 +1,8 @@
 """bert4keras' models whose positions are computed, against bert4keras' own `predict` (fixtures made by
 it: fixtures/make_bert4keras_position_fixtures.py): RoFormer (`model='roformer'`) read, run by both
 runtimes, written to hf (transformers 5 computes bert4keras' outputs) and back, an hf RoFormer
-written for bert4keras (its `predict` computes transformers 5's), and what bert4keras cannot hold.
+written for bert4keras (its `predict` computes transformers 5's), and what bert4keras cannot hold;
+NEZHA (`model='nezha'`) likewise, its stored relative sinusoids checked, set aside and computed again.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from bertconv.runtime.numpy_bert import NumpyBert
 from conftest import FIXTURES, needs, run_in_process
 
 ROFORMER = ["roformer/bert4keras/mlm", "roformer/bert4keras/pool-nsp-mlm"]
+NEZHA = ["nezha/bert4keras/mlm", "nezha/bert4keras/pool-nsp-mlm"]
 #: Probabilities (bert4keras' MLM output is a softmax): both runtimes measured within 3e-7 of
 #: bert4keras' predict, whose rotary angles are float32 products (bertconv's and transformers' are
 #: float64 ones, rounded).
@@ -62,7 +64,7 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
     return shifted / shifted.sum(axis=-1, keepdims=True)
 
 
-@pytest.mark.parametrize("name", ROFORMER)
+@pytest.mark.parametrize("name", ROFORMER + NEZHA)
 def test_both_runtimes_compute_bert4keras_predict(name, oracle):
     directory = FIXTURES / name
     tree = formats.read(directory)
@@ -136,3 +138,44 @@ def test_what_bert4keras_and_transformers_cannot_hold_is_refused(tmp_path):
     pooler = run_in_process("convert", FIXTURES / "roformer/bert4keras/pool-nsp-mlm", tmp_path / "b", "--to", "hf")
     assert pooler.exit_code == 2 and "Pooler-Dense" in pooler.stderr
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_nezha_round_trips_through_hf_and_its_sinusoids_are_bert4keras(oracle, tmp_path):
+    name = "nezha/bert4keras/pool-nsp-mlm"
+    hf, back = tmp_path / "hf", tmp_path / "b4k"
+    assert run_in_process("convert", FIXTURES / name, hf, "--to", "hf").exit_code == 0
+    assert json.loads((hf / "config.json").read_text())["max_relative_position"] == 64
+    assert run_in_process("convert", hf, back, "--to", "bert4keras").exit_code == 0
+    assert run_in_process("diff", FIXTURES / name, back).exit_code == 0
+    written = oracle.build(back / "bert_config.json", "nezha", _manifest(name))
+    written.load_weights(str(back / "bert4keras_model.h5"))
+    source = oracle.build(FIXTURES / name / "bert_config.json", "nezha", _manifest(name))
+    source.load_weights(str(FIXTURES / name / "bert4keras_model.h5"))
+    assert [layer.name for layer in written.layers] == [layer.name for layer in source.layers]
+    for got, expected in zip(written.weights, source.weights, strict=True):
+        # bert4keras' own sinusoids from TensorFlow's float32 power and sines; bertconv's from NumPy's.
+        assert np.abs(got.numpy() - expected.numpy()).max() <= (1e-6 if "Relative" in expected.name else 0)
+
+
+def test_hf_nezha_to_bert4keras_gives_bertconvs_logits_in_bert4keras(oracle, tmp_path):
+    """An hf NEZHA (transformers 4.57's, its distances clipped at bert4keras' 64) computes in bert4keras' predict
+    what the runtimes compute from the hf files (within 2e-6 of transformers 4.57: tests/test_nezha.py)."""
+    import shutil
+    source = tmp_path / "hf"
+    shutil.copytree(FIXTURES / "nezha" / "hf" / "masked_lm", source)
+    config = json.loads((source / "config.json").read_text())
+    (source / "config.json").write_text(json.dumps({**config, "max_relative_position": 64}))
+    out = tmp_path / "b4k"
+    result = run_in_process("convert", source, out, "--to", "bert4keras")
+    assert result.exit_code == 0, result.stderr
+    inputs = _inputs(52)
+    manifest = {"model": "nezha", "with_pool": False, "with_nsp": False, "with_mlm": True}
+    got = _predict(oracle, out / "bert_config.json", manifest, out / "bert4keras_model.h5", inputs)
+    expected = _softmax(NumpyBert(formats.read(source))(*inputs).mlm_logits.astype(np.float64))
+    assert np.abs(got["mlm"] - expected).max() <= ATOL
+
+
+def test_nezha_clipping_elsewhere_than_64_is_refused_by_bert4keras(tmp_path):
+    result = run_in_process("convert", FIXTURES / "nezha" / "hf" / "masked_lm", tmp_path / "out", "--to", "bert4keras")
+    assert result.exit_code == 2 and "max_relative_position 6" in result.stderr
+    assert not (tmp_path / "out").exists()

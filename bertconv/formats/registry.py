@@ -210,7 +210,7 @@ FORMATS: tuple[Format, ...] = (
         description="a bert4keras Keras HDF5 weights file (.h5, or Keras 3 .weights.h5)",
         fixtures=("bert4keras/*", "bert4keras_pretraining/nested/bert_model.h5",
                   "bert4keras_pretraining/weights-h5/bert_model.weights.h5", "family_google/bert4keras/*",
-                  "roformer/bert4keras/*"),
+                  "roformer/bert4keras/*", "nezha/bert4keras/*"),
         fuzz=("bert4keras/v50-pool-nsp-mlm/bert4keras_model.h5",
               "bert4keras_pretraining/weights-h5/bert_model.weights.h5"),
         owned_files=("bert4keras_model.h5", "bert_config.json"),

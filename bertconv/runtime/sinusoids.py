@@ -117,3 +117,12 @@ def relative_context(probs: np.ndarray, pairs: np.ndarray) -> np.ndarray:
     by_position = probs.transpose(2, 0, 1, 3).reshape(seq_len, batch * heads, seq_len)  # [S, B*A, S]
     context = by_position @ pairs  # [S, B*A, D]
     return context.reshape(seq_len, batch, heads, -1).transpose(1, 2, 0, 3)
+
+
+def keras_relative_table(max_relative_position: int, head_size: int) -> np.ndarray:
+    """float32 [2K + 1, D]: NEZHA's R as bert4keras' Sinusoidal initializer computes it (and stores it,
+    as `Embedding-Relative-Position`): frequencies 10000^(-2j / D) by a float32 power, where
+    transformers 4 takes exp(2j * -ln(10000) / D); the two differ in the last float32 bits."""
+    frequencies = np.power(np.float32(BASE), -2 * np.arange(head_size // 2, dtype=np.float32) / np.float32(head_size))
+    angles = np.arange(2 * max_relative_position + 1, dtype=np.float32)[:, None] * frequencies.astype(np.float32)
+    return np.stack([np.sin(angles), np.cos(angles)], axis=-1).reshape(angles.shape[0], head_size)

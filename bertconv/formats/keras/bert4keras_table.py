@@ -42,7 +42,7 @@ from ...containers import keras_h5
 from ...errors import bad_input
 from ...tree import ParameterTree, role_of
 from ..configs import config_beside
-from ..table import Row, Table
+from ..table import Row, Skip, Table
 
 #: bert4keras computes a config's "gelu" as the exact erf form (bert4keras/backend.py `gelu_erf`).
 DEFAULT_ACTIVATION = "gelu"
@@ -198,6 +198,19 @@ ROFORMER_LAYERS: tuple[tuple[str, LayerKind], ...] = tuple(
     (name, kind) for name, kind in ELECTRA_LAYERS if name not in ("Embedding-Position", "Discriminator-Dense",
                                                                    "Discriminator-Prediction"))
 ROTARY_POSITION_LAYER = "Embedding-Rotary-Position"
+#: `build_transformer_model(model='nezha')`: RoFormer's layers without Embedding-Mapping (transformers'
+#: NEZHA has no projection), and its relative sinusoids `Embedding-Relative-Position` [2K + 1, D]
+#: (RelativePositionEmbedding, trainable=False), K fixed at 64 by bert4keras, which every attention
+#: layer reads: computed, they are no parameter of the tree (`NEZHA_TABLE` sets them aside).
+RELATIVE_POSITION_LAYER = "Embedding-Relative-Position"
+RELATIVE_POSITION = LayerKind("RelativePositionEmbedding", (Slot("embeddings", "embeddings"),))
+NEZHA_LAYERS: tuple[tuple[str, LayerKind], ...] = (
+    *((name, kind) for name, kind in ROFORMER_LAYERS if name != "Embedding-Mapping"),
+    (RELATIVE_POSITION_LAYER, RELATIVE_POSITION),
+)
+NEZHA_MAX_RELATIVE_POSITION = 64
+RELATIVE_SINUSOIDS = ("NEZHA's relative sinusoids (trainable=False), sin and cos of k / 10000^(2j / D) for k <= 2K: "
+                      "computed from the config, and checked to be these, to float32 rounding")
 
 #: Layer names bert4keras gives to parts of its models: a file with weights in such a layer that
 #: its family's table does not know (NEZHA/RoFormer position layers, ...) is another model, and
@@ -275,6 +288,10 @@ ELECTRA_TABLE = Table("bert4keras electra", (
 ROFORMER_TABLE = Table("bert4keras roformer", tuple(
     row for row in ELECTRA_TABLE.rows if not row.canonical.startswith(("embeddings.position", "rtd."))))
 
+NEZHA_TABLE = Table("bert4keras nezha", tuple(row for row in ROFORMER_TABLE.rows
+                                              if not row.canonical.startswith("embeddings.projection")),
+                    skips=(Skip(f"{RELATIVE_POSITION_LAYER}/*", RELATIVE_SINUSOIDS),))
+
 
 def _patterns(layers: tuple[tuple[str, LayerKind], ...]) -> tuple[tuple[re.Pattern, LayerKind], ...]:
     return tuple((re.compile(re.escape(template).replace(re.escape("{i}"), r"(?:0|[1-9]\d*)") + r"\Z"), kind)
@@ -312,8 +329,10 @@ ELECTRA = Family("electra", ELECTRA_LAYERS, ELECTRA_TABLE,
                  marks=("Discriminator-Dense", "Discriminator-Prediction", "Embedding-Mapping"))
 ROFORMER = Family("roformer", ROFORMER_LAYERS, ROFORMER_TABLE, marks=(ROTARY_POSITION_LAYER,),
                   position_layer=ROTARY_POSITION_LAYER)
+NEZHA = Family("nezha", NEZHA_LAYERS, NEZHA_TABLE, marks=(RELATIVE_POSITION_LAYER,),
+               position_layer=RELATIVE_POSITION_LAYER)
 #: The families read and written here; a file is of the first whose marks it holds, else BERT.
-FAMILIES = (ROFORMER, ALBERT, ELECTRA, BERT)
+FAMILIES = (ROFORMER, NEZHA, ALBERT, ELECTRA, BERT)
 FAMILY_BY_TYPE = {family.model_type: family for family in FAMILIES}
 
 
@@ -345,8 +364,8 @@ def refuse_non_bert(path: Path, names: list[str], *, what: str, saved_by: str, f
     if foreign:
         what_model = f"bert4keras' {families.display_name(family.model_type)}"
         raise bad_input(path, f"holds bert4keras layers that {what_model} does not have: {', '.join(foreign)} "
-                              f"(NEZHA or another bert4keras model?); bertconv reads bert4keras' "
-                              f"BERT, ALBERT, ELECTRA and RoFormer")
+                              f"(another bert4keras model?); bertconv reads bert4keras' "
+                              f"BERT, ALBERT, ELECTRA, RoFormer and NEZHA")
 
 
 def foreign_layer_reason(layer: str) -> str:
