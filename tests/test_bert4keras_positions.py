@@ -20,9 +20,9 @@ from conftest import FIXTURES, needs, run_in_process
 
 ROFORMER = ["roformer/bert4keras/mlm", "roformer/bert4keras/pool-nsp-mlm"]
 NEZHA = ["nezha/bert4keras/mlm", "nezha/bert4keras/pool-nsp-mlm"]
-#: Probabilities (bert4keras' MLM output is a softmax): both runtimes measured within 3e-7 of
-#: bert4keras' predict, whose rotary angles are float32 products (bertconv's and transformers' are
-#: float64 ones, rounded).
+#: Probabilities (bert4keras' MLM output is a softmax): both runtimes measured within 3e-7 (RoFormer)
+#: and 7e-7 (NEZHA) of bert4keras' predict, whose sinusoids are float32 computations (bertconv's
+#: RoFormer angles are float64 ones, rounded, as transformers'; its NEZHA table is transformers 4's).
 ATOL = 1e-5
 
 
@@ -179,3 +179,14 @@ def test_nezha_clipping_elsewhere_than_64_is_refused_by_bert4keras(tmp_path):
     result = run_in_process("convert", FIXTURES / "nezha" / "hf" / "masked_lm", tmp_path / "out", "--to", "bert4keras")
     assert result.exit_code == 2 and "max_relative_position 6" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_roformer_v2_is_refused_naming_it(oracle, tmp_path):
+    """RoFormer-v2 (bias-free layers, parameter-free norms, no MLM transform) is no model bertconv holds."""
+    from bert4keras.models import build_transformer_model
+    config = tmp_path / "bert_config.json"
+    config.write_text((FIXTURES / "roformer/bert4keras/pool-nsp-mlm/bert_config.json").read_text())
+    build_transformer_model(str(config), model="roformer_v2", with_mlm=True).save_weights(
+        str(tmp_path / "bert4keras_model.h5"))
+    result = run_in_process("audit", tmp_path / "bert4keras_model.h5")
+    assert result.exit_code == 2 and "RoFormer-v2" in result.stderr, result.stderr

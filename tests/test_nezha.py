@@ -1,8 +1,8 @@
 """NEZHA against transformers 4.57, which still has it (fixtures made by it: fixtures/make_nezha_fixtures.py;
 the tests marked `oracle` run it in .cache/oracle-venv): logits of both runtimes at lengths within
 and beyond the clipped relative distance, byte-identical Hugging Face round trips that 4.57 loads
-whole and computes the same, refusals of the formats without functional relative positions, the
-transformers 5 caveat, and fill-mask with its BERT WordPiece vocabulary.
+whole and computes the same, the transformers 5 caveat, and fill-mask with its BERT WordPiece
+vocabulary (the formats without computed positions refuse it: tests/test_roformer.py).
 """
 
 from __future__ import annotations
@@ -105,15 +105,6 @@ def test_hf_round_trip_is_byte_identical_and_notes_transformers_5(name, tmp_path
     assert config["model_type"] == "nezha" and config["max_relative_position"] == 6
     assert config["architectures"] == json.loads((HF / name / "config.json").read_text())["architectures"]
     assert run_in_process("diff", HF / name, out).exit_code == 0
-
-
-@pytest.mark.parametrize("target", ["tf", "hf-tf", "hf-flax", "keras-hub", "onnx"])
-def test_formats_without_functional_relative_positions_refuse_it_naming_why(target, tmp_path):
-    out = tmp_path / "out"
-    result = run_in_process("convert", HF / "pretraining", out, "--to", target)
-    assert result.exit_code == 2 and "sinusoidal_relative" in result.stderr, result.stderr
-    assert ("no parameters" if target != "onnx" else "does not compute") in result.stderr
-    assert not out.exists()
 
 
 def test_fill_mask_with_its_wordpiece_vocabulary():

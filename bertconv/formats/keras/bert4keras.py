@@ -156,6 +156,9 @@ def _slots(path: Path, layer: KerasLayer, kind: LayerKind) -> tuple[Slot, ...]:
     if slots is None:
         hint = (" (a conditional LayerNorm with a hidden layer, layer_norm_cond_hidden_size, has no BERT "
                 "equivalent)" if kind is LAYER_NORM and len(names) == 5 else "")
+        if kind in (ATTENTION, FEED_FORWARD) and len(names) * 2 == len(kind.slots):
+            hint = (" (kernels without biases: bert4keras' RoFormer-v2, model='roformer_v2', whose norms have no "
+                    "parameters and whose MLM head has no transform; bertconv does not hold it)")
         raise bad_input(path, f"layer {layer.name!r} ({kind.keras_class}) holds {len(names)} weights "
                               f"({', '.join(names)}), expected {kind.expected()}{hint}")
     for slot, name in zip(slots, names, strict=True):
