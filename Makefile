@@ -59,6 +59,7 @@ fixtures: $(VENV)/.test $(TF2_VENV)/.done
 	$(BIN)/python fixtures/make_tf_fixtures.py
 	$(BIN)/python fixtures/make_bert4keras_fixtures.py
 	$(BIN)/python fixtures/make_bert4keras_pretraining_fixtures.py
+	$(BIN)/python fixtures/make_bert4keras_position_fixtures.py
 	$(BIN)/python fixtures/make_verify_fixtures.py
 	$(BIN)/python fixtures/make_runtime_fixtures.py
 	$(BIN)/python fixtures/make_trained_fixtures.py
@@ -67,12 +68,14 @@ fixtures: $(VENV)/.test $(TF2_VENV)/.done
 	$(BIN)/python fixtures/make_albert_zh_fixtures.py
 	$(BIN)/python fixtures/make_prenorm_fixtures.py
 	$(BIN)/python fixtures/make_modernbert_fixtures.py
+	$(BIN)/python fixtures/make_roformer_fixtures.py
 	$(TF2_VENV)/bin/python fixtures/make_tf2_fixtures.py
 	$(TF2_VENV)/bin/python fixtures/make_keras_bert_fixtures.py
 	$(MAKE) $(ORACLE)
 	$(ORACLE_VENV)/bin/python fixtures/make_hf_tf_flax_fixtures.py
 	$(ORACLE_VENV)/bin/python fixtures/make_hf_tf_flax_family_fixtures.py
 	$(ORACLE_VENV)/bin/python fixtures/make_relpos_fixtures.py
+	$(ORACLE_VENV)/bin/python fixtures/make_nezha_fixtures.py
 	$(MAKE) $(KERASHUB)
 	$(KERASHUB_VENV)/bin/python fixtures/make_kerashub_fixtures.py
 

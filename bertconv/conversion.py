@@ -211,6 +211,9 @@ def _refuse_other_family(tree: ParameterTree, target: str, destination: Path) ->
         # What no table could fix: the target's model looks positions up from row 0.
         instead = (f"its positions start at row {tree.config.position_offset} of the position table (past the "
                    f"padding index), and the {target} writer's models count them from row 0; {instead}")
+    if not tree.config.position_table:
+        instead = (f"its positions ({tree.config.position_embedding_type}) are computed, with no parameters, and the "
+                   f"{target} writer's models look positions up in a learned table: a change of computation; {instead}")
     raise bad_input(destination, f"{tree.path} holds a {families.display_name(family)} model (model_type "
                                  f"{tree.config.model_type!r}), and "
                                  f"the {target} writer has names for {', '.join(writes)} only: written there it "

@@ -12,13 +12,15 @@ from pathlib import Path
 from bertconv.formats.registry import Format
 
 FIXTURES_OF: dict[str, tuple[str, ...]] = {
-    "hf": ("hf/*", "family_hf/*/*", "prenorm/*/*"),
+    "hf": ("hf/*", "family_hf/*/*", "prenorm/*/*", "modernbert/*", "roformer/hf/*", "nezha/hf/*"),
     "tf": ("tf/*", "tf_hub/*", "family_google/tf/*", "albert_zh/tf"),
     "bert4keras": (
         "bert4keras/*",
         "bert4keras_pretraining/nested/bert_model.h5",
         "bert4keras_pretraining/weights-h5/bert_model.weights.h5",
         "family_google/bert4keras/*",
+        "roformer/bert4keras/*",
+        "nezha/bert4keras/*",
     ),
     "bert4keras-tf": ("bert4keras_pretraining/*/bert_model.ckpt.index",),
     "hf-tf": ("hf_tf/*", "family_hf_tf/*/*"),

@@ -8,7 +8,7 @@ Flax), by subprocess from tests/test_relpos_formats.py:
 CLASS is a transformers class name (`BertForMaskedLM`, `TFBertLMHeadModel`, `FlaxBertForCausalLM`,
 ...). The PyTorch classes run eager attention and, for a decoder, no cache (as in training: with
 its cache, 4.57 gives every query of a prompt the last position's relative distances). OUT.npz
-gets `logits` [B, S, V] in float32 on INPUTS.npz's `input_ids`, `token_type_ids` and
+gets `logits` [B, S, V] in float32 (a pre-training class's MLM logits) on INPUTS.npz's `input_ids`, `token_type_ids` and
 `attention_mask`. Prints one JSON line per job: class, transformers version, the missing and
 unexpected weights of the load (PyTorch and TF; Flax only logs them).
 """
@@ -44,7 +44,10 @@ def run(class_name: str, directory: Path, inputs_path: Path, out_path: Path) -> 
         model, info = cls.from_pretrained(directory, output_loading_info=True, attn_implementation="eager")
         options = {"use_cache": False} if model.config.is_decoder else {}
         with torch.no_grad():
-            logits = model.eval()(**{k: torch.from_numpy(v) for k, v in feed.items()}, **options).logits
+            output = model.eval()(**{k: torch.from_numpy(v) for k, v in feed.items()}, **options)
+        logits = getattr(output, "logits", None)
+        if logits is None:  # a pre-training class (NezhaForPreTraining): its MLM logits
+            logits = output.prediction_logits
     np.savez(out_path, logits=np.asarray(logits, dtype=np.float32))
     print(json.dumps({"class": class_name, "transformers": transformers.__version__,
                       "missing": sorted(info.get("missing_keys", [])),

@@ -41,6 +41,8 @@ FAMILY_FIXTURES = {
     "megatron-bert": FIXTURES / "prenorm" / "megatron" / "masked_lm",
     "esm": FIXTURES / "prenorm" / "esm" / "masked_lm",
     "modernbert": FIXTURES / "modernbert" / "masked_lm",
+    "roformer": FIXTURES / "roformer" / "hf" / "masked_lm",
+    "nezha": FIXTURES / "nezha" / "hf" / "masked_lm",
 }
 TARGETS = sorted(formats.TARGETS)
 
@@ -128,6 +130,7 @@ def _mutations(config: dict, model_type: str) -> list[tuple[str, object]]:
         "classifier_activation": "relu",
         **{key: not config.get(key, False) for key in ("norm_bias", "attention_bias", "mlp_bias", "classifier_bias")},
         "decoder_bias": not config.get("decoder_bias", True),
+        "rotary_value": not config.get("rotary_value", False),
     }
     other.update({name: other[bert] for bert, name in own.items() if bert in other})
     config.update({name: config[bert] for bert, name in own.items() if bert in config})
@@ -194,8 +197,9 @@ def test_a_declared_key_mutated_is_seen_kept_or_refused_and_computed(model_type,
         changed = _logits(mutated)
     except BertconvError:
         return  # the runtime refuses the mutated model (its tensors disagree with the config)
-    if key == "max_position_embeddings" and source.config.rotary_positions:
-        # No position table: the bound only caps the input's length (transformers' has none).
+    if key == "max_position_embeddings" and not source.config.position_table:
+        # No position table: the bound only caps the input's length (transformers' ESM has none;
+        # RoFormer's stored sinusoids are then not the config's, which every command refuses).
         np.testing.assert_array_equal(changed, _logits(fixture))
         return
     assert not np.allclose(changed, _logits(fixture), atol=1e-6), f"{key} = {value!r} changed no logit"

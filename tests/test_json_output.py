@@ -13,7 +13,8 @@ import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from bertconv import formats
+from bertconv import families, formats
+from bertconv.config import BertConfig
 from bertconv.commands import output
 from bertconv.commands.batch import checkpoints_below
 from bertconv.formats.registry import FORMATS
@@ -59,6 +60,15 @@ def test_schema_files_are_draft_2020_12_and_named_by_the_stamp(command):
     Draft202012Validator.check_schema(schema)
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     assert schema["title"] == output.schema_id(command)
+
+
+def test_the_schema_names_every_family_and_every_config_field():
+    """A new family or BertConfig field must reach the schema that --json output is held to."""
+    checkpoint = json.loads(files("bertconv.schemas").joinpath("common.json").read_text())["$defs"]
+    assert set(checkpoint["checkpoint"]["properties"]["family"]["enum"]) == set(families.FAMILIES)
+    summary = BertConfig(vocab_size=2, hidden_size=4, num_hidden_layers=1, num_attention_heads=1,
+                         intermediate_size=4, max_position_embeddings=4, type_vocab_size=2).summary()
+    assert set(summary) <= set(checkpoint["config"]["properties"])
 
 
 def test_the_schemas_reject_a_report_that_breaks_the_shape():

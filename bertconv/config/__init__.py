@@ -125,6 +125,13 @@ class BertConfig:
     #: Queries, keys and values as one stored [H, 3H] matrix (`attention.qkv`), as ModernBERT
     #: stores them: a matter of storage, not of what is computed.
     fused_qkv: bool = False
+    #: RoFormer's rotary positions on the values too (transformers' `rotary_value`), beside the
+    #: queries and keys (`position_embedding_type` "rotary_interleaved").
+    rotary_value: bool = False
+    #: NEZHA's farthest relative distance (`position_embedding_type` "sinusoidal_relative",
+    #: transformers' `max_relative_position`): distances are clipped to +-K, and distance d reads
+    #: row d + K of a fixed sinusoid table [2K + 1, D].
+    max_relative_position: int = 64
     #: Config keys the file states that this model's computation in bertconv would not honour,
     #: with their values as JSON (`config.dialects.unread_keys`): every command that computes
     #: or converts refuses them unless the user accepts the loss.
@@ -201,18 +208,21 @@ class BertConfig:
 
     @property
     def rotary_positions(self) -> bool:
-        """Whether queries and keys are rotated by their positions (no position table)."""
+        """Whether queries and keys are rotated by their positions (no position table): ESM's
+        halves, `rope_theta` its base."""
         return self.position_embedding_type == "rotary"
 
     @property
     def position_table(self) -> bool:
-        """Whether the model has a learned position table (stored; added unless relative)."""
-        return not self.rotary_positions
+        """Whether the model has a learned position table (stored; added unless relative); the
+        computed schemes (`COMPUTED_POSITION_TYPES`) have none."""
+        return self.position_embedding_type not in COMPUTED_POSITION_TYPES
 
     def summary(self) -> dict[str, Any]:
         """The fields reports print (the `config` object of `audit --json`)."""
         out = {f.name: getattr(self, f.name) for f in fields(self)
                if f.name not in ("provenance", "source", "unread")}
+        out = {name: list(value) if isinstance(value, tuple) else value for name, value in out.items()}  # as JSON has it
         out["unread"] = {key: json.loads(value) for key, value in self.unread}
         out["provenance"] = dict(self.provenance)
         return out
@@ -266,12 +276,17 @@ COMPUTATION_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_att
                       "mlm_hidden_act", "mlm_layer_norm_eps", "pre_layer_norm", "final_layer_norm",
                       "embedding_layer_norm", "rope_theta", "token_dropout", "mask_token_id",
                       "local_attention_layers", "local_attention", "local_rope_theta", "gated_ffn", "norm_bias",
-                      "attention_bias", "ffn_bias", "mlm_transform_bias", "output_bias", "first_attention_norm")
+                      "attention_bias", "ffn_bias", "mlm_transform_bias", "output_bias", "first_attention_norm",
+                      "rotary_value", "max_relative_position")
 
 #: transformers 4's relative `position_embedding_type` values (transformers 5's BERT knows "absolute" only).
 RELATIVE_POSITION_TYPES = ("relative_key", "relative_key_query")
-#: Every `position_embedding_type`: absolute, relative, or rotary (ESM).
-POSITION_EMBEDDING_TYPES = ("absolute", *RELATIVE_POSITION_TYPES, "rotary")
+#: Position schemes computed from the position alone, with no parameters: rotary (ESM's halves),
+#: rotary_interleaved (RoFormer's adjacent pairs, `runtime/sinusoids.py`), sinusoidal_relative
+#: (NEZHA's functional relative positions, `runtime/sinusoids.py`).
+COMPUTED_POSITION_TYPES = ("rotary", "rotary_interleaved", "sinusoidal_relative")
+#: Every `position_embedding_type`: absolute, learned relative, or computed.
+POSITION_EMBEDDING_TYPES = ("absolute", *RELATIVE_POSITION_TYPES, *COMPUTED_POSITION_TYPES)
 
 def default_heads(hidden_size: int) -> int:
     """The stated default head count when no config gives one: H / 64 as in every released BERT

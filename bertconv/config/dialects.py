@@ -166,7 +166,9 @@ def _family_fields(data: dict[str, Any], family: Family, dialect: str) -> dict[s
             raise ValueError(f"position_embedding_type is {json.dumps(kind)}, expected one of "
                              f"{', '.join(family.position_embedding_types)}")
         out["position_embedding_type"] = kind
-    for key in ("is_decoder", "add_cross_attention"):
+    elif "absolute" not in family.position_embedding_types:  # a scheme its configs never name (RoFormer's)
+        out["position_embedding_type"] = family.position_embedding_types[0]
+    for key in ("is_decoder", "add_cross_attention", "rotary_value"):
         if key in computes and not isinstance(data.get(key, False), bool):
             raise ValueError(f"{key} is {json.dumps(data[key])}, expected true or false")
     if "is_decoder" in computes:
@@ -178,6 +180,10 @@ def _family_fields(data: dict[str, Any], family: Family, dialect: str) -> dict[s
         if not isinstance(data.get("token_dropout", False), bool):
             raise ValueError(f"token_dropout is {json.dumps(data['token_dropout'])}, expected true or false")
         out["token_dropout"] = data.get("token_dropout", False)
+    if "rotary_value" in computes:
+        out["rotary_value"] = data.get("rotary_value", False)
+    if "max_relative_position" in computes and "max_relative_position" in data:
+        out["max_relative_position"] = _size(data, "max_relative_position")
     if "mask_token_id" in computes and data.get("mask_token_id") is not None:
         out["mask_token_id"] = _size(data, "mask_token_id")
     out.update(_modern_fields(data, family, computes))
@@ -390,6 +396,9 @@ def _family_dict(config: BertConfig) -> dict[str, Any]:
         out[key] = getattr(config, name)
     if family.mlm_activation_key is not None:
         out[family.mlm_activation_key[0]] = _HF_NAME[config.mlm_hidden_act or config.hidden_act]
+    for key in ("rotary_value", "max_relative_position"):
+        if key in family.computes.get(HF, ()):
+            out[key] = getattr(config, key)
     if "token_dropout" in family.computes.get(HF, ()):
         out["token_dropout"] = config.token_dropout
         out["mask_token_id"] = config.mask_token_id

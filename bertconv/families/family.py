@@ -121,6 +121,8 @@ class Family:
         (ModernBERT's `classifier_activation`), and its default.
       layer_norm_eps: the LayerNorm epsilon its library defaults to, where not BERT's 1e-12
         (ModernBERT's `norm_eps`, 1e-5).
+      tokenizer_unsupported: why bertconv cannot split text as the family's transformers tokenizer
+        does (RoFormer's jieba word segmentation), or None: fill-mask refuses its models, naming it.
     """
 
     model_type: str
@@ -155,6 +157,7 @@ class Family:
     bias_keys: dict[str, tuple[str, bool]] = field(default_factory=dict)
     mlm_activation_key: tuple[str, str] | None = None
     layer_norm_eps: float | None = None
+    tokenizer_unsupported: str | None = None
 
     def projects(self, embedding_size: int, hidden_size: int) -> bool:
         """Whether a model of this family with E = `embedding_size` projects its embeddings to H."""

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import families
 from ..errors import BadInput
 from .tokenization.tokenizer import Encoding, Tokenizer
 
@@ -57,9 +58,14 @@ def fill_mask(model: Any, tokenizer: Tokenizer, text: str, *, top_k: int = 5) ->
 
 
 def check_masked_lm(config: Any, path: Any) -> None:
-    """BadInput for a causal model (`is_decoder`): its head predicts, at each position, the token
+    """BadInput for a family whose tokenizer bertconv cannot reproduce (`Family.tokenizer_unsupported`),
+    and for a causal model (`is_decoder`): its head predicts, at each position, the token
     after it from the tokens up to it, so at a mask it neither sees the words to the right nor
     predicts the masked token; its "fill" would be a confident answer to another question."""
+    unsupported = families.of(config).tokenizer_unsupported
+    if unsupported:
+        raise BadInput(f"{path}: fill-mask needs the text split into ids as the model's own tokenizer splits it, "
+                       f"and {unsupported}; no prediction was made")
     if config.is_decoder:
         raise BadInput(f"{path}: is a causal language model (is_decoder: true): its head predicts the next token "
                        f"from the tokens before it, not a masked token from both sides; fill-mask needs a masked "

@@ -9,7 +9,9 @@ the BERT family (ALBERT, ELECTRA, RoBERTa) by what the tree and its config hold:
   embeddings: word[ids] + token_type[types] + position[rows], LayerNorm       [B, S, W]
               (rows 0..S-1, or counted past the padding id with a position offset: RoBERTa;
               none with rotary positions, which rotate each head's queries and keys instead:
-              ESM, whose <mask> vectors are zeroed and the others rescaled (token dropout);
+              ESM, whose <mask> vectors are zeroed and the others rescaled (token dropout),
+              and RoFormer, which turns adjacent pairs (`sinusoids`); none with NEZHA's fixed
+              relative sinusoids, added to the scores and the context (`sinusoids`);
               brightmart's albert_zh first maps word[ids] E -> H by its bias-free
               word projection, and sums at W = H; no position term with relative positions)
   projection: x @ kernel + bias, where the config has one (ALBERT, ELECTRA)   [B, S, H]
@@ -49,6 +51,7 @@ from ..config import Heads
 from ..tree import ParameterTree
 from . import blas, weights
 from . import loss as losses
+from . import sinusoids
 from . import token_dropout as dropout
 from . import layer_kinds as kinds
 from .attention import DistanceRows, distance_rows, visible_keys
@@ -271,8 +274,16 @@ class NumpyBert:
         if self.config.rotary_positions:
             tables = rotary_tables(self.config, seq_len, kinds.rope_base(self.config, prefix))
             query, key = rotate(query, tables), rotate(key, tables)
+        if self.config.position_embedding_type == "rotary_interleaved":  # RoFormer
+            pairs = sinusoids.pair_tables(self.config, seq_len)
+            query, key = sinusoids.rotate_pairs(query, pairs), sinusoids.rotate_pairs(key, pairs)
+            value = sinusoids.rotate_pairs(value, pairs) if self.config.rotary_value else value
+        relative = (sinusoids.relative_positions(self.config, seq_len)  # NEZHA: [S, S, D]
+                    if self.config.position_embedding_type == "sinusoidal_relative" else None)
         with _blas_threads(seq_len):  # per head: [S, D] @ [D, S], then [S, S] @ [S, D]
             scores = query @ key.transpose(0, 1, 3, 2)  # [B, A, S, S]
+            if relative is not None:
+                scores += sinusoids.relative_scores(query, relative)
         scaled = families.of(self.config).relative_terms_scaled
         if distances is not None and scaled:
             scores += self._relative_scores(query, key, distances, prefix)
@@ -282,7 +293,10 @@ class NumpyBert:
             scores += self._relative_scores(query, key, distances, prefix)
         probs = _softmax_(scores)
         with _blas_threads(seq_len):
-            context = (probs @ value).transpose(0, 2, 1, 3).reshape(batch, seq_len, hidden)  # [B, S, H]
+            context = probs @ value  # [B, A, S, D]
+            if relative is not None:
+                context += sinusoids.relative_context(probs, relative)
+            context = context.transpose(0, 2, 1, 3).reshape(batch, seq_len, hidden)  # [B, S, H]
         return self._dense(context, f"{prefix}.output")
 
     def _relative_scores(self, query: np.ndarray, key: np.ndarray, distances: DistanceRows,

@@ -26,6 +26,7 @@ from ..errors import BadInput
 from ..tensor import LazyTensor
 from ..tree import ParameterTree
 from . import weights
+from . import sinusoids
 from . import token_dropout as dropout
 from . import layer_kinds as kinds
 from .attention import DistanceRows, distance_rows, visible_keys
@@ -176,11 +177,18 @@ class TorchBert:
         if self.config.rotary_positions:
             tables = rotary_tables(self.config, seq_len, kinds.rope_base(self.config, prefix))
             query, key = self._rotate(query, tables), self._rotate(key, tables)
+        if self.config.position_embedding_type == "rotary_interleaved":  # RoFormer
+            pairs = sinusoids.pair_tables(self.config, seq_len)
+            query, key = self._rotate_pairs(query, pairs), self._rotate_pairs(key, pairs)
+            value = self._rotate_pairs(value, pairs) if self.config.rotary_value else value
         if distances is not None:
             relative = self._relative_scores(query, key, distances, prefix)  # [B, A, S, S]
             adder = adder + (relative / math.sqrt(width) if families.of(self.config).relative_terms_scaled else relative)
-        context = F.scaled_dot_product_attention(query, key, value, attn_mask=adder,
-                                                 scale=1.0 / math.sqrt(width))  # [B, A, S, D]
+        if self.config.position_embedding_type == "sinusoidal_relative":  # NEZHA
+            context = self._sinusoidal_relative_attention(query, key, value, adder)
+        else:
+            context = F.scaled_dot_product_attention(query, key, value, attn_mask=adder,
+                                                     scale=1.0 / math.sqrt(width))  # [B, A, S, D]
         context = context.transpose(1, 2).reshape(batch, seq_len, hidden)
         return self._dense(context, f"{prefix}.output")
 
@@ -190,6 +198,21 @@ class TorchBert:
         turned = torch.cat([-t[..., half:], t[..., :half]], dim=-1)
         cos, sin = (self._tensor(np.array(table)).to(t.dtype) for table in (tables.cos, tables.sin))
         return t * cos + turned * sin
+
+    def _rotate_pairs(self, t: "torch.Tensor", tables: sinusoids.PairTables) -> "torch.Tensor":
+        """As `sinusoids.rotate_pairs`: [B, A, S, D] rotated pair by pair by their positions."""
+        turned = torch.stack([-t[..., 1::2], t[..., 0::2]], dim=-1).reshape(t.shape)
+        cos, sin = (self._tensor(np.array(table)).to(t.dtype) for table in (tables.cos, tables.sin))
+        return t * cos + turned * sin
+
+    def _sinusoidal_relative_attention(self, query: "torch.Tensor", key: "torch.Tensor", value: "torch.Tensor",
+                                       adder: "torch.Tensor") -> "torch.Tensor":
+        """NEZHA's attention, as `NumpyBert._attention` with `sinusoids`' terms: [B, A, S, D] each ->
+        the context [B, A, S, D]; its context term needs the probabilities, which the fused kernel keeps."""
+        pairs = self._tensor(np.array(sinusoids.relative_positions(self.config, query.shape[2]))).to(query.dtype)
+        scores = query @ key.transpose(-1, -2) + torch.einsum("bald,lrd->balr", query, pairs)  # [B, A, S, S]
+        probs = torch.softmax(scores / math.sqrt(query.shape[-1]) + adder, dim=-1)
+        return probs @ value + torch.einsum("balr,lrd->bald", probs, pairs)
 
     def _relative_scores(self, query: "torch.Tensor", key: "torch.Tensor", distances: DistanceRows,
                          prefix: str) -> "torch.Tensor":

@@ -25,7 +25,7 @@ from ..assemble import Entry, assemble
 from ..configs import config_beside
 from .classes import transformers_5_caveats as write_caveats  # noqa: F401 (the registry's)
 from .classes import is_base_model
-from .tables import FAMILIES, ROTARY_BUFFER, Family, family_of_names
+from .tables import FAMILIES, ROTARY_BUFFER, SINUSOID_TABLE, Family, family_of_names
 from .tables import WRITES_FAMILIES  # noqa: F401 (the registry's)
 from ..table import Table
 
@@ -165,6 +165,7 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     )
     stored = {entry.name: entry.tensor for entry in entries}
     tree.ignored = [_check_rotary_buffer(tree, item, stored) for item in tree.ignored]
+    tree.ignored = [_check_sinusoid_table(tree, item, stored) for item in tree.ignored]
     return tree
 
 
@@ -184,6 +185,43 @@ def _check_rotary_buffer(tree: ParameterTree, item: Ignored, stored: dict) -> Ig
     return replace(item, reason=f"rotary inverse frequencies that differ from the config's (rope_theta "
                                 f"{tree.config.rope_theta:g}, head width {tree.config.head_size}): transformers "
                                 f"computes with the stored ones, bertconv would not", unread=True)
+
+
+def _check_sinusoid_table(tree: ParameterTree, item: Ignored, stored: dict) -> Ignored:
+    """RoFormer's stored sinusoids as set aside, or, where they are not the config's (another shape,
+    or values other than their rounding to the stored dtype), unread: transformers rotates by them."""
+    if item.reason != SINUSOID_TABLE:
+        return item
+    import numpy as np  # noqa: PLC0415 (a RoFormer's only)
+
+    from ...runtime.sinusoids import roformer_position_table  # noqa: PLC0415
+
+    tensor = stored[item.name]
+    computed = roformer_position_table(tree.config.max_position_embeddings, tree.config.head_size)
+    rounding = {"float32": np.float32, "float16": np.float16}.get(tensor.dtype.name)
+    if tuple(tensor.shape) == computed.shape and rounding is not None and np.array_equal(
+            tensor.read(), computed.astype(rounding)):
+        return item
+    return replace(item, reason=f"rotary sinusoids that differ from the config's (max_position_embeddings "
+                                f"{tree.config.max_position_embeddings}, head width {tree.config.head_size}, "
+                                f"[P, D]): transformers rotates by the stored ones, bertconv would not", unread=True)
+
+
+def _sinusoid_source(tree: ParameterTree, family: Family, encoder_only: bool) -> list:
+    """The family's frozen sinusoid table, as transformers saves it beside the parameters (RoFormer's
+    [P, D], in the word embeddings' float16 or else float32), computed from the config."""
+    if family.sinusoid_table is None:
+        return []
+    from ...dtypes import from_numpy  # noqa: PLC0415
+    from ...runtime.sinusoids import roformer_position_table  # noqa: PLC0415
+    from ...tensor import ArrayTensor  # noqa: PLC0415
+
+    table = roformer_position_table(tree.config.max_position_embeddings, tree.config.head_size)
+    if tree["embeddings.word"].tensor.dtype.name == "float16":
+        table = table.astype("float16")
+    name = family.sinusoid_table.removeprefix(family.base + ".") if encoder_only else family.sinusoid_table
+    tensor = ArrayTensor(table, from_numpy(table.dtype))
+    return [(name, tensor.dtype, tensor.shape, tensor)]
 
 
 def _entries(file: Path) -> tuple[list[Entry], torch_pickle.TorchCheckpoint | None]:
@@ -252,7 +290,7 @@ def tensors_to_write(tree: ParameterTree) -> list[safetensors_file.TensorSource]
             name = name.removeprefix(family.base + ".")
         tensor = layout.to_format(param.tensor)
         sources.append((name, tensor.dtype, tuple(tensor.shape), tensor))  # lazy: copied or read when written
-    return sources
+    return sources + _sinusoid_source(tree, family, encoder_only)
 
 
 def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:

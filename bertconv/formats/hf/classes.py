@@ -23,12 +23,15 @@ CLASSES: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
                       (("nsp",), "MegatronBertForNextSentencePrediction"), ((), "MegatronBertModel")),
     "esm": ((("mlm",), "EsmForMaskedLM"), ((), "EsmModel")),
     "modernbert": ((("mlm",), "ModernBertForMaskedLM"), ((), "ModernBertModel")),
+    "roformer": ((("mlm",), "RoFormerForMaskedLM"), ((), "RoFormerModel")),
+    "nezha": ((("mlm", "nsp"), "NezhaForPreTraining"), (("mlm",), "NezhaForMaskedLM"),
+              (("nsp",), "NezhaForNextSentencePrediction"), ((), "NezhaModel")),
 }
 #: Per `model_type`: the class of a causal model (`is_decoder`) with its LM head, which is the
 #: masked LM's head predicting the next token.
 CAUSAL_CLASSES = {"bert": "BertLMHeadModel", "electra": "ElectraForCausalLM", "roberta": "RobertaForCausalLM",
                   "xlm-roberta": "XLMRobertaForCausalLM", "camembert": "CamembertForCausalLM",
-                  "megatron-bert": "MegatronBertForCausalLM"}
+                  "megatron-bert": "MegatronBertForCausalLM", "roformer": "RoFormerForCausalLM"}
 
 
 def architecture(tree: ParameterTree) -> str:
@@ -43,8 +46,16 @@ def architecture(tree: ParameterTree) -> str:
     return next(cls for needed, cls in classes if all(present[h] for h in needed))
 
 
+#: Per `model_type`: the families transformers 5 removed, and the last version that computes them.
+REMOVED_IN_5 = {"nezha": "4.57"}
+
+
 def transformers_5_caveats(tree: ParameterTree) -> list[str]:
     """What transformers 5 (or 4) computes differently from the model a Hugging Face output holds."""
+    removed = REMOVED_IN_5.get(tree.config.model_type)
+    if removed is not None:
+        return [f"transformers 5 removed {tree.config.model_type} models: transformers {removed} loads this output "
+                f"({architecture(tree)}) and computes it"]
     if tree.config.local_attention_layers and layer_kinds.period(tree.config) is None:
         return [f"layer_types: sliding-window attention in layers {list(tree.config.local_attention_layers)}, which no "
                 f"global_attn_every_n_layers gives: transformers 5 computes it; transformers 4 (4.57 checked) reads "

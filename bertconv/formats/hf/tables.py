@@ -8,7 +8,7 @@ the base model's prefix (`bert.`, `albert.`, ...).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ... import families
 from ..table import TRANSPOSE, Row, Skip, Table
@@ -35,6 +35,10 @@ _LAYER = "bert.encoder.layer.{i}"
 #: Why a stored rotary buffer is set aside: the runtimes compute the same values from the config.
 ROTARY_BUFFER = ("rotary inverse frequencies (a buffer), 1 / rope_theta^(2j / D): computed from the config, "
                  "and checked equal to these")
+
+#: Why RoFormer's stored sinusoids are set aside: the runtimes compute the same values from the config.
+SINUSOID_TABLE = ("rotary sinusoids (a frozen table), sin and cos of p / 10000^(2j / D) for p < "
+                  "max_position_embeddings: computed from the config, and checked equal to these")
 
 
 def _bert_layer_rows(layer: str) -> tuple[Row, ...]:
@@ -234,6 +238,33 @@ MODERNBERT_TABLE = Table("hf", (
 ), skips=(*_SKIPS, Skip("*rotary_emb.*inv_freq", "rotary inverse frequencies (a buffer transformers never saves), "
                                                   "computed from the config")))
 
+#: transformers `RoFormerForMaskedLM` / `RoFormerModel`: BERT's layers under `roformer.`, no position
+#: table (rotary positions; the sinusoids it saves are `Family.sinusoid_table`), ELECTRA's
+#: `embeddings_project` when E differs from H, BERT's MLM head (H -> E), no pooler.
+ROFORMER_TABLE = Table("hf", (
+    Row("embeddings.word", "roformer.embeddings.word_embeddings.weight"),
+    Row("embeddings.token_type", "roformer.embeddings.token_type_embeddings.weight"),
+    *_norm_rows("embeddings.norm", "roformer.embeddings.LayerNorm"),
+    *_linear_rows("embeddings.projection", "roformer.embeddings_project"),
+    *(row for row in _bert_layer_rows("roformer.encoder.layer.{i}") if "distance_embedding" not in row.canonical),
+    *(row for row in TABLE.rows if row.canonical.startswith("mlm.")),
+), skips=(*_SKIPS, Skip("*encoder.embed_positions.weight", SINUSOID_TABLE)))
+
+#: transformers 4's `NezhaForPreTraining` / `ForMaskedLM` / `Model`: BERT's names under `nezha.`, no
+#: position table (functional relative positions; transformers 4.57 does not save their buffer,
+#: which older versions did).
+def _under_nezha(row: Row) -> Row:
+    return replace(row, name=row.name.replace("bert.", "nezha.", 1),
+                   legacy=tuple(name.replace("bert.", "nezha.", 1) for name in row.legacy))
+
+
+NEZHA_TABLE = Table("hf", tuple(
+    _under_nezha(row) for row in TABLE.rows
+    if not row.canonical.startswith("embeddings.position") and "distance_embedding" not in row.canonical
+), skips=(*TABLE.skips, Skip("*relative_positions_encoding.positions_encoding",
+                             "functional relative positions (a buffer), sinusoids of the distances: computed from "
+                             "the config")))
+
 
 @dataclass(frozen=True)
 class Family:
@@ -244,12 +275,15 @@ class Family:
       table: its names.
       base: the base model's prefix, which encoder-only files (`BertModel`, ...) drop.
       head_prefixes: the top-level modules of its heads, which keep their names in every file.
+      sinusoid_table: the name its files hold the sinusoids of its rotary positions under
+        (RoFormer's frozen `embed_positions`, [P, D]), computed when written; None for the others.
     """
 
     model_type: str
     table: Table
     base: str
     head_prefixes: tuple[str, ...]
+    sinusoid_table: str | None = None
 
     @property
     def declared(self) -> families.Family:
@@ -277,6 +311,8 @@ FAMILIES: dict[str, Family] = {family.model_type: family for family in (
     Family("megatron-bert", MEGATRON_TABLE, "bert", ("cls.",)),
     Family("esm", ESM_TABLE, "esm", ("lm_head.",)),
     Family("modernbert", MODERNBERT_TABLE, "model", ("head.", "decoder.")),
+    Family("nezha", NEZHA_TABLE, "nezha", ("cls.",)),
+    Family("roformer", ROFORMER_TABLE, "roformer", ("cls.",), "roformer.encoder.embed_positions.weight"),
 )}
 
 #: The families this module writes (`convert` refuses a tree of any other).
@@ -292,6 +328,9 @@ def family_of_names(names: list[str], stated: str | None = None) -> Family | Non
     # One text to search, a name a line: a mark is a dotted part of one name, never across two.
     spelled = "\n".join("." + name.removeprefix(DATA_PARALLEL_PREFIX) for name in names)
     marked = [family for family in FAMILIES.values() if any(mark in spelled for mark in family.declared.hf_marks)]
-    shared = {other for family in marked for other in family.declared.shares_hf_marks_with}
+    # The stated family's shared marks count too: an encoder-only file lacks its own (RoFormerModel's
+    # `embeddings_project` is ELECTRA's mark, and no name says `roformer.`).
+    stated_family = [FAMILIES[stated]] if stated in FAMILIES else []
+    shared = {other for family in (*marked, *stated_family) for other in family.declared.shares_hf_marks_with}
     own = [family for family in marked if family.model_type not in shared]
     return next((family for family in own if family.model_type == stated), next(iter(own), None))

@@ -20,6 +20,7 @@ HDF5 weights by layer order).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from ...containers.hdf5 import keras as keras_h5
@@ -35,6 +36,7 @@ from .bert4keras_table import (
     DEFAULT_ACTIVATION,
     FEED_FORWARD,
     LAYER_NORM,
+    RELATIVE_SINUSOIDS,
     LayerKind,
     Slot,
     family_of,
@@ -49,7 +51,7 @@ from .bert4keras_write import WEIGHTS_FILE, write  # noqa: F401 - the registry c
 FORMAT = "bert4keras-h5"
 FORMATS = (FORMAT, FORMAT_KERAS3)
 #: The families bert4keras builds and this module writes (`build_transformer_model(model=...)`).
-WRITES_FAMILIES = ("bert", "albert", "electra")
+WRITES_FAMILIES = ("bert", "albert", "electra", "roformer", "nezha")
 #: The files of the checkpoint directory this module writes (what `convert --force` may replace).
 OWNED_FILES = (WEIGHTS_FILE, CONFIG_FILE)
 
@@ -94,7 +96,7 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
         return read_keras3(path, config_path=config_path, num_heads=num_heads)
     weights_file = keras_h5.read_weights_file(path)
     weighted = [layer for layer in weights_file.layers if layer.weights]
-    family = family_of(layer.name for layer in weighted)
+    family = family_of(layer.name for layer in weights_file.layers)  # RoFormer's mark has no weights
     refuse_non_bert(path, [layer.name for layer in weighted], what="a Keras weights file",
                     saved_by="build_transformer_model(...).save_weights", family=family)
     entries: list[Entry] = []
@@ -117,7 +119,34 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
         vocab=vocab if vocab.is_file() else None, extra_ignored=ignored,
         rename=lambda name: spelling.get(name, name), family=family.model_type,
     )
+    stored = {entry.name: entry.tensor for entry in entries}
+    tree.ignored = [_check_relative_sinusoids(tree, item, stored) for item in tree.ignored]
     return with_condition_size(tree)
+
+
+#: How far a stored sinusoid may be from bertconv's replica of bert4keras' float32 computation:
+#: the angles k * 10000^(-2j / D) reach 128 rad, where one float32 rounding of the frequency (the
+#: backends' power functions may differ in the last bit) moves a sine by up to 128 * 2^-24 = 7.6e-6.
+SINUSOID_ATOL = 1e-5
+
+
+def _check_relative_sinusoids(tree: ParameterTree, item: Ignored, stored: dict) -> Ignored:
+    """NEZHA's stored sinusoids as set aside, or, where they are not the config's ([2K + 1, D] for
+    its max_relative_position K, within SINUSOID_ATOL), unread: bert4keras computes with them."""
+    if item.reason != RELATIVE_SINUSOIDS:
+        return item
+    import numpy as np  # noqa: PLC0415 (a NEZHA's only)
+
+    from ...runtime.sinusoids import keras_relative_table  # noqa: PLC0415
+
+    config = tree.config
+    computed = keras_relative_table(config.max_relative_position, config.head_size)
+    values = np.asarray(stored[item.name].read(), dtype=np.float64)
+    if values.shape == computed.shape and np.abs(values - computed).max() <= SINUSOID_ATOL:
+        return item
+    return replace(item, reason=f"relative sinusoids {list(values.shape)} that are not the config's (max_relative_position "
+                                f"{config.max_relative_position}, head width {config.head_size}): bert4keras computes "
+                                f"with the stored ones, bertconv would not", unread=True)
 
 
 def _slots(path: Path, layer: KerasLayer, kind: LayerKind) -> tuple[Slot, ...]:
@@ -128,6 +157,9 @@ def _slots(path: Path, layer: KerasLayer, kind: LayerKind) -> tuple[Slot, ...]:
     if slots is None:
         hint = (" (a conditional LayerNorm with a hidden layer, layer_norm_cond_hidden_size, has no BERT "
                 "equivalent)" if kind is LAYER_NORM and len(names) == 5 else "")
+        if kind in (ATTENTION, FEED_FORWARD) and len(names) * 2 == len(kind.slots):
+            hint = (" (kernels without biases: bert4keras' RoFormer-v2, model='roformer_v2', whose norms have no "
+                    "parameters and whose MLM head has no transform; bertconv does not hold it)")
         raise bad_input(path, f"layer {layer.name!r} ({kind.keras_class}) holds {len(names)} weights "
                               f"({', '.join(names)}), expected {kind.expected()}{hint}")
     for slot, name in zip(slots, names, strict=True):

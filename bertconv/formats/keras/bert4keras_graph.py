@@ -52,7 +52,8 @@ def model_layers(num_layers: int, heads: Heads, *, segments: bool = True, condit
     if segments:
         segment = g.call("Embedding-Segment", g.input("Input-Segment"))
         x = g.call("Embedding-Token-Segment", x, segment)
-    x = g.call("Embedding-Position", x)
+    if family.position_layer is None:  # RoFormer computes its positions in the layers instead
+        x = g.call("Embedding-Position", x)
     condition = (g.input(CONDITION_INPUT),) if conditional else ()
 
     def maybe_dropout(name: str, x: int) -> int:
@@ -66,10 +67,12 @@ def model_layers(num_layers: int, heads: Heads, *, segments: bool = True, condit
     if projection:
         x = g.call("Embedding-Mapping", x)
     shared = family is ALBERT
+    # The first layer's input gives the positions every attention layer reads (RoFormer's sinusoids).
+    positions = (g.call(family.position_layer, x),) if family.position_layer and num_layers else ()
     for i in range(num_layers):
         attention = SHARED_ATTENTION_LAYER if shared else ATTENTION_LAYER.format(i=i)
         feed_forward = SHARED_FEED_FORWARD_LAYER if shared else FEED_FORWARD_LAYER.format(i=i)
-        x = add_and_norm(attention, g.call(attention, x, x, x), x)  # query, key, value
+        x = add_and_norm(attention, g.call(attention, x, x, x, *positions), x)  # query, key, value
         x = add_and_norm(feed_forward, g.call(feed_forward, x), x)
     outputs = [x]
     if heads.rtd:  # ELECTRA's discriminator: its head alone (model='electra' builds no other)

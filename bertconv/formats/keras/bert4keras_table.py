@@ -36,12 +36,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable
 
+from ... import families
 from ...config import BertConfig
 from ...containers.hdf5 import keras as keras_h5
 from ...errors import bad_input
 from ...tree import ParameterTree, role_of
 from ..configs import config_beside
-from ..table import Row, Table
+from ..table import Row, Skip, Table
 
 #: bert4keras computes a config's "gelu" as the exact erf form (bert4keras/backend.py `gelu_erf`).
 DEFAULT_ACTIVATION = "gelu"
@@ -189,6 +190,27 @@ ELECTRA_LAYERS: tuple[tuple[str, LayerKind], ...] = (
     ("Discriminator-Dense", DENSE),
     ("Discriminator-Prediction", DENSE),
 )
+#: `build_transformer_model(model='roformer')`: NEZHA's embeddings (no Embedding-Position; the
+#: embeddings projected E -> H by Embedding-Mapping when they differ), BERT's layers and heads. Its
+#: rotary positions are `Embedding-Rotary-Position`, a layer without weights called on the
+#: embeddings' output before the first attention, whose output every attention layer takes.
+ROFORMER_LAYERS: tuple[tuple[str, LayerKind], ...] = tuple(
+    (name, kind) for name, kind in ELECTRA_LAYERS if name not in ("Embedding-Position", "Discriminator-Dense",
+                                                                   "Discriminator-Prediction"))
+ROTARY_POSITION_LAYER = "Embedding-Rotary-Position"
+#: `build_transformer_model(model='nezha')`: RoFormer's layers without Embedding-Mapping (transformers'
+#: NEZHA has no projection), and its relative sinusoids `Embedding-Relative-Position` [2K + 1, D]
+#: (RelativePositionEmbedding, trainable=False), K fixed at 64 by bert4keras, which every attention
+#: layer reads: computed, they are no parameter of the tree (`NEZHA_TABLE` sets them aside).
+RELATIVE_POSITION_LAYER = "Embedding-Relative-Position"
+RELATIVE_POSITION = LayerKind("RelativePositionEmbedding", (Slot("embeddings", "embeddings"),))
+NEZHA_LAYERS: tuple[tuple[str, LayerKind], ...] = (
+    *((name, kind) for name, kind in ROFORMER_LAYERS if name != "Embedding-Mapping"),
+    (RELATIVE_POSITION_LAYER, RELATIVE_POSITION),
+)
+NEZHA_MAX_RELATIVE_POSITION = 64
+RELATIVE_SINUSOIDS = ("NEZHA's relative sinusoids (trainable=False), sin and cos of k / 10000^(2j / D) for k <= 2K: "
+                      "computed from the config, and checked to be these, to float32 rounding")
 
 #: Layer names bert4keras gives to parts of its models: a file with weights in such a layer that
 #: its family's table does not know (NEZHA/RoFormer position layers, ...) is another model, and
@@ -263,6 +285,13 @@ ELECTRA_TABLE = Table("bert4keras electra", (
     *_dense_rows("rtd.output", "Discriminator-Prediction"),
 ))
 
+ROFORMER_TABLE = Table("bert4keras roformer", tuple(
+    row for row in ELECTRA_TABLE.rows if not row.canonical.startswith(("embeddings.position", "rtd."))))
+
+NEZHA_TABLE = Table("bert4keras nezha", tuple(row for row in ROFORMER_TABLE.rows
+                                              if not row.canonical.startswith("embeddings.projection")),
+                    skips=(Skip(f"{RELATIVE_POSITION_LAYER}/*", RELATIVE_SINUSOIDS),))
+
 
 def _patterns(layers: tuple[tuple[str, LayerKind], ...]) -> tuple[tuple[re.Pattern, LayerKind], ...]:
     return tuple((re.compile(re.escape(template).replace(re.escape("{i}"), r"(?:0|[1-9]\d*)") + r"\Z"), kind)
@@ -273,13 +302,16 @@ def _patterns(layers: tuple[tuple[str, LayerKind], ...]) -> tuple[tuple[re.Patte
 class Family:
     """A model `build_transformer_model(model=...)` builds: its layers with weights and its table.
 
-    `marks`: layers only this family has (among those read here); a file holding one is of it.
+    `marks`: layers only this family has (among those read here, weightless ones included); a file
+    holding one is of it. `position_layer`: the layer that computes positions from the embeddings'
+    output for every attention layer (RoFormer's rotary sinusoids), in place of `Embedding-Position`.
     """
 
     model_type: str
     layers: tuple[tuple[str, LayerKind], ...]
     table: Table
     marks: tuple[str, ...] = ()
+    position_layer: str | None = None
 
     def kind_of(self, layer: str) -> LayerKind | None:
         for pattern, kind in _patterns(self.layers):
@@ -295,8 +327,12 @@ ALBERT = Family("albert", ALBERT_LAYERS, ALBERT_TABLE, marks=(SHARED_ATTENTION_L
 # which the canonical tree holds as ELECTRA's (the family whose projection is optional).
 ELECTRA = Family("electra", ELECTRA_LAYERS, ELECTRA_TABLE,
                  marks=("Discriminator-Dense", "Discriminator-Prediction", "Embedding-Mapping"))
+ROFORMER = Family("roformer", ROFORMER_LAYERS, ROFORMER_TABLE, marks=(ROTARY_POSITION_LAYER,),
+                  position_layer=ROTARY_POSITION_LAYER)
+NEZHA = Family("nezha", NEZHA_LAYERS, NEZHA_TABLE, marks=(RELATIVE_POSITION_LAYER,),
+               position_layer=RELATIVE_POSITION_LAYER)
 #: The families read and written here; a file is of the first whose marks it holds, else BERT.
-FAMILIES = (ALBERT, ELECTRA, BERT)
+FAMILIES = (ROFORMER, NEZHA, ALBERT, ELECTRA, BERT)
 FAMILY_BY_TYPE = {family.model_type: family for family in FAMILIES}
 
 
@@ -326,10 +362,10 @@ def refuse_non_bert(path: Path, names: list[str], *, what: str, saved_by: str, f
                               f"has layers {expected}, ..., MLM-Bias")
     foreign = sorted(name for name in names if family.kind_of(name) is None and _is_reserved(name))
     if foreign:
-        what_model = "a BERT" if family is BERT else f"an {family.model_type.upper()}"
+        what_model = f"bert4keras' {families.display_name(family.model_type)}"
         raise bad_input(path, f"holds bert4keras layers that {what_model} does not have: {', '.join(foreign)} "
-                              f"(NEZHA, RoFormer or another bert4keras model?); bertconv reads bert4keras' "
-                              f"BERT, ALBERT and ELECTRA")
+                              f"(another bert4keras model?); bertconv reads bert4keras' "
+                              f"BERT, ALBERT, ELECTRA, RoFormer and NEZHA")
 
 
 def foreign_layer_reason(layer: str) -> str:

@@ -12,13 +12,15 @@ from pathlib import Path
 
 from ...containers.hdf5 import keras_write as keras_h5_write
 from ...containers.hdf5.keras_write import LayerToWrite
-from ...dtypes import BFLOAT16
+from ...dtypes import BFLOAT16, FLOAT32
 from ...errors import bad_input
 from ...config.dialects import bert4keras_config_dict
-from ...tensor import Bfloat16Widened
+from ...runtime.sinusoids import keras_relative_table
+from ...tensor import ArrayTensor, Bfloat16Widened
 from ...tree import ParameterTree
 from .bert4keras_graph import model_layers
-from .bert4keras_table import ALBERT, CONFIG_FILE, FAMILY_BY_TYPE, Family
+from .bert4keras_table import (ALBERT, CONFIG_FILE, FAMILY_BY_TYPE, NEZHA, NEZHA_MAX_RELATIVE_POSITION,
+                               RELATIVE_POSITION, Family)
 from ..table import (
     UNTIED_DECODER,
     refuse_sentence_head_without_pooler,
@@ -38,8 +40,9 @@ def layers_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) -
     heads = tree.heads
     family = FAMILY_BY_TYPE.get(tree.config.model_type)
     if family is None:
-        raise bad_input(tree.path, f"is a {tree.config.model_type} model; bert4keras builds BERT, ALBERT and ELECTRA "
-                                   f"here (model='bert', 'albert', 'electra'): convert it --to hf")
+        raise bad_input(tree.path, f"is a {tree.config.model_type} model; bert4keras builds BERT, ALBERT, ELECTRA, "
+                                   f"RoFormer and NEZHA here (model='bert', 'albert', 'electra', 'roformer', 'nezha'): "
+                                   f"convert it --to hf")
     _refuse_what_family_cannot_hold(tree, family)
     refuse_sentence_head_without_pooler(tree, ("nsp", "sop"), "bert4keras' NSP-Proba sits on Pooler-Dense (with_nsp "
                                         "implies with_pool), so it cannot be written --to bert4keras")
@@ -51,6 +54,9 @@ def layers_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) -
     for name in names:
         kind = family.kind_of(name)
         slots = () if kind is None else kind.slots + (kind.conditional if tree.conditional else ())
+        if kind is RELATIVE_POSITION:  # NEZHA's sinusoids: computed, as bert4keras initializes them
+            layers.append(LayerToWrite(name, ((f"{name}/embeddings:0", _relative_sinusoids(tree)),)))
+            continue
         weights = []
         for slot in slots:
             canonical = family.table.match(f"{name}/{slot.role}").canonical
@@ -67,6 +73,12 @@ def layers_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) -
     refuse_unwritten(tree, written, f"bert4keras' {family.model_type.upper()}",
                      dropped=UNTIED_DECODER if drop_untied_decoder else frozenset())
     return layers
+
+
+def _relative_sinusoids(tree: ParameterTree) -> ArrayTensor:
+    """NEZHA's `Embedding-Relative-Position` weights [2K + 1, D], as bert4keras' initializer computes them."""
+    table = keras_relative_table(tree.config.max_relative_position, tree.config.head_size)
+    return ArrayTensor(table, FLOAT32)
 
 
 def _refuse_what_family_cannot_hold(tree: ParameterTree, family: Family) -> None:
@@ -86,6 +98,14 @@ def _refuse_what_family_cannot_hold(tree: ParameterTree, family: Family) -> None
         raise bad_input(path, f"projects its embeddings with embedding_size = hidden_size = {config.hidden_size}; "
                               f"bert4keras builds Embedding-Mapping only when they differ, so it cannot hold "
                               f"this projection: convert it --to tf or hf")
+    if family is NEZHA and config.max_relative_position != NEZHA_MAX_RELATIVE_POSITION:
+        raise bad_input(path, f"clips relative distances at max_relative_position {config.max_relative_position}; "
+                              f"bert4keras' NEZHA clips them at {NEZHA_MAX_RELATIVE_POSITION} whatever its config "
+                              f"says, so it would compute another model: convert it --to hf")
+    if config.rotary_value:
+        raise bad_input(path, "rotates its attention values by their positions too (rotary_value); bert4keras' "
+                              "RoFormer rotates queries and keys only, so it would compute another model: convert "
+                              "it --to hf")
     heads = tree.heads
     if heads.rtd and (heads.mlm or heads.pooler or heads.nsp):
         raise bad_input(path, "has ELECTRA's replaced-token head beside a pooler, NSP or MLM head; bert4keras' "

@@ -93,7 +93,8 @@ NOT_COMPUTED = (
     ("pre_layer_norm", lambda config: config.pre_layer_norm),
     ("final_layer_norm", lambda config: config.final_layer_norm),
     ("embedding_layer_norm", lambda config: not config.embedding_layer_norm),
-    ("position_embedding_type", lambda config: config.rotary_positions),
+    ("position_embedding_type", lambda config: not config.position_table),
+    ("rotary_value", lambda config: config.rotary_value),
     ("token_dropout", lambda config: config.token_dropout),
     # ModernBERT's sliding-window layers, GeGLU, bias-free layers and bare first layer.
     ("local_attention_layers", lambda config: bool(config.local_attention_layers)),
