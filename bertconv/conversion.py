@@ -202,6 +202,8 @@ def _refuse_other_family(tree: ParameterTree, target: str, destination: Path) ->
         return
     able = [name for name, fmt in formats.TARGETS.items() if family in fmt.families]
     instead = f"convert it --to {' or --to '.join(able)}" if able else "no target writes it yet"
+    if (why := getattr(formats.TARGETS[target].module, "REFUSED_FAMILIES", {}).get(family)) is not None:
+        instead = f"{why}; {instead}"
     if tree.config.position_offset:
         # What no table could fix: the target's model looks positions up from row 0.
         instead = (f"its positions start at row {tree.config.position_offset} of the position table (past the "
