@@ -107,6 +107,9 @@ class Family:
         the tensor-parallel size); None when its rows are its vocabulary.
       shares_hf_marks_with: families whose marks its Hugging Face files hold too (a Megatron-BERT
         is under `bert.` and `cls.`): its own marks decide when both are found.
+      computes_as_bert: whether its computation is BERT's under other names, without token types
+        and pooler (DistilBERT): a target that builds BERT and not it writes it as that BERT
+        (as_bert.py).
     """
 
     model_type: str
@@ -135,6 +138,7 @@ class Family:
     embedding_layer_norm: bool | str = True
     vocab_pad_multiple: int | None = None
     shares_hf_marks_with: tuple[str, ...] = ()
+    computes_as_bert: bool = False
 
     def projects(self, embedding_size: int, hidden_size: int) -> bool:
         """Whether a model of this family with E = `embedding_size` projects its embeddings to H."""

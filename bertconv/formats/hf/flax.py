@@ -119,17 +119,19 @@ def layout_of(path: Path, names: list[str], config: BertConfig | None) -> FlaxLa
 
 
 def _refuse_computed_positions(path: Path, config_path: Path | None, layout: FlaxLayout, names: list[str]) -> None:
-    """A Flax DistilBERT made with `sinusoidal_pos_embds` stores no position table: it computes
-    fixed sinusoids (FlaxEmbeddings), which no table here holds; such a file is refused."""
-    if layout.model_type != "distilbert" or any(name.endswith("position_embeddings/embedding") for name in names):
+    """A Flax model whose config says its positions are computed (DistilBERT's
+    `sinusoidal_pos_embds`) stores no position table: it computes fixed sinusoids
+    (FlaxEmbeddings), which bertconv does not; such a file is refused."""
+    key = layout.computed_positions_key
+    if key is None or any(name.endswith("position_embeddings/embedding") for name in names):
         return
     config_file = config_path or Path(path).parent / hf_files.CONFIG_FILE
     try:
-        sinusoidal = json_text.loads(Path(config_file).read_text(encoding="utf-8")).get("sinusoidal_pos_embds")
+        computed = json_text.loads(Path(config_file).read_text(encoding="utf-8")).get(key)
     except (OSError, UnicodeDecodeError, ValueError, AttributeError):
         return  # no readable config: the missing table is reported as any missing parameter is
-    if sinusoidal:
-        raise bad_input(path, "a Flax DistilBERT with sinusoidal_pos_embds: it stores no position table and "
+    if computed:
+        raise bad_input(path, f"a Flax DistilBERT with {key}: it stores no position table and "
                               "computes fixed sinusoidal positions, which bertconv does not compute; load it with "
                               "transformers 4.57 and save it from PyTorch, whose file holds the table")
 

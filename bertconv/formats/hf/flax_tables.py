@@ -34,6 +34,8 @@ class FlaxLayout:
     head_keys: tuple[str, ...]
     classes: tuple[str, ...]
     layer_groups: LayerGroups | None = None
+    #: The config key under which the model computes its positions instead of storing a table.
+    computed_positions_key: str | None = None
 
     @cached_property
     def table(self) -> Table:
@@ -149,6 +151,7 @@ LAYOUTS: dict[str, FlaxLayout] = {layout.model_type: layout for layout in (
         ),
         head_keys=("vocab_transform", "vocab_layer_norm", "vocab_projector"),
         classes=("DistilBertForMaskedLM", "DistilBertModel"),
+        computed_positions_key="sinusoidal_pos_embds",
     ),
 )}
 
