@@ -4,8 +4,8 @@ and write it to benchmarks/RESULTS.md (the README links it).
   --quick      bert-base only, 1 repetition; the table is printed, not written (unless --output
                says where), so a quick look leaves nothing in the working tree
   --reps N     repetitions per row (default 3); the median is reported
-  --sizes ...  model sizes to run (default: base large xlmr roberta-xlmr; xlmr is the large-vocabulary
-               scale row, roberta-xlmr a RoBERTa of that size read from tf_model.h5 and flax_model.msgpack)
+  --sizes ...  model sizes to run (default: base large xlmr xlm-roberta; xlmr is the large-vocabulary
+               scale row, xlm-roberta an XLM-RoBERTa of that size read from tf_model.h5 and flax_model.msgpack)
   --output F   where to write the Markdown
   --idle-wait S  before each measured run, wait up to S seconds for the CPUs to be idle
                (default 15, 0 with --quick); medians with runs that started busy are marked †
@@ -35,13 +35,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="bert-base only, 1 repetition")
     parser.add_argument("--reps", type=int, default=None, help="repetitions per row (default 3; 1 with --quick)")
-    parser.add_argument("--sizes", nargs="+", choices=["base", "large", "xlmr", "roberta-xlmr"], default=None)
+    parser.add_argument("--sizes", nargs="+", choices=["base", "large", "xlmr", "xlm-roberta"], default=None)
     parser.add_argument("--output", type=Path, default=None, help="Markdown file to write")
     parser.add_argument("--idle-wait", type=float, default=None, metavar="SECONDS",
                         help="before each run, wait up to this long for the CPUs to be idle (default 15; 0 with --quick)")
     args = parser.parse_args(argv)
     reps = args.reps or (1 if args.quick else 3)
-    sizes = args.sizes or (["base"] if args.quick else ["base", "large", "xlmr", "roberta-xlmr"])
+    sizes = args.sizes or (["base"] if args.quick else ["base", "large", "xlmr", "xlm-roberta"])
     output = results_file(args.output, args.quick)
     command = "python -m benchmarks" + (" --quick" if args.quick else "") + \
               (f" --reps {args.reps}" if args.reps else "") + (f" --sizes {' '.join(args.sizes)}" if args.sizes else "")

@@ -44,8 +44,7 @@ ROOT = inputs.ROOT
 REFERENCE = inputs.REFERENCE
 TITLES = {"base": "bert-base (L=12, H=768, V=30522, fp32)", "large": "BERT-large (L=24, H=1024, V=30522, fp32)",
           "xlmr": "large vocabulary, XLM-R size (L=12, H=768, V=250002, fp32)", "tiny": "tiny",
-          "roberta-xlmr": "RoBERTa-base with XLM-R's vocabulary, from tf_model.h5 and flax_model.msgpack "
-                          "(L=12, H=768, V=250002, fp32)"}
+          "xlm-roberta": "XLM-RoBERTa-base, from tf_model.h5 and flax_model.msgpack (L=12, H=768, V=250002, fp32)"}
 #: The conversions the time-per-GB table follows across sizes.
 PER_GB_TASKS = (("hf-safetensors", "hf"), ("hf-safetensors", "tf"), ("tf", "hf"))
 #: Why rows fail, where the reason is known (printed on FAIL rows only).
@@ -457,7 +456,7 @@ ORACLE_PYTHON = ROOT / ".cache" / "oracle-venv" / "bin" / "python"
 
 
 def tf_flax_section(size: str, runner: Runner) -> Section:
-    """Issue 27's row: a RoBERTa's tf_model.h5 and flax_model.msgpack (written by bertconv from the
+    """Issue 27's row: an XLM-RoBERTa's tf_model.h5 and flax_model.msgpack (written by bertconv from the
     safetensors input) converted to model.safetensors, against transformers 4.57 loading the file
     into its PyTorch class and saving it (`reference/tf_flax_to_hf.py`, in the oracle
     environment), and against the memory bound."""
@@ -481,7 +480,7 @@ def tf_flax_section(size: str, runner: Runner) -> Section:
         section.notes.append(f"no oracle environment at {ORACLE_PYTHON.parent.parent} (`make oracle`): the "
                              "transformers 4.57 rows are left out")
     section.notes.append("The tf_model.h5 and flax_model.msgpack inputs were written by bertconv from the "
-                         "hf-safetensors input (RobertaForMaskedLM's names).")
+                         "hf-safetensors input (XLMRobertaForMaskedLM's names).")
     warm([f for kind in kinds for f in inputs.data_files(size, kind)])
     return section
 

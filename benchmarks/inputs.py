@@ -20,8 +20,8 @@ inputs are not built: writing one needs the TF2 venv.
 
 Sizes: `base` (L=12, H=768, V=30522: ~440 MB in fp32), `large` (L=24, H=1024, V=30522:
 ~1.34 GB), `xlmr` (L=12, H=768, V=250002, XLM-R's size: ~1.1 GB, 732 MiB of it one embedding
-table) and `roberta-xlmr` (the same sizes as a RobertaForMaskedLM, for its TF and Flax files). The cache lives in $BERTCONV_BENCH_DIR (default `.cache/bench` under the project root);
-each input directory is built under a temporary name and renamed when complete, so an interrupted
+table) and `xlm-roberta` (the same sizes as an XLMRobertaForMaskedLM, for its TF and Flax files).
+The cache lives in $BERTCONV_BENCH_DIR (default `.cache/bench` under the project root); each input directory is built under a temporary name and renamed when complete, so an interrupted
 build is redone, never half-used.
 
 Run as `python -m benchmarks.inputs [--size base|large] [--kind KIND]` to build ahead of time.
@@ -51,17 +51,18 @@ CONFIGS = {
     # The scale row: XLM-R's size (a 250,002-token vocabulary, one 732 MiB embedding table).
     "xlmr": dict(_COMMON, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
                  vocab_size=250002),
-    # Issue 27's row: RoBERTa-base with XLM-R's vocabulary (RobertaForMaskedLM: one token type,
-    # positions past the padding index), read from tf_model.h5 and flax_model.msgpack.
-    "roberta-xlmr": dict(_COMMON, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+    # Issue 27's row: XLM-RoBERTa-base (XLMRobertaForMaskedLM: one token type, positions past the
+    # padding index), read from tf_model.h5 and flax_model.msgpack.
+    "xlm-roberta": dict(_COMMON, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                          intermediate_size=3072, vocab_size=250002, type_vocab_size=1, max_position_embeddings=514),
     # A few-KB model for the smoke test of the harness itself.
     "tiny": dict(_COMMON, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
                  max_position_embeddings=40, vocab_size=99),
 }
-SEEDS = {"base": 1, "large": 2, "tiny": 3, "xlmr": 4, "roberta-xlmr": 5}
-#: Sizes whose model is a RoBERTa: BERT's values under RobertaForMaskedLM's names (`roberta_weights`).
-ROBERTA_SIZES = ("roberta-xlmr",)
+SEEDS = {"base": 1, "large": 2, "tiny": 3, "xlmr": 4, "xlm-roberta": 5}
+#: Sizes whose model is an XLM-RoBERTa: BERT's values under XLMRobertaForMaskedLM's names
+#: (RoBERTa's: `roberta_weights`).
+ROBERTA_SIZES = ("xlm-roberta",)
 KINDS = ("hf-safetensors", "hf-bin", "tf", "bert4keras", "keras-object", "hf-tf", "hf-flax")
 #: What a benchmark passes to bertconv / a reference tool for each kind.
 ENTRY = {
@@ -139,7 +140,7 @@ def hf_weights(size: str):
 
 # --- the writers (each runs in its own process: `python -m benchmarks.inputs --write KIND`) -----
 
-#: BERT's Hugging Face names -> RobertaForMaskedLM's (None: a tensor it does not have).
+#: BERT's Hugging Face names -> (XLM-)RobertaForMaskedLM's (None: a tensor it does not have).
 _ROBERTA_NAMES = (("bert.pooler.", None), ("cls.seq_relationship.", None), ("bert.", "roberta."),
                   ("cls.predictions.transform.dense.", "lm_head.dense."),
                   ("cls.predictions.transform.LayerNorm.", "lm_head.layer_norm."),
@@ -147,7 +148,7 @@ _ROBERTA_NAMES = (("bert.pooler.", None), ("cls.seq_relationship.", None), ("ber
 
 
 def roberta_weights(size: str):
-    """name -> array of a RobertaForMaskedLM: `hf_weights` renamed, the pooler and NSP head left out."""
+    """name -> array of an (XLM-)RobertaForMaskedLM: `hf_weights` renamed, the pooler and NSP head left out."""
     out = {}
     for name, array in hf_weights(size).items():
         prefix, renamed = next(((p, r) for p, r in _ROBERTA_NAMES if name.startswith(p)), (None, None))
@@ -159,7 +160,7 @@ def roberta_weights(size: str):
 
 
 def roberta_config(config: dict) -> dict:
-    return {**bert_names.hf_config(config), "model_type": "roberta", "architectures": ["RobertaForMaskedLM"],
+    return {**bert_names.hf_config(config), "model_type": "xlm-roberta", "architectures": ["XLMRobertaForMaskedLM"],
             "layer_norm_eps": 1e-5, "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2}
 
 

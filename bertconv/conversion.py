@@ -14,10 +14,11 @@ import os
 import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from . import companions, families, formats, paths
 from .formats.hf import cache as hub_cache
+from .as_bert import targets_for as as_bert_targets, with_zero_token_types, written_as_bert
 from .atomic import Replaceable, atomic_output
 from .checks.contract import require_read
 from .checks.copies import differing_copies
@@ -26,14 +27,7 @@ from .checks.shapes import shape_problems
 from .checks.vocab import vocab_problem
 from .config import COMPUTATION_FIELDS
 from .errors import bad_input
-from .lazy import lazy_module
-from .tensor import ArrayTensor
-from .tree import Ignored, Parameter, ParameterTree, model_order_key, role_of
-
-if TYPE_CHECKING:
-    import numpy as np
-else:  # imported on first use: converting reads no values unless it must
-    np = lazy_module("numpy")
+from .tree import Ignored, ParameterTree, role_of
 
 
 @dataclass(frozen=True)
@@ -132,7 +126,8 @@ def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool 
     if options.dtype is not None and options.dtype not in fmt.dtypes:
         offered = f"it takes {', '.join(fmt.dtypes)}" if fmt.dtypes else "it writes the tensors as they are stored"
         raise bad_input(destination, f"--dtype {options.dtype} does not apply to --to {target}: {offered}")
-    _refuse_other_family(tree, target, destination)
+    written_tree, as_bert_notes = written_as_bert(tree, target)  # a DistilBERT for a BERT-only target
+    _refuse_other_family(written_tree, target, destination)
     destination = Path(os.path.abspath(destination))
     clash = paths.clash(destination, inputs_of(tree, given))
     if clash is not None:
@@ -147,10 +142,9 @@ def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool 
     replaceable = Replaceable(owned=fmt.owned_files, companions=companions.TOKENIZER_FILES) \
         if fmt.writes_directory else None
     result = Conversion(tree, destination, target,
-                        notes=[*require_read(tree, accept_loss), *_default_notes(tree),
+                        notes=[*require_read(tree, accept_loss), *_default_notes(tree), *as_bert_notes,
                                *(copy.sentence() for copy in differing_copies(tree))])
     options = replace(options, accept_loss=accept_loss)
-    written_tree = tree
     # A family without token types (DistilBERT) has a library that never looks them up.
     if fmt.token_type_table and families.of(tree.config).token_types and tree.config.type_vocab_size == 0:
         written_tree = with_one_token_type(tree)
@@ -205,8 +199,10 @@ def _refuse_other_family(tree: ParameterTree, target: str, destination: Path) ->
     writes = formats.TARGETS[target].families
     if family in writes:
         return
-    able = [name for name, fmt in formats.TARGETS.items() if family in fmt.families]
+    able = [name for name, fmt in formats.TARGETS.items() if family in fmt.families or name in as_bert_targets(family)]
     instead = f"convert it --to {' or --to '.join(able)}" if able else "no target writes it yet"
+    if (why := getattr(formats.TARGETS[target].module, "REFUSED_FAMILIES", {}).get(family)) is not None:
+        instead = f"{why}; {instead}"
     if tree.config.position_offset:
         # What no table could fix: the target's model looks positions up from row 0.
         instead = (f"its positions start at row {tree.config.position_offset} of the position table (past the "
@@ -232,14 +228,7 @@ _ONE_TOKEN_TYPE_NOTE = ("the source has no token types (type_vocab_size 0); the 
 def with_one_token_type(tree: ParameterTree) -> ParameterTree:
     """`tree`, a model with no token types, with a token-type table of one all-zero row [1, W]
     (in the word embeddings' dtype) and type_vocab_size 1: token type 0 adds zero everywhere."""
-    config = replace(tree.config, type_vocab_size=1,
-                     provenance={**tree.config.provenance, "type_vocab_size": "format"})
-    name = "embeddings.token_type"
-    dtype = tree["embeddings.word"].tensor.dtype
-    zeros = ArrayTensor(np.zeros(role_of(name).expected_shape(config), dtype=dtype.numpy), dtype)
-    params = {**tree.params, name: Parameter(name, zeros, source="(no token types: one all-zero row)",
-                                             file=tree.path)}
-    return replace(tree, config=config, params={n: params[n] for n in sorted(params, key=model_order_key)})
+    return with_zero_token_types(tree, 1)
 
 
 def _carry(files: list[Path], directory: Path, written: list[Path]) -> list[Path]:

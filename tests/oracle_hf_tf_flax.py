@@ -60,9 +60,11 @@ def flat(params, prefix=()) -> dict[str, np.ndarray]:
 
 
 def main(directory: Path, inputs_path: Path, out_path: Path) -> None:
-    architecture = json.loads((directory / "config.json").read_text())["architectures"][0]
-    feed = {k: v for k, v in np.load(inputs_path).items()
-            if k in ("input_ids", "token_type_ids", "attention_mask")}
+    config = json.loads((directory / "config.json").read_text())
+    architecture = config["architectures"][0]
+    taken = ("input_ids", "attention_mask") if config["model_type"] == "distilbert" else (
+        "input_ids", "token_type_ids", "attention_mask")  # DistilBERT's models take no token types
+    feed = {k: v for k, v in np.load(inputs_path).items() if k in taken}
     if (directory / "tf_model.h5").exists() or (directory / "tf_model.h5.index.json").exists():
         cls = getattr(transformers, "TF" + architecture)
         model, info = cls.from_pretrained(directory, output_loading_info=True)

@@ -230,18 +230,18 @@ def test_conversion_round_trips(tmp_path, source, target):
 # --- refusals ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("framework", ["tf", "flax"])
+@pytest.mark.parametrize("family, framework", [("mpnet", "tf"), ("roformer", "flax")])
 @pytest.mark.parametrize("with_config", [True, False], ids=["config", "no-config"])
-def test_a_family_not_read_here_is_exit_2_naming_what_the_file_holds(cli, tmp_path, framework, with_config):
-    """transformers 4.57's DistilBERT, with its config.json (refused for its model_type) or alone
-    (refused for its layers or keys): found and expected named, nothing written."""
-    source = UNREAD / f"distilbert_{framework}"
+def test_a_family_not_read_here_is_exit_2_naming_what_the_file_holds(cli, tmp_path, family, framework, with_config):
+    """transformers 4.57's TF MPNet and Flax RoFormer, with their config.json (refused for its
+    model_type) or alone (refused for its layers or keys): found and expected named, nothing written."""
+    source = UNREAD / f"{family}_{framework}"
     for stored in source.iterdir():
         if with_config or "config" not in stored.name:
-            shutil.copy(stored, tmp_path / stored.name.removeprefix("distilbert_"))
+            shutil.copy(stored, tmp_path / stored.name.removeprefix(f"{family}_"))
     result = cli("convert", tmp_path, tmp_path / "out", "--to", "hf")
     assert result.exit_code == 2 and "Traceback" not in result.stderr
-    assert "distilbert" in result.stderr and "roberta" in result.stderr, result.stderr  # found, and what is read
+    assert family in result.stderr and "roberta" in result.stderr, result.stderr  # found, and what is read
     assert not (tmp_path / "out").exists()
 
 
@@ -336,18 +336,20 @@ FROM_PYTORCH = [(FIXTURES / "family_hf" / "albert" / "pretraining_groups", "hf-t
                 (FIXTURES / "family_hf" / "roberta" / "masked_lm", "hf-flax")]
 
 
-@pytest.fixture(scope="module")
-def oracle_runs(tmp_path_factory):
-    tmp_path = tmp_path_factory.mktemp("oracle")
+def written_and_run(tmp_path: Path, written: list, from_pytorch: list) -> list:
+    """Convert each (source, target, class) of `written` and (source, target) of `from_pytorch`
+    (whose expected outputs bertconv's runtime computes on the family's stored inputs, within its
+    vocabulary), and load
+    every output with transformers 4.57 in one oracle process: ((directory, inputs, out), result)."""
     jobs = []
-    for number, (source, target, _) in enumerate(WRITTEN):
+    for number, (source, target, _) in enumerate(written):
         convert(formats.read(source), tmp_path / f"w{number}", target)
         jobs.append((tmp_path / f"w{number}", source / "logits.npz", tmp_path / f"w{number}.npz"))
-    for number, (source, target) in enumerate(FROM_PYTORCH):
+    for number, (source, target) in enumerate(from_pytorch):
         tree = formats.read(source)
         convert(tree, tmp_path / f"p{number}", target)
         stored = np.load(TF / tree.config.model_type / "model" / "logits.npz")
-        batch = {key: stored[key] for key in ("input_ids", "attention_mask")}
+        batch = {"input_ids": stored["input_ids"] % tree.config.vocab_size, "attention_mask": stored["attention_mask"]}
         batch["token_type_ids"] = np.zeros_like(batch["input_ids"])
         out = run_numpy(tree, batch)
         np.savez(tmp_path / f"p{number}-in.npz", **batch,
@@ -356,10 +358,11 @@ def oracle_runs(tmp_path_factory):
     return list(zip(jobs, run_oracle(jobs)))
 
 
-@pytest.mark.oracle
-def test_transformers_4_loads_what_bertconv_writes_with_the_same_logits(oracle_runs):
-    expected_classes = [cls for *_, cls in WRITTEN] + [None] * len(FROM_PYTORCH)
-    for ((directory, inputs, out), result), cls_name in zip(oracle_runs, expected_classes):
+def check_transformers_4_loads(runs: list, written: list, from_pytorch: list) -> None:
+    """Each output loaded as the class expected, with no weight missing or unexpected, the same
+    outputs (≤ LOGITS_ATOL), the parameter count bertconv audits, and every value bit for bit."""
+    expected_classes = [cls for *_, cls in written] + [None] * len(from_pytorch)
+    for ((directory, inputs, out), result), cls_name in zip(runs, expected_classes):
         assert cls_name is None or result["class"] == cls_name, (directory, result)
         assert result["missing"] == [] and result["unexpected"] == [], (directory, result)
         loaded, expected = np.load(out), np.load(inputs)
@@ -367,11 +370,21 @@ def test_transformers_4_loads_what_bertconv_writes_with_the_same_logits(oracle_r
         assert compared, directory
         for key in compared:
             assert np.abs(loaded[key] - expected[key]).max() <= LOGITS_ATOL, (directory, key)
-        written = formats.read(directory)
-        assert result["parameters"] == audit(written)["parameters"] + sum(i.parameters for i in task_heads(written))
-        for param in written:
-            value, ours = loaded[f"param:{reference_key(written, param)}"], param.tensor.read()
+        output = formats.read(directory)
+        assert result["parameters"] == audit(output)["parameters"] + sum(i.parameters for i in task_heads(output))
+        for param in output:
+            value, ours = loaded[f"param:{reference_key(output, param)}"], param.tensor.read()
             if ours.dtype != value.dtype:  # TensorFlow builds float32 variables and loads float16 into them
                 assert ours.dtype == np.float16 and value.dtype == np.float32, (directory, param.name)
                 ours = ours.astype(np.float32)  # exact
             assert np.array_equal(bits(ours), bits(value)), (directory, param.name)
+
+
+@pytest.fixture(scope="module")
+def oracle_runs(tmp_path_factory):
+    return written_and_run(tmp_path_factory.mktemp("oracle"), WRITTEN, FROM_PYTORCH)
+
+
+@pytest.mark.oracle
+def test_transformers_4_loads_what_bertconv_writes_with_the_same_logits(oracle_runs):
+    check_transformers_4_loads(oracle_runs, WRITTEN, FROM_PYTORCH)

@@ -27,4 +27,5 @@ FAMILY = Family(
                 "conditional_size")},
     inert={HF: ("sinusoidal_pos_embds", "qa_dropout", "seq_classif_dropout")},
     hf_marks=(".distilbert.", ".vocab_transform.", ".vocab_projector.", ".q_lin.", ".sa_layer_norm."),
+    computes_as_bert=True,
 )

@@ -123,6 +123,9 @@ class Family:
         (ModernBERT's `norm_eps`, 1e-5).
       tokenizer_unsupported: why bertconv cannot split text as the family's transformers tokenizer
         does (RoFormer's jieba word segmentation), or None: fill-mask refuses its models, naming it.
+      computes_as_bert: whether its computation is BERT's under other names, without token types
+        and pooler (DistilBERT): a target that builds BERT and not it writes it as that BERT
+        (as_bert.py).
     """
 
     model_type: str
@@ -158,6 +161,7 @@ class Family:
     mlm_activation_key: tuple[str, str] | None = None
     layer_norm_eps: float | None = None
     tokenizer_unsupported: str | None = None
+    computes_as_bert: bool = False
 
     def projects(self, embedding_size: int, hidden_size: int) -> bool:
         """Whether a model of this family with E = `embedding_size` projects its embeddings to H."""

@@ -1,7 +1,8 @@
 """Hugging Face Flax models of the BERT family: the `flax_model.msgpack` that transformers 4.x's
-`save_pretrained` writes for its Flax classes of BERT, RoBERTa, ALBERT and ELECTRA (pre-training,
-masked-LM, base and task models), single or sharded. transformers 5 no longer reads them. Each
-family's names are its `FlaxLayout` (formats/hf/flax_tables.py).
+`save_pretrained` writes for its Flax classes of BERT, RoBERTa, XLM-RoBERTa, ALBERT, ELECTRA and
+DistilBERT (pre-training, masked-LM, base and task models), single or sharded. transformers 5 no
+longer reads them. Each family's names are its `FlaxLayout` (formats/hf/flax_tables.py); 4.57 has
+no Flax CamemBERT, so `--to hf-flax` refuses one.
 
 The file is flax's msgpack encoding of the nested parameter dict (containers/msgpack_file.py).
 Joined with '/', its paths are `bert/embeddings/word_embeddings/embedding`,
@@ -25,6 +26,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ... import json_text
 from ...config import BertConfig
 from ...containers import msgpack_file
 from ...errors import bad_input
@@ -32,7 +34,7 @@ from ...tree import ParameterTree
 from . import files as hf_files
 from ..assemble import Entry, assemble
 from .classes import is_base_model
-from .flax_tables import LAYOUTS, TOP_KEYS, FlaxLayout
+from .flax_tables import LAYOUTS, NO_FLAX_MODEL, TOP_KEYS, FlaxLayout
 from .tf_tables import expanded_rows, layout_for_tree
 from ..table import refuse_unwritten
 
@@ -43,8 +45,9 @@ INDEX_FILE = FLAX_FILE + hf_files.INDEX_SUFFIX
 _SHARD_FILE = re.compile(r"flax_model-\d+-of-\d+\.msgpack")
 #: BERT's table, which tests use.
 TABLE = LAYOUTS["bert"].table
-#: The families this module writes (`convert` refuses a tree of any other).
+#: The families this module writes (`convert` refuses a tree of any other, saying why for these).
 WRITES_FAMILIES = tuple(LAYOUTS)
+REFUSED_FAMILIES = NO_FLAX_MODEL
 
 
 # --- finding the files ----------------------------------------------------------------------
@@ -88,6 +91,7 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     config = hf_files.config_beside(path, config_path)
     names = [entry.name for entry in entries]
     layout = layout_of(path, names, config)
+    _refuse_computed_positions(path, config_path, layout, names)
     return assemble(
         format_name=FORMAT, path=path, entries=entries, table=layout.table, config=config,
         default_activation=hf_files.DEFAULT_ACTIVATION, num_heads=num_heads, files=files,
@@ -98,9 +102,9 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
 def layout_of(path: Path, names: list[str], config: BertConfig | None) -> FlaxLayout:
     """The family layout whose base or head keys the file's top-level keys are; for a base model's
     file, the config's family, else the layout whose table matches the most names. A file of no
-    family read here is refused, naming its keys."""
+    family read here, or with a top-level key none has, is refused, naming its keys."""
     keys = {name.split("/", 1)[0] for name in names}
-    if not keys & TOP_KEYS:
+    if not keys & TOP_KEYS or keys - TOP_KEYS:  # RoFormer's `roformer` beside BERT's `cls`: not BERT
         raise bad_input(path, f"a Flax model whose top-level keys are {', '.join(sorted(keys)) or 'none'}; hf-flax "
                               f"reads the families {', '.join(LAYOUTS)} (top-level keys "
                               f"{', '.join(layout.base for layout in LAYOUTS.values())}, or a base model's "
@@ -112,6 +116,24 @@ def layout_of(path: Path, names: list[str], config: BertConfig | None) -> FlaxLa
             return chosen
     return max(found, key=lambda layout: sum(layout.table.match(_renamer(path, layout, config, names)(name)) is not None
                                              for name in names))
+
+
+def _refuse_computed_positions(path: Path, config_path: Path | None, layout: FlaxLayout, names: list[str]) -> None:
+    """A Flax model whose config says its positions are computed (DistilBERT's
+    `sinusoidal_pos_embds`) stores no position table: it computes fixed sinusoids
+    (FlaxEmbeddings), which bertconv does not; such a file is refused."""
+    key = layout.computed_positions_key
+    if key is None or any(name.endswith("position_embeddings/embedding") for name in names):
+        return
+    config_file = config_path or Path(path).parent / hf_files.CONFIG_FILE
+    try:
+        computed = json_text.loads(Path(config_file).read_text(encoding="utf-8")).get(key)
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return  # no readable config: the missing table is reported as any missing parameter is
+    if computed:
+        raise bad_input(path, f"a Flax DistilBERT with {key}: it stores no position table and "
+                              "computes fixed sinusoidal positions, which bertconv does not compute; load it with "
+                              "transformers 4.57 and save it from PyTorch, whose file holds the table")
 
 
 def _renamer(path: Path, layout: FlaxLayout, config: BertConfig | None, names: list[str]):

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property, partial
 
-from .tf_tables import bert_layer_rows, task_skips
+from .tf_tables import TASK_LAYERS, bert_layer_rows, distilbert_rows, task_skips
 from .layer_groups import LayerGroups
 from ..table import TRANSPOSE, Row, Table, dense_rows, norm_rows
 
@@ -34,6 +34,8 @@ class FlaxLayout:
     head_keys: tuple[str, ...]
     classes: tuple[str, ...]
     layer_groups: LayerGroups | None = None
+    #: The config key under which the model computes its positions instead of storing a table.
+    computed_positions_key: str | None = None
 
     @cached_property
     def table(self) -> Table:
@@ -45,7 +47,7 @@ class FlaxLayout:
 
 
 #: The top-level keys of transformers' task heads (skipped by every family's table).
-TASK_KEYS = ("classifier", "qa_outputs", "sequence_summary")
+TASK_KEYS = TASK_LAYERS
 
 
 def _embeddings(base: str) -> tuple[Row, ...]:
@@ -80,8 +82,9 @@ LAYOUTS: dict[str, FlaxLayout] = {layout.model_type: layout for layout in (
         classes=("BertForPreTraining", "BertForMaskedLM", "BertLMHeadModel", "BertForNextSentencePrediction",
                  "BertModel"),
     ),
-    FlaxLayout(
-        "roberta", "roberta",
+    # XLM-RoBERTa's Flax model is RoBERTa's under its own names (transformers 4.57 has no Flax CamemBERT).
+    *(FlaxLayout(
+        model_type, "roberta",
         rows=(
             *_embeddings("roberta"), *_bert_layer("roberta"), *dense_rows("pooler", "roberta/pooler/dense"),
             Row("mlm.output_bias", "lm_head/bias"),
@@ -90,8 +93,8 @@ LAYOUTS: dict[str, FlaxLayout] = {layout.model_type: layout for layout in (
             Row("mlm.decoder", "lm_head/decoder/kernel", TRANSPOSE),  # untied only; [H, V]
         ),
         head_keys=("lm_head",),
-        classes=("RobertaForMaskedLM", "RobertaForCausalLM", "RobertaModel"),
-    ),
+        classes=(f"{prefix}ForMaskedLM", f"{prefix}ForCausalLM", f"{prefix}Model"),
+    ) for model_type, prefix in (("roberta", "Roberta"), ("xlm-roberta", "XLMRoberta"))),
     # FlaxAlbertSelfAttention creates its value projection before its key projection.
     FlaxLayout(
         "albert", "albert",
@@ -134,9 +137,29 @@ LAYOUTS: dict[str, FlaxLayout] = {layout.model_type: layout for layout in (
         head_keys=("generator_predictions", "generator_lm_head", "discriminator_predictions"),
         classes=("ElectraForPreTraining", "ElectraForMaskedLM", "ElectraForCausalLM", "ElectraModel"),
     ),
+    # A tied `vocab_projector` (FlaxDistilBertLMDecoder) has the bias alone; an untied one is an
+    # `nn.Dense`, its kernel then its bias.
+    FlaxLayout(
+        "distilbert", "distilbert",
+        rows=(
+            *distilbert_rows("distilbert", "distilbert/transformer/layer/{i}", dense_rows, _norm,
+                             embedding="embedding", word="embedding"),
+            *dense_rows("mlm.transform", "vocab_transform"),
+            *_norm("mlm.norm", "vocab_layer_norm"),
+            Row("mlm.decoder", "vocab_projector/kernel", TRANSPOSE),  # untied only; [H, V]
+            Row("mlm.output_bias", "vocab_projector/bias"),
+        ),
+        head_keys=("vocab_transform", "vocab_layer_norm", "vocab_projector"),
+        classes=("DistilBertForMaskedLM", "DistilBertModel"),
+        computed_positions_key="sinusoidal_pos_embds",
+    ),
 )}
+
+#: Families transformers 4.57 has no Flax model of, and why `--to hf-flax` refuses them.
+NO_FLAX_MODEL = {"camembert": "transformers 4.57 has no Flax CamemBERT (no FlaxCamembert* class loads it); "
+                              "write --to hf-tf or hf"}
 
 #: Every top-level key a family's Flax file may start with (for sniffing): bases, heads, and the
 #: base model's own modules.
 TOP_KEYS = frozenset({key for layout in LAYOUTS.values() for key in (layout.base, *layout.head_keys)}
-                     | {"embeddings", "embeddings_project", "encoder", "pooler", *TASK_KEYS})
+                     | {"embeddings", "embeddings_project", "encoder", "transformer", "pooler", *TASK_KEYS})

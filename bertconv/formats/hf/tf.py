@@ -1,7 +1,7 @@
 """Hugging Face TensorFlow models of the BERT family: the `tf_model.h5` that transformers 4.x's
-`save_pretrained` writes for its TF classes of BERT, RoBERTa, ALBERT and ELECTRA (pre-training,
-masked-LM, base and task models), single or sharded. transformers 5 no longer reads them. Each
-family's names are its `TfLayout` (formats/hf/tf_tables.py).
+`save_pretrained` writes for its TF classes of BERT, RoBERTa, XLM-RoBERTa, CamemBERT, ALBERT,
+ELECTRA and DistilBERT (pre-training, masked-LM, base and task models), single or sharded.
+transformers 5 no longer reads them. Each family's names are its `TfLayout` (formats/hf/tf_tables.py).
 
 A single `tf_model.h5` is Keras 2 HDF5 (`model.save_weights`): the root `layer_names` lists the
 model's main layers (`bert`, `nsp___cls`, `mlm___cls`; `roberta`, `lm_head`; ...), each a group
@@ -12,15 +12,15 @@ do the tables. The main layer says the family; a config naming another family is
 so is a transformers model of a family bertconv does not read, naming its main layers.
 
 The head that ties the decoder to the word embeddings (`mlm___cls`, `lm_head`, `predictions`,
-`generator_lm_head`) holds the embeddings layer, so its group lists the five embedding weights
-again (`tf_bert_for_pre_training/bert/embeddings/...`), stored a second time under it. Both
+`generator_lm_head`, `vocab_projector`) holds the embeddings layer, so its group lists the embedding
+weights again (`tf_bert_for_pre_training/bert/embeddings/...`), stored a second time under it. Both
 copies load into the one variable: transformers 4.57's `load_tf_weights_from_h5` walks
 `model.layers` in order (base model first, then the heads) and `batch_set_value` assigns in that
-order, so the head's copies win, and the model computes with them for the input embeddings and
-the decoder alike. They are what this reader reads; the base model's copies are ignored entries
-that name the parameter they copy (`Ignored.copy_of`), which `checks.copies` compares by value
-for the notes of inspect and convert and the problems of verify. A weight a head stores but
-never computes with (TF ALBERT's `predictions/bias:0`) is such an ignored copy too.
+order, so the head's copies win, and the model computes with them for the input embeddings and the
+decoder alike. They are what this reader reads; the base model's copies are ignored entries that
+name the parameter they copy (`Ignored.copy_of`), which `checks.copies` compares by value for the
+notes of inspect and convert and the problems of verify. A weight a head stores but never computes
+with (TF ALBERT's `predictions/bias:0`) is such an ignored copy too.
 
 Sharded (`tf_model.h5.index.json`, `weight_map`: full name -> shard): each shard's root
 `layer_names` lists its datasets by name minus the model's (`bert/encoder/layer_._0/...`), each

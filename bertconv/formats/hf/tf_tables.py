@@ -1,16 +1,17 @@
 """transformers 4.x's TensorFlow spelling of each family: one `TfLayout` per `model_type`.
 
-A TF model's `model.layers` are its main layer (the base model: `bert`, `roberta`, `albert`,
-`electra`) and its head layers, in the order the class assigns them. `save_weights` lists each
-layer's weights as Keras tracks them (a layer's own weights, then its sublayers' in assignment
-order), named `<model>/<layer>/.../<weight>:0`; the rows below are those names minus the model's,
-each layer's rows in that order (which differs: TFRobertaMainLayer builds its encoder before its
-embeddings). A `{i}` row stands for every stored layer. Kernels are `[in, out]`, as canonical.
+A TF model's `model.layers` are its main layer (the base model: `bert`, `roberta` (XLM-RoBERTa's and
+CamemBERT's too), `albert`, `electra`, `distilbert`) and its head layers, in the order the class
+assigns them. `save_weights` lists each layer's weights as Keras tracks them (a layer's own weights,
+then its sublayers' in assignment order), named `<model>/<layer>/.../<weight>:0`; the rows below are
+those names minus the model's, each layer's rows in that order (which differs: TFRobertaMainLayer
+builds its encoder before its embeddings). A `{i}` row stands for every stored layer. Kernels are
+`[in, out]`, as canonical.
 
 The head layer that ties the decoder to the word embeddings (`holds_embeddings`) holds the whole
-embeddings layer, so `save_weights` lists the five embedding weights again after its own, under
-the base layer's names; transformers 4.57's loader assigns the layers in `model.layers` order,
-so that copy is the one the model computes with (hf_tf.py reads it).
+embeddings layer, so `save_weights` lists the embedding weights (five; DistilBERT's four) again
+after its own, under the base layer's names; transformers 4.57's loader assigns the layers in
+`model.layers` order, so that copy is the one the model computes with (hf_tf.py reads it).
 
 A head may store a weight its computation never reads beside the one it does (`Copy`): TF
 ALBERT's MLM head creates `bias` and `decoder/bias` and adds only the latter; transformers'
@@ -97,7 +98,11 @@ def task_skips(model_type: str, separator: str = "/") -> tuple[Skip, ...]:
     choice), which are set aside: they are no part of the pre-trained model."""
     display = families.named(model_type).display
     return tuple(Skip(f"{name}{separator}*", f"a fine-tuning head that {display} pre-training does not define")
-                 for name in ("classifier", "qa_outputs", "sequence_summary"))
+                 for name in TASK_LAYERS)
+
+
+#: The top-level names of transformers' task heads (DistilBERT's classifier sits on `pre_classifier`).
+TASK_LAYERS = ("classifier", "qa_outputs", "sequence_summary", "pre_classifier")
 
 
 def keras_model_name(class_name: str) -> str:
@@ -174,6 +179,25 @@ def _bert_layer(base: str) -> tuple[Row, ...]:
     return bert_layer_rows(f"{base}/encoder/layer_._{{i}}")
 
 
+def distilbert_rows(base: str, layer: str, dense=_dense, norm=_norm, embedding: str = "embeddings:0",
+                    word: str = "weight:0") -> tuple[Row, ...]:
+    """DistilBERT's base model in creation order: word and position embeddings (no token types),
+    their LayerNorm, then each layer at `layer` (with `{i}`); no pooler."""
+    return (
+        Row("embeddings.word", f"{base}/embeddings/word_embeddings/{word}"),
+        Row("embeddings.position", f"{base}/embeddings/position_embeddings/{embedding}"),
+        *norm("embeddings.norm", f"{base}/embeddings/LayerNorm"),
+        *dense("layers.{i}.attention.query", f"{layer}/attention/q_lin"),
+        *dense("layers.{i}.attention.key", f"{layer}/attention/k_lin"),
+        *dense("layers.{i}.attention.value", f"{layer}/attention/v_lin"),
+        *dense("layers.{i}.attention.output", f"{layer}/attention/out_lin"),
+        *norm("layers.{i}.attention_norm", f"{layer}/sa_layer_norm"),
+        *dense("layers.{i}.ffn.intermediate", f"{layer}/ffn/lin1"),
+        *dense("layers.{i}.ffn.output", f"{layer}/ffn/lin2"),
+        *norm("layers.{i}.ffn_norm", f"{layer}/output_layer_norm"),
+    )
+
+
 #: ALBERT's stored layer, spelled flat (`LayerGroups` translates the file's group and inner index).
 _ALBERT_LAYER = "albert/encoder/albert_layers_._{i}"
 
@@ -190,17 +214,18 @@ LAYOUTS: dict[str, TfLayout] = {layout.model_type: layout for layout in (
         classes=("BertForPreTraining", "BertForMaskedLM", "BertLMHeadModel", "BertForNextSentencePrediction",
                  "BertModel"),
     ),
-    # TFRobertaMainLayer assigns its encoder and pooler before its embeddings.
-    TfLayout(
-        "roberta", "roberta",
+    # TFRobertaMainLayer assigns its encoder and pooler before its embeddings; XLM-RoBERTa's and
+    # CamemBERT's TF models are RoBERTa's classes under their own names.
+    *(TfLayout(
+        model_type, "roberta",
         base_rows=(*_bert_layer("roberta"), *_dense("pooler", "roberta/pooler/dense"), *_embeddings("roberta")),
         heads=(HeadLayer("lm_head", "mlm", (
             Row("mlm.output_bias", "lm_head/bias:0"),
             *_dense("mlm.transform", "lm_head/dense"),
             *_norm("mlm.norm", "lm_head/layer_norm"),
         ), holds_embeddings=True),),
-        classes=("RobertaForMaskedLM", "RobertaForCausalLM", "RobertaModel"),
-    ),
+        classes=(f"{prefix}ForMaskedLM", f"{prefix}ForCausalLM", f"{prefix}Model"),
+    ) for model_type, prefix in (("roberta", "Roberta"), ("xlm-roberta", "XLMRoberta"), ("camembert", "Camembert"))),
     TfLayout(
         "albert", "albert",
         base_rows=(
@@ -243,6 +268,16 @@ LAYOUTS: dict[str, TfLayout] = {layout.model_type: layout for layout in (
                 *_dense("rtd.output", "discriminator_predictions/dense_prediction"),  # kernel [H, 1]
             ))),
         classes=("ElectraForPreTraining", "ElectraForMaskedLM", "ElectraModel"),
+    ),
+    # The MLM head is three layers; the last (the tied decoder's bias) holds the embeddings.
+    TfLayout(
+        "distilbert", "distilbert",
+        base_rows=distilbert_rows("distilbert", "distilbert/transformer/layer_._{i}"),
+        heads=(HeadLayer("vocab_transform", "mlm", _dense("mlm.transform", "vocab_transform")),
+               HeadLayer("vocab_layer_norm", "mlm", _norm("mlm.norm", "vocab_layer_norm")),
+               HeadLayer("vocab_projector", "mlm", (Row("mlm.output_bias", "vocab_projector/bias:0"),),
+                         holds_embeddings=True)),
+        classes=("DistilBertForMaskedLM", "DistilBertModel"),
     ),
 )}
 
