@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Callable
 
 #: The dialects a config is read in: transformers' `config.json`, google-research's
 #: `bert_config.json` (bert4keras reads that too, its "gelu" meaning erf), fairseq's options.
@@ -107,6 +107,13 @@ class Family:
         the tensor-parallel size); None when its rows are its vocabulary.
       shares_hf_marks_with: families whose marks its Hugging Face files hold too (a Megatron-BERT
         is under `bert.` and `cls.`): its own marks decide when both are found.
+      holds_no_token_types: whether its library holds a model without token types as it is (no
+        table, nothing added: DeBERTa-v2's `type_vocab_size` 0), so that a writer need not add
+        the all-zero row its library would otherwise look up.
+      config_fields: reads the family's own keys of a transformers config dictionary into
+        `BertConfig` fields (DeBERTa's disentangled attention), after the generic reader; raises
+        ValueError naming a key it refuses.
+      config_keys: the inverse, a `BertConfig`'s fields as those keys (for the configs bertconv writes).
     """
 
     model_type: str
@@ -135,6 +142,9 @@ class Family:
     embedding_layer_norm: bool | str = True
     vocab_pad_multiple: int | None = None
     shares_hf_marks_with: tuple[str, ...] = ()
+    holds_no_token_types: bool = False
+    config_fields: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    config_keys: Callable[[Any], dict[str, Any]] | None = None
 
     def projects(self, embedding_size: int, hidden_size: int) -> bool:
         """Whether a model of this family with E = `embedding_size` projects its embeddings to H."""

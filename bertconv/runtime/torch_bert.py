@@ -25,7 +25,7 @@ from ..dtypes import BFLOAT16
 from ..errors import BadInput
 from ..tensor import LazyTensor
 from ..tree import ParameterTree
-from . import weights
+from . import disentangled, weights
 from . import token_dropout as dropout
 from .attention import DistanceRows, distance_rows, visible_keys
 from .positions import RotaryTables, rotary_tables
@@ -127,6 +127,8 @@ class TorchBert:
         adder = torch.zeros(visible.shape, dtype=self.dtype, device=self.device).masked_fill(~visible,
                                                                                              self._mask_value)
         distances = distance_rows(self.config, x.shape[1]) if self.config.relative_positions else None
+        if self.config.relative_attention:  # DeBERTa: as NumpyBert
+            distances = disentangled.Relative.of(self.config, x.shape[1], p, self._layer_norm)
         layer_step = self._pre_norm_layer if self.config.pre_layer_norm else self._layer
         for layer in self.config.layer_schedule():
             x = layer_step(x, adder, distances, f"layers.{layer}")
@@ -170,11 +172,13 @@ class TorchBert:
         if self.config.rotary_positions:
             tables = rotary_tables(self.config, seq_len)
             query, key = self._rotate(query, tables), self._rotate(key, tables)
-        if distances is not None:
+        if self.config.relative_positions:
             relative = self._relative_scores(query, key, distances, prefix)  # [B, A, S, S]
             adder = adder + (relative / math.sqrt(width) if families.of(self.config).relative_terms_scaled else relative)
-        context = F.scaled_dot_product_attention(query, key, value, attn_mask=adder,
-                                                 scale=1.0 / math.sqrt(width))  # [B, A, S, D]
+        scale = disentangled.attention_scale(self.config, width)
+        if self.config.relative_attention:  # DeBERTa's c2p / p2c terms join the adder, scaled as q k^T
+            adder = adder + disentangled.torch_terms(self.config, query, key, distances, prefix, self._dense) * scale
+        context = F.scaled_dot_product_attention(query, key, value, attn_mask=adder, scale=scale)  # [B, A, S, D]
         context = context.transpose(1, 2).reshape(batch, seq_len, hidden)
         return self._dense(context, f"{prefix}.output")
 

@@ -21,6 +21,7 @@ CLASSES: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
     "megatron-bert": ((("mlm", "nsp"), "MegatronBertForPreTraining"), (("mlm",), "MegatronBertForMaskedLM"),
                       (("nsp",), "MegatronBertForNextSentencePrediction"), ((), "MegatronBertModel")),
     "esm": ((("mlm",), "EsmForMaskedLM"), ((), "EsmModel")),
+    "deberta-v2": ((("mlm",), "DebertaV2ForMaskedLM"), ((), "DebertaV2Model")),
 }
 #: Per `model_type`: the class of a causal model (`is_decoder`) with its LM head, which is the
 #: masked LM's head predicting the next token.

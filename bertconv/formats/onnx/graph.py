@@ -95,6 +95,9 @@ NOT_COMPUTED = (
     ("embedding_layer_norm", lambda config: not config.embedding_layer_norm),
     ("position_embedding_type", lambda config: config.rotary_positions),
     ("token_dropout", lambda config: config.token_dropout),
+    ("relative_attention", lambda config: config.relative_attention),
+    ("pos_att_type", lambda config: bool(config.pos_att_type)),
+    ("position_biased_input", lambda config: not config.position_biased_input),
 )
 
 
