@@ -16,7 +16,7 @@ from bertconv import formats
 from bertconv.errors import BadInput
 from bertconv.runtime.disentangled import log_buckets
 from bertconv.runtime.numpy_bert import NumpyBert
-from conftest import FIXTURES, needs, run_in_process
+from conftest import FIXTURES, assert_fill_mask_ranks_as_pipeline, needs, run_in_process
 
 DEBERTA = FIXTURES / "deberta"
 V3, V3_LM_PREDICTIONS, DISCRIMINATOR = DEBERTA / "v3" / "masked_lm", DEBERTA / "v3" / "lm_predictions", DEBERTA / "v3" / "discriminator"
@@ -183,3 +183,45 @@ def test_omitted_keys_mean_debertav2configs_defaults(tmp_path):
     transformers = needs("transformers")
     stated = transformers.DebertaV2Config.from_pretrained(directory)
     assert (stated.layer_norm_eps, stated.type_vocab_size, stated.position_biased_input) == (1e-7, 0, True)
+
+
+# --- the tokenizer and fill-mask ----------------------------------------------------------------
+
+TEXTS = ("The capital of France is [MASK].", "Zebras  in\tBerlin!!  ", "cats and dogs [MASK] pets",
+         "Ünïcode ﬁ café\n\nx", "[CLS] pets [SEP]", " leading space", "")
+
+
+def test_spm_model_ids_are_transformers_5s():
+    transformers = needs("transformers")
+    needs("tokenizers")
+    from bertconv.runtime.tokenization.select import find, open_tokenizer
+
+    reference = transformers.AutoTokenizer.from_pretrained(V3)
+    assert type(reference).__name__ == "DebertaV2Tokenizer"
+    ours = open_tokenizer(find(V3))
+    assert ours.mask_id == reference.mask_token_id == 50  # after the spm's 50 pieces, as deberta-v3's 128000
+    for text in TEXTS:
+        assert ours.encode(text).ids == reference(text)["input_ids"], text
+    assert ours.encode("the cat", "sat on").ids == reference("the cat", "sat on")["input_ids"]
+
+
+@pytest.mark.parametrize("settings", [{"do_lower_case": True}, {"split_by_punct": True}, {"add_prefix_space": False}],
+                         ids=lambda s: next(iter(s)))
+def test_spm_model_settings_are_read_as_transformers_5_reads_them(settings, tmp_path):
+    transformers = needs("transformers")
+    needs("tokenizers")
+    from bertconv.runtime.tokenization.select import open_tokenizer
+
+    directory = tmp_path / "tokenizer"
+    directory.mkdir()
+    shutil.copy(V3 / "spm.model", directory)
+    (directory / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "DebertaV2Tokenizer", **settings}))
+    reference = transformers.AutoTokenizer.from_pretrained(directory)
+    ours = open_tokenizer(directory / "spm.model")
+    for text in TEXTS:
+        assert ours.encode(text).ids == reference(text)["input_ids"], (settings, text)
+
+
+@pytest.mark.parametrize("text", ["The capital of France is [MASK].", "cats and [MASK] are pets"])
+def test_fill_mask_ranks_as_transformers_5s_pipeline(text):
+    assert_fill_mask_ranks_as_pipeline(V3, text)

@@ -61,6 +61,19 @@ def _embedding_rows(base: str) -> tuple[Row, ...]:
     )
 
 
+def _mlm_head_rows(transform: str, norm: str, output_bias: str, decoder: str | None = None) -> tuple[Row, ...]:
+    """An MLM head: its transform's dense layer and LayerNorm, the output bias, and the decoder
+    `decoder`.weight / .bias where the head has one of its own (stored when untied)."""
+    rows = (*_linear_rows("mlm.transform", transform), *_norm_rows("mlm.norm", norm), Row("mlm.output_bias", output_bias))
+    if decoder is None:
+        return rows
+    return (*rows, Row("mlm.decoder", f"{decoder}.weight"), Row("mlm.decoder_bias", f"{decoder}.bias"))
+
+
+#: BERT's `cls.predictions` (DeBERTa-v2's default head has its names too).
+_BERT_MLM_HEAD = _mlm_head_rows("cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm",
+                                "cls.predictions.bias", "cls.predictions.decoder")
+
 _SKIPS = (
     Skip("*embeddings.position_ids", "buffer (position ids), not a parameter"),
     Skip("*embeddings.token_type_ids", "buffer (token type ids), not a parameter"),
@@ -72,11 +85,7 @@ TABLE = Table("hf", (
     *_embedding_rows("bert"),
     *_bert_layer_rows(_LAYER),
     *_linear_rows("pooler", "bert.pooler.dense"),
-    *_linear_rows("mlm.transform", "cls.predictions.transform.dense"),
-    *_norm_rows("mlm.norm", "cls.predictions.transform.LayerNorm"),
-    Row("mlm.output_bias", "cls.predictions.bias"),
-    Row("mlm.decoder", "cls.predictions.decoder.weight"),
-    Row("mlm.decoder_bias", "cls.predictions.decoder.bias"),
+    *_BERT_MLM_HEAD,
     *_linear_rows("nsp", "cls.seq_relationship"),
 ), skips=(*_SKIPS,
           # Heads a model's own code adds beside BERT's under `cls.` (AntiBERTy's species and
@@ -243,20 +252,14 @@ _DEBERTA_SKIPS = (*_SKIPS, Skip("mask_predictions.*", DEBERTA_RTD_HEAD))
 #: `cls.predictions` head, its decoder tied to the word embeddings.
 DEBERTA_V2_TABLE = Table("hf", (
     *_DEBERTA_ENCODER,
-    *_linear_rows("mlm.transform", "cls.predictions.transform.dense"),
-    *_norm_rows("mlm.norm", "cls.predictions.transform.LayerNorm"),
-    Row("mlm.output_bias", "cls.predictions.bias"),
-    Row("mlm.decoder", "cls.predictions.decoder.weight"),
-    Row("mlm.decoder_bias", "cls.predictions.decoder.bias"),
+    *_BERT_MLM_HEAD,
 ), skips=_DEBERTA_SKIPS)
 
 #: `DebertaV2ForMaskedLM` with `legacy` false, and what microsoft's DeBERTa code saves:
 #: `lm_predictions.lm_head`, whose logits are always against the word embeddings (no decoder of its own).
 DEBERTA_V2_LM_PREDICTIONS_TABLE = Table("hf", (
     *_DEBERTA_ENCODER,
-    *_linear_rows("mlm.transform", "lm_predictions.lm_head.dense"),
-    *_norm_rows("mlm.norm", "lm_predictions.lm_head.LayerNorm"),
-    Row("mlm.output_bias", "lm_predictions.lm_head.bias"),
+    *_mlm_head_rows("lm_predictions.lm_head.dense", "lm_predictions.lm_head.LayerNorm", "lm_predictions.lm_head.bias"),
 ), skips=_DEBERTA_SKIPS)
 
 
