@@ -225,3 +225,16 @@ def test_spm_model_settings_are_read_as_transformers_5_reads_them(settings, tmp_
 @pytest.mark.parametrize("text", ["The capital of France is [MASK].", "cats and [MASK] are pets"])
 def test_fill_mask_ranks_as_transformers_5s_pipeline(text):
     assert_fill_mask_ranks_as_pipeline(V3, text)
+
+
+def test_terms_named_without_relative_attention_still_scale_the_scores(tmp_path):
+    """transformers counts pos_att_type's terms in the scaling, 1 / sqrt(3 D), with relative attention off."""
+    directory = _with_config(tmp_path, V2, relative_attention=False)
+    tree = formats.read(directory)
+    assert tree.config.pos_att_type == ("c2p", "p2c") and not tree.config.relative_attention
+    ids, types, attention = _batch(tree)
+    expected = _reference(directory, ids, types, attention)
+    got = NumpyBert(tree)(ids, types, attention).mlm_logits
+    assert np.abs(got - expected)[attention.astype(bool)].max() <= TOLERANCE
+    unscaled = _reference(directory, ids, types, attention, pos_att_type=None)
+    assert np.abs(unscaled - expected).max() > 1e-2
