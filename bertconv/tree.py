@@ -212,9 +212,11 @@ _DISENTANGLED_ROLES = {
 
 
 def _disentangled_role_absent(template: str, config: BertConfig) -> bool:
-    prefix = template.rsplit(".", 1)[0] if template.endswith((".kernel", ".bias", ".gamma", ".beta")) else template
-    present = _DISENTANGLED_ROLES.get(prefix)
-    return present is not None and not present(config)
+    """Whether `template` is one of DeBERTa's roles (or a tensor of one) that `config` does not have."""
+    for prefix, present in _DISENTANGLED_ROLES.items():
+        if template == prefix or template.startswith(prefix + "."):
+            return not present(config)
+    return False
 
 
 #: Sort ranks for `model_order_key`: the encoder's roles before each head's, then each role's place in ROLES.

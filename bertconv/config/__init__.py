@@ -213,8 +213,8 @@ class BertConfig:
 
     def summary(self) -> dict[str, Any]:
         """The fields reports print (the `config` object of `audit --json`)."""
-        out = {f.name: getattr(self, f.name) for f in fields(self)
-               if f.name not in ("provenance", "source", "unread")}
+        out = {f.name: list(value) if isinstance(value := getattr(self, f.name), tuple) else value
+               for f in fields(self) if f.name not in ("provenance", "source", "unread")}
         out["unread"] = {key: json.loads(value) for key, value in self.unread}
         out["provenance"] = dict(self.provenance)
         return out

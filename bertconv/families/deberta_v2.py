@@ -66,14 +66,13 @@ def config_fields(data: dict[str, Any]) -> dict[str, Any]:
 
 def config_keys(config: Any) -> dict[str, Any]:
     """The DeBERTa keys of a config.json transformers 5's default `DebertaV2ForMaskedLM` builds
-    the model from (its `cls.predictions` head: `legacy` true)."""
+    the model from (without `legacy`, its default, true: the `cls.predictions` head the writer writes)."""
     out: dict[str, Any] = {
         "relative_attention": config.relative_attention,
         "pos_att_type": list(config.pos_att_type),
         "share_att_key": config.share_att_key,
         "position_biased_input": config.position_biased_input,
         "norm_rel_ebd": "layer_norm" if config.relative_embedding_norm else "none",
-        "legacy": True,
     }
     if config.relative_attention:
         out["position_buckets"] = config.position_buckets or -1
