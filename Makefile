@@ -69,6 +69,7 @@ fixtures: $(VENV)/.test $(TF2_VENV)/.done
 	$(BIN)/python fixtures/make_prenorm_fixtures.py
 	$(BIN)/python fixtures/make_modernbert_fixtures.py
 	$(BIN)/python fixtures/make_roformer_fixtures.py
+	$(BIN)/python fixtures/make_deberta_fixtures.py
 	$(TF2_VENV)/bin/python fixtures/make_tf2_fixtures.py
 	$(TF2_VENV)/bin/python fixtures/make_keras_bert_fixtures.py
 	$(MAKE) $(ORACLE)

@@ -24,6 +24,7 @@ TOKENIZER_FILES = (
     "merges.txt",
     "spiece.model",
     "sentencepiece.bpe.model",
+    "spm.model",  # DeBERTa-v2's and -v3's
 )
 
 

@@ -146,7 +146,8 @@ def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool 
                                *(copy.sentence() for copy in differing_copies(tree))])
     options = replace(options, accept_loss=accept_loss)
     # A family without token types (DistilBERT) has a library that never looks them up.
-    if fmt.token_type_table and families.of(tree.config).token_types and tree.config.type_vocab_size == 0:
+    family = families.of(tree.config)
+    if fmt.token_type_table and family.token_types and not family.holds_no_token_types and tree.config.type_vocab_size == 0:
         written_tree = with_one_token_type(tree)
         result.notes.append(_ONE_TOKEN_TYPE_NOTE.format(target=target))
     try:

@@ -16,7 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Iterator
 
-from .config import BertConfig, Heads
+from .config import BertConfig, Heads, position_projection_terms
 from .tensor import LazyTensor
 
 
@@ -92,6 +92,10 @@ ROLES: tuple[Role, ...] = (
     # transformers 4's relative positions (`position_embedding_type` relative_key[_query]): one
     # embedding row per distance -(P-1)..P-1, D wide, shared by the layer's heads.
     Role("layers.{i}.attention.distance_embedding", "layers.{i}.attention", ("R", "D")),
+    # DeBERTa's projections of the relative embeddings where they are not the layer's key and
+    # query (`share_att_key` false): for the c2p terms and for the p2c terms.
+    *_dense("layers.{i}.attention.position_key", "layers.{i}.attention", "H", "H"),
+    *_dense("layers.{i}.attention.position_query", "layers.{i}.attention", "H", "H"),
     *_norm("layers.{i}.attention_norm", "layers.{i}.attention_norm"),
     *_dense("layers.{i}.ffn.intermediate", "layers.{i}.ffn", "H", "I"),
     # A gated feed-forward's input (`BertConfig.gated_ffn`, ModernBERT's `mlp.Wi`): H -> 2I, the
@@ -99,6 +103,10 @@ ROLES: tuple[Role, ...] = (
     *_dense("layers.{i}.ffn.gated_intermediate", "layers.{i}.ffn", "H", "2I"),
     *_dense("layers.{i}.ffn.output", "layers.{i}.ffn", "I", "H"),
     *_norm("layers.{i}.ffn_norm", "layers.{i}.ffn_norm"),
+    # DeBERTa's relative embeddings, shared by every layer: 2 x span rows (`BertConfig.relative_span`),
+    # and their LayerNorm (`relative_embedding_norm`).
+    Role("relative_embeddings", "relative_embeddings", ("K", "H")),
+    *_norm("relative_norm", "relative_norm"),
     # A pre-LayerNorm encoder's LayerNorm after its last layer (`BertConfig.final_layer_norm`).
     *_norm("final_norm", "final_norm"),
     *_dense("pooler", "pooler", "H", "H", head="pooler"),
@@ -150,7 +158,12 @@ def component_of(name: str) -> str:
 
 #: Roles a model has because of a config field's value: a target with no place for them has
 #: none for the field's value either, and says so by the field's name.
-FIELD_ROLES = {"layers.{i}.attention.distance_embedding": "position_embedding_type"}
+FIELD_ROLES = {"layers.{i}.attention.distance_embedding": "position_embedding_type",
+               "relative_embeddings": "relative_attention", "relative_norm.gamma": "relative_embedding_norm",
+               "relative_norm.beta": "relative_embedding_norm", "layers.{i}.attention.position_key.kernel": "share_att_key",
+               "layers.{i}.attention.position_key.bias": "share_att_key",
+               "layers.{i}.attention.position_query.kernel": "share_att_key",
+               "layers.{i}.attention.position_query.bias": "share_att_key"}
 
 
 def fields_behind(names: list[str]) -> list[str]:
@@ -179,6 +192,8 @@ def canonical_names(config: BertConfig, heads: Heads, *, conditional: bool = Fal
         if role.component == "embeddings.norm" and not config.embedding_layer_norm:
             continue
         if role.component == "final_norm" and not config.final_layer_norm:
+            continue
+        if _disentangled_role_absent(role.template, config):
             continue
         if role.component == "embeddings.token_type" and config.type_vocab_size == 0:
             continue  # no token types (fairseq's RoBERTa, bert4keras' segment_vocab_size=0)
@@ -232,7 +247,24 @@ def has_parameter(config: BertConfig, name: str) -> bool:
     role = role_of(name)
     if role.component == "layers.{i}.attention_norm" and layer_of(name) == 0 and not config.first_attention_norm:
         return False
-    return _has_role(config, role.template)
+    return _has_role(config, role.template) and not _disentangled_role_absent(role.template, config)
+
+
+#: DeBERTa's roles, each with the config's test for its presence.
+_DISENTANGLED_ROLES = {
+    "relative_embeddings": lambda config: config.relative_attention,
+    "relative_norm": lambda config: config.relative_embedding_norm,
+    "layers.{i}.attention.position_key": lambda config: "c2p" in position_projection_terms(config),
+    "layers.{i}.attention.position_query": lambda config: "p2c" in position_projection_terms(config),
+}
+
+
+def _disentangled_role_absent(template: str, config: BertConfig) -> bool:
+    """Whether `template` is one of DeBERTa's roles (or a tensor of one) that `config` does not have."""
+    for prefix, present in _DISENTANGLED_ROLES.items():
+        if template == prefix or template.startswith(prefix + "."):
+            return not present(config)
+    return False
 
 
 #: Sort ranks for `model_order_key`: the encoder's roles before each head's, then each role's place in ROLES.

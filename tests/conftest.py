@@ -116,3 +116,23 @@ def _stdin(stream):
         yield
     finally:
         sys.stdin = saved
+
+
+def assert_fill_mask_ranks_as_pipeline(path: Path, text: str, top_k: int = 3) -> None:
+    """`bertconv fill-mask` on `text` ranks the first mask's top-k ids as transformers 5's fill-mask
+    pipeline does (the model and tokenizer of `path`), with the same probabilities to 1e-5."""
+    import json
+
+    import numpy as np
+
+    transformers = needs("transformers")
+    needs("tokenizers")
+    result = run_in_process("fill-mask", path, text, "--json", "--top-k", str(top_k))
+    assert result.exit_code == 0, result.stderr
+    ours = json.loads(result.stdout)["masks"][0]["predictions"]
+    model = transformers.AutoModelForMaskedLM.from_pretrained(path)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+    pipe = transformers.pipeline("fill-mask", model=model, tokenizer=tokenizer)
+    expected = pipe(text.replace("[MASK]", tokenizer.mask_token), top_k=top_k)
+    assert [p["id"] for p in ours] == [e["token"] for e in expected]
+    np.testing.assert_allclose([p["prob"] for p in ours], [e["score"] for e in expected], atol=1e-5)

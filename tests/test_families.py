@@ -44,6 +44,7 @@ FAMILY_FIXTURES = {
     "modernbert": FIXTURES / "modernbert" / "masked_lm",
     "roformer": FIXTURES / "roformer" / "hf" / "masked_lm",
     "nezha": FIXTURES / "nezha" / "hf" / "masked_lm",
+    "deberta-v2": FIXTURES / "deberta" / "v3" / "masked_lm",
 }
 TARGETS = sorted(formats.TARGETS)
 
@@ -132,6 +133,14 @@ def _mutations(config: dict, model_type: str) -> list[tuple[str, object]]:
         **{key: not config.get(key, False) for key in ("norm_bias", "attention_bias", "mlp_bias", "classifier_bias")},
         "decoder_bias": not config.get("decoder_bias", True),
         "rotary_value": not config.get("rotary_value", False),
+        # DeBERTa's disentangled attention: each key flipped or moved to a value that computes otherwise
+        # (max_relative_positions 6 re-buckets the distances past 4 that a 6-token batch has).
+        "relative_attention": not config.get("relative_attention", False),
+        "max_relative_positions": 6,
+        "pos_att_type": "c2p",
+        "norm_rel_ebd": "none" if config.get("norm_rel_ebd") == "layer_norm" else "layer_norm",
+        "share_att_key": not config.get("share_att_key", False),
+        "position_biased_input": not config.get("position_biased_input", True),
     }
     other.update({name: other[bert] for bert, name in own.items() if bert in other})
     config.update({name: config[bert] for bert, name in own.items() if bert in config})
@@ -201,7 +210,9 @@ def test_a_declared_key_mutated_is_seen_kept_or_refused_and_computed(model_type,
         return  # the runtime refuses the mutated model (its tensors disagree with the config)
     if key == "max_position_embeddings" and not source.config.position_table:
         # No position table: the bound only caps the input's length (transformers' ESM has none;
-        # RoFormer's stored sinusoids are then not the config's, which every command refuses).
+        # RoFormer's stored sinusoids are then not the config's, which every command refuses),
+        # or sets DeBERTa-v3's log-bucket range, under which a 6-token batch's distances
+        # (at most 5, 8 buckets) fall into the same rows at 64 and 65 (test_deberta.py tests the buckets).
         np.testing.assert_array_equal(changed, _logits(fixture))
         return
     assert not np.allclose(changed, _logits(fixture), atol=1e-6), f"{key} = {value!r} changed no logit"

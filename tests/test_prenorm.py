@@ -14,7 +14,7 @@ import pytest
 
 from bertconv import formats
 from bertconv.runtime.numpy_bert import NumpyBert
-from conftest import FIXTURES, needs, run_in_process
+from conftest import FIXTURES, assert_fill_mask_ranks_as_pipeline, needs, run_in_process
 
 MEGATRON = FIXTURES / "prenorm" / "megatron"
 ESM = FIXTURES / "prenorm" / "esm" / "masked_lm"
@@ -142,14 +142,4 @@ def test_esm_tokenizer_ids_are_transformers_5s():
 
 @pytest.mark.parametrize("path, text", [(ESM, "MKT[MASK]AYIAK"), (MEGATRON / "masked_lm", "the cat [MASK] on")])
 def test_fill_mask_ranks_as_transformers_5s_pipeline(path, text):
-    transformers = needs("transformers")
-    needs("tokenizers")
-    result = run_in_process("fill-mask", path, text, "--json", "--top-k", "3")
-    assert result.exit_code == 0, result.stderr
-    ours = json.loads(result.stdout)["masks"][0]["predictions"]
-    model = transformers.AutoModelForMaskedLM.from_pretrained(path)
-    tokenizer = transformers.AutoTokenizer.from_pretrained(path)
-    pipe = transformers.pipeline("fill-mask", model=model, tokenizer=tokenizer)
-    expected = pipe(text.replace("[MASK]", tokenizer.mask_token), top_k=3)
-    assert [p["id"] for p in ours] == [e["token"] for e in expected]
-    np.testing.assert_allclose([p["prob"] for p in ours], [e["score"] for e in expected], atol=1e-5)
+    assert_fill_mask_ranks_as_pipeline(path, text)

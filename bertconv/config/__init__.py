@@ -132,6 +132,25 @@ class BertConfig:
     #: transformers' `max_relative_position`): distances are clipped to +-K, and distance d reads
     #: row d + K of a fixed sinusoid table [2K + 1, D].
     max_relative_position: int = 64
+    #: DeBERTa's disentangled attention (transformers `DisentangledSelfAttention`, `relative_attention`):
+    #: the scores q k^T gain content-to-position terms q_l . Kr[d(l, r)] ("c2p") and
+    #: position-to-content terms k_r . Qr[d(l, r)] ("p2c"), Kr and Qr the relative embeddings
+    #: (`relative_embeddings`, LayerNorm'd by `relative_norm` where `relative_embedding_norm`)
+    #: projected by the layer's key and query (`share_att_key`) or by projections of their own
+    #: (`attention.position_key`, `attention.position_query`). d(l, r) is l - r, log-bucketed past
+    #: `position_buckets` / 2 (0: not bucketed) up to `max_relative_positions`, then clamped to the
+    #: span (`position_buckets`, else `max_relative_positions`); see `runtime/disentangled.py`.
+    relative_attention: bool = False
+    position_buckets: int = 0
+    max_relative_positions: int = 0
+    #: The disentangled terms ("c2p", "p2c"); each widens the scaling to 1 / sqrt(D (1 + terms)),
+    #: even where `relative_attention` is off (transformers counts them either way).
+    pos_att_type: tuple[str, ...] = ()
+    share_att_key: bool = False
+    relative_embedding_norm: bool = False
+    #: Whether the position table is added to the embeddings (DeBERTa's `position_biased_input`;
+    #: DeBERTa-v3 has none: its positions are the relative terms alone).
+    position_biased_input: bool = True
     #: Config keys the file states that this model's computation in bertconv would not honour,
     #: with their values as JSON (`config.dialects.unread_keys`): every command that computes
     #: or converts refuses them unless the user accepts the loss.
@@ -199,7 +218,16 @@ class BertConfig:
             # ModernBERT's fused queries, keys and values, and its gated feed-forward's two halves.
             "3H": 3 * self.hidden_size,
             "2I": 2 * self.intermediate_size,
+            "K": 2 * self.relative_span,
         }
+
+    @property
+    def relative_span(self) -> int:
+        """DeBERTa's span of relative distances: `position_buckets`, else `max_relative_positions`
+        (the relative embeddings have 2 x span rows), 0 without disentangled attention."""
+        if not self.relative_attention:
+            return 0
+        return self.position_buckets if self.position_buckets > 0 else self.max_relative_positions
 
     @property
     def relative_positions(self) -> bool:
@@ -215,14 +243,14 @@ class BertConfig:
     @property
     def position_table(self) -> bool:
         """Whether the model has a learned position table (stored; added unless relative); the
-        computed schemes (`COMPUTED_POSITION_TYPES`) have none."""
-        return self.position_embedding_type not in COMPUTED_POSITION_TYPES
+        computed schemes (`COMPUTED_POSITION_TYPES`) have none, nor a DeBERTa without
+        `position_biased_input`."""
+        return self.position_embedding_type not in COMPUTED_POSITION_TYPES and self.position_biased_input
 
     def summary(self) -> dict[str, Any]:
         """The fields reports print (the `config` object of `audit --json`)."""
-        out = {f.name: getattr(self, f.name) for f in fields(self)
-               if f.name not in ("provenance", "source", "unread")}
-        out = {name: list(value) if isinstance(value, tuple) else value for name, value in out.items()}  # as JSON has it
+        out = {f.name: list(value) if isinstance(value := getattr(self, f.name), tuple) else value  # as JSON has it
+               for f in fields(self) if f.name not in ("provenance", "source", "unread")}
         out["unread"] = {key: json.loads(value) for key, value in self.unread}
         out["provenance"] = dict(self.provenance)
         return out
@@ -260,6 +288,12 @@ class BertConfig:
         if any(not 0 <= layer < self.num_hidden_layers for layer in self.local_attention_layers):
             out.append(f"local_attention_layers {list(self.local_attention_layers)} name layers outside 0.."
                        f"{self.num_hidden_layers - 1}")
+        unknown_terms = [term for term in self.pos_att_type if term not in DISENTANGLED_TERMS]
+        if unknown_terms:
+            out.append(f"pos_att_type names {unknown_terms}, expected some of {list(DISENTANGLED_TERMS)}")
+        if self.relative_attention and self.max_relative_positions < 1:
+            out.append(f"max_relative_positions is {self.max_relative_positions}: disentangled attention needs "
+                       f"a positive span")
         if self.position_embedding_type not in POSITION_EMBEDDING_TYPES:
             out.append(f"position_embedding_type {self.position_embedding_type!r} is not one of "
                        f"{POSITION_EMBEDDING_TYPES}")
@@ -277,7 +311,9 @@ COMPUTATION_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_att
                       "embedding_layer_norm", "rope_theta", "token_dropout", "mask_token_id",
                       "local_attention_layers", "local_attention", "local_rope_theta", "gated_ffn", "norm_bias",
                       "attention_bias", "ffn_bias", "mlm_transform_bias", "output_bias", "first_attention_norm",
-                      "rotary_value", "max_relative_position")
+                      "rotary_value", "max_relative_position",
+                      "relative_attention", "position_buckets", "max_relative_positions", "pos_att_type",
+                      "share_att_key", "relative_embedding_norm", "position_biased_input")
 
 #: transformers 4's relative `position_embedding_type` values (transformers 5's BERT knows "absolute" only).
 RELATIVE_POSITION_TYPES = ("relative_key", "relative_key_query")
@@ -287,6 +323,8 @@ RELATIVE_POSITION_TYPES = ("relative_key", "relative_key_query")
 COMPUTED_POSITION_TYPES = ("rotary", "rotary_interleaved", "sinusoidal_relative")
 #: Every `position_embedding_type`: absolute, learned relative, or computed.
 POSITION_EMBEDDING_TYPES = ("absolute", *RELATIVE_POSITION_TYPES, *COMPUTED_POSITION_TYPES)
+#: DeBERTa's disentangled terms (`pos_att_type`): content-to-position, position-to-content.
+DISENTANGLED_TERMS = ("c2p", "p2c")
 
 def default_heads(hidden_size: int) -> int:
     """The stated default head count when no config gives one: H / 64 as in every released BERT
@@ -361,8 +399,14 @@ def expected_components(config: BertConfig, heads: Heads) -> dict[str, int]:
         out["embeddings.norm"] = norm_terms * W + 2 * C * W
     if config.embedding_projection:
         out["embeddings.projection"] = E * H + H
+    if config.relative_attention:
+        out["relative_embeddings"] = 2 * config.relative_span * H
+    if config.relative_embedding_norm:
+        out["relative_norm"] = 2 * H
+    position_projections = len(position_projection_terms(config))
     for i in range(config.stored_layers):
-        out[f"layers.{i}.attention"] = 4 * H * H + attention_biases + (R * D if config.relative_positions else 0)
+        out[f"layers.{i}.attention"] = (4 * H * H + attention_biases + (R * D if config.relative_positions else 0)
+                                        + position_projections * (H * H + H))
         if i or config.first_attention_norm:
             out[f"layers.{i}.attention_norm"] = norm
         out[f"layers.{i}.ffn"] = ffn
@@ -387,6 +431,14 @@ def expected_components(config: BertConfig, heads: Heads) -> dict[str, int]:
     if heads.contact:
         out["contact"] = config.num_hidden_layers * config.num_attention_heads + 1
     return out
+
+
+def position_projection_terms(config: BertConfig) -> tuple[str, ...]:
+    """The disentangled terms whose relative embeddings a layer projects with a dense layer of its
+    own (DeBERTa's `pos_key_proj` for c2p, `pos_query_proj` for p2c): none with shared keys."""
+    if not config.relative_attention or config.share_att_key:
+        return ()
+    return tuple(term for term in DISENTANGLED_TERMS if term in config.pos_att_type)
 
 
 def expected_parameters(config: BertConfig, heads: Heads) -> int:

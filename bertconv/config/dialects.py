@@ -187,6 +187,8 @@ def _family_fields(data: dict[str, Any], family: Family, dialect: str) -> dict[s
     if "mask_token_id" in computes and data.get("mask_token_id") is not None:
         out["mask_token_id"] = _size(data, "mask_token_id")
     out.update(_modern_fields(data, family, computes))
+    if family.config_fields is not None:
+        out.update(family.config_fields(data))
     if "add_cross_attention" in computes and data.get("add_cross_attention", False):
         raise ValueError("add_cross_attention is true: the model has cross-attention layers over an encoder's "
                          "outputs, which bertconv's canonical tree does not hold")
@@ -402,6 +404,8 @@ def _family_dict(config: BertConfig) -> dict[str, Any]:
     if "token_dropout" in family.computes.get(HF, ()):
         out["token_dropout"] = config.token_dropout
         out["mask_token_id"] = config.mask_token_id
+    if family.config_keys is not None:
+        out.update(family.config_keys(config))
     for variant in family.variants:
         if getattr(config, variant.flag):
             out.update(variant.stated)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import (albert, bert, camembert, distilbert, electra, esm, megatron_bert, modernbert, nezha, roberta,
-               roformer, xlm_roberta)
+from . import (albert, bert, camembert, deberta_v2, distilbert, electra, esm, megatron_bert, modernbert, nezha,
+               roberta, roformer, xlm_roberta)
 from .family import DIALECTS, FAIRSEQ, GOOGLE, HF, Family, Projection, Variant
 
 if TYPE_CHECKING:
@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 FAMILIES: dict[str, Family] = {f.model_type: f for f in (bert.FAMILY, albert.FAMILY, electra.FAMILY,
                                                           roberta.FAMILY, xlm_roberta.FAMILY, camembert.FAMILY,
                                                           distilbert.FAMILY, megatron_bert.FAMILY, esm.FAMILY,
-                                                          modernbert.FAMILY, roformer.FAMILY, nezha.FAMILY)}
+                                                          modernbert.FAMILY, roformer.FAMILY, nezha.FAMILY,
+                                                          deberta_v2.FAMILY)}
 #: The family of a config that names none (google-research/bert's `bert_config.json`).
 DEFAULT = bert.FAMILY
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Callable
 
 #: The dialects a config is read in: transformers' `config.json`, google-research's
 #: `bert_config.json` (bert4keras reads that too, its "gelu" meaning erf), fairseq's options.
@@ -126,6 +126,13 @@ class Family:
       computes_as_bert: whether its computation is BERT's under other names, without token types
         and pooler (DistilBERT): a target that builds BERT and not it writes it as that BERT
         (as_bert.py).
+      holds_no_token_types: whether its library holds a model without token types as it is (no
+        table, nothing added: DeBERTa-v2's `type_vocab_size` 0), so that a writer need not add
+        the all-zero row its library would otherwise look up.
+      config_fields: reads the family's own keys of a transformers config dictionary into
+        `BertConfig` fields (DeBERTa's disentangled attention), after the generic reader; raises
+        ValueError naming a key it refuses.
+      config_keys: the inverse, a `BertConfig`'s fields as those keys (for the configs bertconv writes).
     """
 
     model_type: str
@@ -162,6 +169,9 @@ class Family:
     layer_norm_eps: float | None = None
     tokenizer_unsupported: str | None = None
     computes_as_bert: bool = False
+    holds_no_token_types: bool = False
+    config_fields: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    config_keys: Callable[[Any], dict[str, Any]] | None = None
 
     def projects(self, embedding_size: int, hidden_size: int) -> bool:
         """Whether a model of this family with E = `embedding_size` projects its embeddings to H."""

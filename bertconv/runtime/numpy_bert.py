@@ -49,7 +49,7 @@ import numpy as np
 from .. import families
 from ..config import Heads
 from ..tree import ParameterTree
-from . import blas, weights
+from . import blas, disentangled, weights
 from . import loss as losses
 from . import sinusoids
 from . import token_dropout as dropout
@@ -236,6 +236,8 @@ class NumpyBert:
         local = (np.where(kinds.window_keys(self.config, visible), np.float32(0), self._mask_value)
                  if self.config.local_attention_layers else None)  # ModernBERT's sliding-window layers
         distances = distance_rows(self.config, x.shape[1]) if self.config.relative_positions else None
+        if self.config.relative_attention:  # DeBERTa: the relative embeddings and the rows each pair reads
+            distances = disentangled.Relative.of(self.config, x.shape[1], p, self._layer_norm)
         layer_step = self._pre_norm_layer if self.config.pre_layer_norm else self._layer
         for layer in self.config.layer_schedule():
             layer_adder = local if layer in self.config.local_attention_layers else adder
@@ -260,7 +262,7 @@ class NumpyBert:
         hidden = self._activation(self._dense(x, f"{layer}.ffn.intermediate"))  # [B, S, I]
         return self._layer_norm(x + self._dense(hidden, f"{layer}.ffn.output"), f"{layer}.ffn_norm")
 
-    def _attention(self, x: np.ndarray, adder: np.ndarray, distances: DistanceRows | None,
+    def _attention(self, x: np.ndarray, adder: np.ndarray, distances: DistanceRows | disentangled.Relative | None,
                    prefix: str) -> np.ndarray:
         """Multi-head self-attention with its output projection: [B, S, H] -> [B, S, H]."""
         batch, seq_len, hidden = x.shape
@@ -285,11 +287,13 @@ class NumpyBert:
             if relative is not None:
                 scores += sinusoids.relative_scores(query, relative)
         scaled = families.of(self.config).relative_terms_scaled
-        if distances is not None and scaled:
+        if self.config.relative_positions and scaled:
             scores += self._relative_scores(query, key, distances, prefix)
-        scores *= np.float32(1.0 / math.sqrt(width))
+        if self.config.relative_attention:
+            scores += disentangled.numpy_terms(self.config, query, key, distances, prefix, self._dense)
+        scores *= np.float32(disentangled.attention_scale(self.config, width))
         scores += adder
-        if distances is not None and not scaled:
+        if self.config.relative_positions and not scaled:
             scores += self._relative_scores(query, key, distances, prefix)
         probs = _softmax_(scores)
         with _blas_threads(seq_len):

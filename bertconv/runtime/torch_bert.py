@@ -25,8 +25,7 @@ from ..dtypes import BFLOAT16
 from ..errors import BadInput
 from ..tensor import LazyTensor
 from ..tree import ParameterTree
-from . import weights
-from . import sinusoids
+from . import disentangled, sinusoids, weights
 from . import token_dropout as dropout
 from . import layer_kinds as kinds
 from .attention import DistanceRows, distance_rows, visible_keys
@@ -129,6 +128,8 @@ class TorchBert:
         adder = self._adder(visible)
         local = self._adder(kinds.window_keys(self.config, visible)) if self.config.local_attention_layers else None
         distances = distance_rows(self.config, x.shape[1]) if self.config.relative_positions else None
+        if self.config.relative_attention:  # DeBERTa: as NumpyBert
+            distances = disentangled.Relative.of(self.config, x.shape[1], p, self._layer_norm)
         layer_step = self._pre_norm_layer if self.config.pre_layer_norm else self._layer
         for layer in self.config.layer_schedule():
             layer_adder = local if layer in self.config.local_attention_layers else adder
@@ -181,14 +182,16 @@ class TorchBert:
             pairs = sinusoids.pair_tables(self.config, seq_len)
             query, key = self._rotate_pairs(query, pairs), self._rotate_pairs(key, pairs)
             value = self._rotate_pairs(value, pairs) if self.config.rotary_value else value
-        if distances is not None:
+        if self.config.relative_positions:
             relative = self._relative_scores(query, key, distances, prefix)  # [B, A, S, S]
             adder = adder + (relative / math.sqrt(width) if families.of(self.config).relative_terms_scaled else relative)
+        scale = disentangled.attention_scale(self.config, width)
+        if self.config.relative_attention:  # DeBERTa's c2p / p2c terms join the adder, scaled as q k^T
+            adder = adder + disentangled.torch_terms(self.config, query, key, distances, prefix, self._dense) * scale
         if self.config.position_embedding_type == "sinusoidal_relative":  # NEZHA
             context = self._sinusoidal_relative_attention(query, key, value, adder)
         else:
-            context = F.scaled_dot_product_attention(query, key, value, attn_mask=adder,
-                                                     scale=1.0 / math.sqrt(width))  # [B, A, S, D]
+            context = F.scaled_dot_product_attention(query, key, value, attn_mask=adder, scale=scale)  # [B, A, S, D]
         context = context.transpose(1, 2).reshape(batch, seq_len, hidden)
         return self._dense(context, f"{prefix}.output")
 

@@ -21,6 +21,7 @@ from ...errors import bad_input
 from ...lazy import lazy_module
 from ...tree import Ignored, ParameterTree
 from . import files as hf_files
+from . import head_layouts
 from ..assemble import Entry, assemble
 from ..configs import config_beside
 from .classes import transformers_5_caveats as write_caveats  # noqa: F401 (the registry's)
@@ -154,11 +155,12 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     stated = config.model_type if config else None
     family = family_of_names(names, stated) or FAMILIES.get(stated or "bert", FAMILIES["bert"])
     rename = _renamer(path, family, config, names)
+    table = family.table_for(names)  # the head layout the names hold (DeBERTa-v2 has two)
     ignored = [item for file, checkpoint in checkpoints
-               for item in _non_tensors(file, checkpoint, family.table, rename)]
+               for item in _non_tensors(file, checkpoint, table, rename)]
     vocab = path.parent / VOCAB_FILE
     tree = assemble(
-        format_name=format_name or SAFETENSORS, path=path, entries=entries, table=family.table, config=config,
+        format_name=format_name or SAFETENSORS, path=path, entries=entries, table=table, config=config,
         default_activation=DEFAULT_ACTIVATION, num_heads=num_heads, files=shard_files,
         vocab=vocab if vocab.is_file() else None, rename=rename, extra_ignored=ignored,
         family=family.model_type,
@@ -166,7 +168,7 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     stored = {entry.name: entry.tensor for entry in entries}
     tree.ignored = [_check_rotary_buffer(tree, item, stored) for item in tree.ignored]
     tree.ignored = [_check_sinusoid_table(tree, item, stored) for item in tree.ignored]
-    return tree
+    return head_layouts.settled(tree, family.layout_of(names))
 
 
 def _check_rotary_buffer(tree: ParameterTree, item: Ignored, stored: dict) -> Ignored:

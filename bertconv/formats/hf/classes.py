@@ -26,6 +26,7 @@ CLASSES: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
     "roformer": ((("mlm",), "RoFormerForMaskedLM"), ((), "RoFormerModel")),
     "nezha": ((("mlm", "nsp"), "NezhaForPreTraining"), (("mlm",), "NezhaForMaskedLM"),
               (("nsp",), "NezhaForNextSentencePrediction"), ((), "NezhaModel")),
+    "deberta-v2": ((("mlm",), "DebertaV2ForMaskedLM"), ((), "DebertaV2Model")),
 }
 #: Per `model_type`: the class of a causal model (`is_decoder`) with its LM head, which is the
 #: masked LM's head predicting the next token.

@@ -65,6 +65,19 @@ def _embedding_rows(base: str) -> tuple[Row, ...]:
     )
 
 
+def _mlm_head_rows(transform: str, norm: str, output_bias: str, decoder: str | None = None) -> tuple[Row, ...]:
+    """An MLM head: its transform's dense layer and LayerNorm, the output bias, and the decoder
+    `decoder`.weight / .bias where the head has one of its own (stored when untied)."""
+    rows = (*_linear_rows("mlm.transform", transform), *_norm_rows("mlm.norm", norm), Row("mlm.output_bias", output_bias))
+    if decoder is None:
+        return rows
+    return (*rows, Row("mlm.decoder", f"{decoder}.weight"), Row("mlm.decoder_bias", f"{decoder}.bias"))
+
+
+#: BERT's `cls.predictions` (DeBERTa-v2's default head has its names too).
+_BERT_MLM_HEAD = _mlm_head_rows("cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm",
+                                "cls.predictions.bias", "cls.predictions.decoder")
+
 _SKIPS = (
     Skip("*embeddings.position_ids", "buffer (position ids), not a parameter"),
     Skip("*embeddings.token_type_ids", "buffer (token type ids), not a parameter"),
@@ -76,11 +89,7 @@ TABLE = Table("hf", (
     *_embedding_rows("bert"),
     *_bert_layer_rows(_LAYER),
     *_linear_rows("pooler", "bert.pooler.dense"),
-    *_linear_rows("mlm.transform", "cls.predictions.transform.dense"),
-    *_norm_rows("mlm.norm", "cls.predictions.transform.LayerNorm"),
-    Row("mlm.output_bias", "cls.predictions.bias"),
-    Row("mlm.decoder", "cls.predictions.decoder.weight"),
-    Row("mlm.decoder_bias", "cls.predictions.decoder.bias"),
+    *_BERT_MLM_HEAD,
     *_linear_rows("nsp", "cls.seq_relationship"),
 ), skips=(*_SKIPS,
           # Heads a model's own code adds beside BERT's under `cls.` (AntiBERTy's species and
@@ -265,6 +274,66 @@ NEZHA_TABLE = Table("hf", tuple(
                              "functional relative positions (a buffer), sinusoids of the distances: computed from "
                              "the config")))
 
+_DEBERTA_LAYER = "deberta.encoder.layer.{i}"
+#: Why DeBERTa-v3's replaced-token-detection head is set aside.
+DEBERTA_RTD_HEAD = ("DeBERTa-v3's replaced-token-detection head (microsoft/DeBERTa's MaskPredictionHead: dense, "
+                    "LayerNorm, one logit per token), which transformers' DeBERTa-v2 classes set aside on loading "
+                    "and no masked LM reads: the checkpoint is an RTD discriminator")
+
+#: transformers `DebertaV2Model`'s names under `deberta.`: BERT's layer with `query_proj`, `key_proj`,
+#: `value_proj`, the relative embeddings' own projections where keys are not shared, and the
+#: encoder's `rel_embeddings` and their `LayerNorm`.
+_DEBERTA_ENCODER = (
+    Row("embeddings.word", "deberta.embeddings.word_embeddings.weight"),
+    Row("embeddings.token_type", "deberta.embeddings.token_type_embeddings.weight"),
+    Row("embeddings.position", "deberta.embeddings.position_embeddings.weight"),
+    *_norm_rows("embeddings.norm", "deberta.embeddings.LayerNorm"),
+    *_linear_rows("layers.{i}.attention.query", f"{_DEBERTA_LAYER}.attention.self.query_proj"),
+    *_linear_rows("layers.{i}.attention.key", f"{_DEBERTA_LAYER}.attention.self.key_proj"),
+    *_linear_rows("layers.{i}.attention.value", f"{_DEBERTA_LAYER}.attention.self.value_proj"),
+    *_linear_rows("layers.{i}.attention.position_key", f"{_DEBERTA_LAYER}.attention.self.pos_key_proj"),
+    *_linear_rows("layers.{i}.attention.position_query", f"{_DEBERTA_LAYER}.attention.self.pos_query_proj"),
+    *_linear_rows("layers.{i}.attention.output", f"{_DEBERTA_LAYER}.attention.output.dense"),
+    *_norm_rows("layers.{i}.attention_norm", f"{_DEBERTA_LAYER}.attention.output.LayerNorm"),
+    *_linear_rows("layers.{i}.ffn.intermediate", f"{_DEBERTA_LAYER}.intermediate.dense"),
+    *_linear_rows("layers.{i}.ffn.output", f"{_DEBERTA_LAYER}.output.dense"),
+    *_norm_rows("layers.{i}.ffn_norm", f"{_DEBERTA_LAYER}.output.LayerNorm"),
+    Row("relative_embeddings", "deberta.encoder.rel_embeddings.weight"),
+    *_norm_rows("relative_norm", "deberta.encoder.LayerNorm"),
+)
+_DEBERTA_SKIPS = (*_SKIPS, Skip("mask_predictions.*", DEBERTA_RTD_HEAD))
+
+#: `DebertaV2ForMaskedLM` as transformers 5 builds it by default (`legacy` true): BERT's
+#: `cls.predictions` head, its decoder tied to the word embeddings.
+DEBERTA_V2_TABLE = Table("hf", (
+    *_DEBERTA_ENCODER,
+    *_BERT_MLM_HEAD,
+), skips=_DEBERTA_SKIPS)
+
+#: `DebertaV2ForMaskedLM` with `legacy` false, and what microsoft's DeBERTa code saves:
+#: `lm_predictions.lm_head`, whose logits are always against the word embeddings (no decoder of its own).
+DEBERTA_V2_LM_PREDICTIONS_TABLE = Table("hf", (
+    *_DEBERTA_ENCODER,
+    *_mlm_head_rows("lm_predictions.lm_head.dense", "lm_predictions.lm_head.LayerNorm", "lm_predictions.lm_head.bias"),
+), skips=_DEBERTA_SKIPS)
+
+
+@dataclass(frozen=True)
+class HeadLayout:
+    """One of the head layouts transformers builds for a family, as the config says which.
+
+    Attributes:
+      prefix: the top-level module of the layout's head (`lm_predictions.`).
+      table: the family's names with that head.
+      config_key, config_value: the config.json setting under which transformers builds it
+        (`legacy` false); a file in this layout under another value loads with a new head.
+    """
+
+    prefix: str
+    table: Table
+    config_key: str
+    config_value: object
+
 
 @dataclass(frozen=True)
 class Family:
@@ -272,11 +341,13 @@ class Family:
 
     Attributes:
       model_type: config.json's `model_type`, and `BertConfig.model_type`.
-      table: its names.
+      table: its names (what the writer writes: the head layout of transformers' default class).
       base: the base model's prefix, which encoder-only files (`BertModel`, ...) drop.
       head_prefixes: the top-level modules of its heads, which keep their names in every file.
       sinusoid_table: the name its files hold the sinusoids of its rotary positions under
         (RoFormer's frozen `embed_positions`, [P, D]), computed when written; None for the others.
+      layouts: the head layouts of its files, the default (`table`'s) first, when it has several
+        (DeBERTa-v2's `cls.predictions` and `lm_predictions`).
     """
 
     model_type: str
@@ -284,6 +355,19 @@ class Family:
     base: str
     head_prefixes: tuple[str, ...]
     sinusoid_table: str | None = None
+    layouts: tuple[HeadLayout, ...] = ()
+
+    def layout_of(self, names: list[str]) -> HeadLayout | None:
+        """The head layout whose prefix a file's names hold (the default when none does), or None
+        for a family of one layout."""
+        held = [layout for layout in self.layouts[1:]
+                if any(self.with_prefix(name).startswith(layout.prefix) for name in names)]
+        return next(iter(held), self.layouts[0] if self.layouts else None)
+
+    def table_for(self, names: list[str]) -> Table:
+        """The table of the head layout a file's names hold."""
+        layout = self.layout_of(names)
+        return layout.table if layout is not None else self.table
 
     @property
     def declared(self) -> families.Family:
@@ -313,6 +397,9 @@ FAMILIES: dict[str, Family] = {family.model_type: family for family in (
     Family("modernbert", MODERNBERT_TABLE, "model", ("head.", "decoder.")),
     Family("nezha", NEZHA_TABLE, "nezha", ("cls.",)),
     Family("roformer", ROFORMER_TABLE, "roformer", ("cls.",), "roformer.encoder.embed_positions.weight"),
+    Family("deberta-v2", DEBERTA_V2_TABLE, "deberta", ("cls.", "lm_predictions.", "mask_predictions."),
+           layouts=(HeadLayout("cls.predictions.", DEBERTA_V2_TABLE, "legacy", True),
+                    HeadLayout("lm_predictions.lm_head.", DEBERTA_V2_LM_PREDICTIONS_TABLE, "legacy", False))),
 )}
 
 #: The families this module writes (`convert` refuses a tree of any other).

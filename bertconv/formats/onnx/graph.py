@@ -103,6 +103,9 @@ NOT_COMPUTED = (
       for flag in ("norm_bias", "attention_bias", "ffn_bias", "mlm_transform_bias", "output_bias",
                    "first_attention_norm")),
     ("fused_qkv", lambda config: config.fused_qkv),
+    ("relative_attention", lambda config: config.relative_attention),
+    ("pos_att_type", lambda config: bool(config.pos_att_type)),
+    ("position_biased_input", lambda config: not config.position_biased_input),
 )
 
 

@@ -188,10 +188,7 @@ def sentencepiece_unigram(path: Path, *, lower_case: bool | None = None) -> Toke
     charsmap; split on whitespace, each word led by "▁"; [CLS] A [SEP] (B [SEP]). Control pieces
     and the unknown piece are special tokens, user-defined pieces added tokens."""
     tokenizers = library()
-    model = spm.read(path)
-    if model.model_type != spm.UNIGRAM:
-        name = spm.MODEL_TYPE_NAMES.get(model.model_type, str(model.model_type))
-        raise bad_input(path, f"a SentencePiece {name} model; fill-mask reads Unigram models (ALBERT's)")
+    model = spm.read_unigram(path, "ALBERT's")
     settings = settings_beside(path)
     casing = "--cased/--uncased"
     if lower_case is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...errors import bad_input
+from . import deberta as tokenizer_deberta
 from . import fairseq as tokenizer_fairseq
 from . import files as tokenizer_files
 from .tokenizer import (
@@ -22,7 +23,7 @@ def find(directory: Path, vocab: Path | None = None) -> Path | None:
     candidates = [directory / TOKENIZER_JSON, vocab, directory / VOCAB_TXT]
     if (directory / MERGES_TXT).is_file():
         candidates.append(directory / VOCAB_JSON)
-    candidates += [directory / SPIECE_MODEL, directory / SENTENCEPIECE_BPE_MODEL]
+    candidates += [directory / SPIECE_MODEL, directory / SENTENCEPIECE_BPE_MODEL, directory / tokenizer_deberta.SPM_MODEL]
     return next((path for path in candidates if path is not None and path.is_file()), None)
 
 
@@ -43,6 +44,8 @@ def open_tokenizer(path: Path, *, lower_case: bool | None = None) -> Tokenizer:
                 raise bad_input(path, f"--cased/--uncased do not apply to {layout.tokenizer_class}'s vocabulary, "
                                       f"which keeps case")
             return tokenizer_fairseq.fairseq_sentencepiece(path, layout)
+        if tokenizer_deberta.is_deberta_model(path):
+            return tokenizer_deberta.deberta_sentencepiece(path, lower_case=lower_case)
         return tokenizer_files.sentencepiece_unigram(path, lower_case=lower_case)
     if path.suffix == ".json":
         if _is_token_map(path):

@@ -94,6 +94,15 @@ def read(path: Path) -> SentencePieceModel:
     return SentencePieceModel(pieces, model_type, unk_id, charsmap)
 
 
+def read_unigram(path: Path, whose: str) -> SentencePieceModel:
+    """`read`, refusing any model but a Unigram (`whose` says what the file should be: "ALBERT's")."""
+    model = read(path)
+    if model.model_type != UNIGRAM:
+        name = MODEL_TYPE_NAMES.get(model.model_type, str(model.model_type))
+        raise bad_input(path, f"a SentencePiece {name} model; fill-mask reads {whose} Unigram models")
+    return model
+
+
 def _piece(message: memoryview, path: Path, index: int) -> Piece:
     entry = f"pieces[{index}]"
     text, score, kind = None, 0.0, NORMAL
