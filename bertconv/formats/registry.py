@@ -293,6 +293,16 @@ FORMATS: tuple[Format, ...] = (
         fuzz=("family_google/fairseq/roberta/model.pt",),
         containers=("torch",),
     ),
+    # Read-only: fair-esm's ESM-2 `.pt` (fairseq's checkpoint dict, the options under `cfg`);
+    # `--to hf` gives transformers' EsmForMaskedLM. Its names are fairseq's with an ESM's own.
+    Format(
+        target="fair-esm", module=_module("pytorch.fair_esm"), names=("fair-esm",), numerics="hf",
+        specificity=Specificity.CONTENT, output=None,
+        description="a fair-esm ESM-2 .pt (a torch pickle of `model` and fairseq's `cfg`, as esm.pretrained loads)",
+        fixtures=("fair_esm/*",),
+        fuzz=("fair_esm/released/esm2_t2_16_fixture.pt",),
+        containers=("torch",),
+    ),
     # keras-hub presets (save_to_preset): config.json naming a keras_hub> backbone beside its
     # Keras 3 model.weights.h5 and the task's task.weights.h5 (the MLM head). Narrower than
     # "bert4keras", which claims every Keras HDF5 file.

@@ -164,11 +164,11 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
         family=family.model_type,
     )
     stored = {entry.name: entry.tensor for entry in entries}
-    tree.ignored = [_check_rotary_buffer(tree, item, stored) for item in tree.ignored]
+    tree.ignored = [check_rotary_buffer(tree, item, stored) for item in tree.ignored]
     return tree
 
 
-def _check_rotary_buffer(tree: ParameterTree, item: Ignored, stored: dict) -> Ignored:
+def check_rotary_buffer(tree: ParameterTree, item: Ignored, stored: dict) -> Ignored:
     """A stored rotary buffer as set aside, or, where its values are not the ones the config gives
     (an old checkpoint's float16 rounding), unread: transformers computes with the stored values."""
     if item.reason != ROTARY_BUFFER:
