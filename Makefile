@@ -71,6 +71,7 @@ fixtures: $(VENV)/.test $(TF2_VENV)/.done
 	$(BIN)/python fixtures/make_family_google_fixtures.py
 	$(BIN)/python fixtures/make_albert_zh_fixtures.py
 	$(BIN)/python fixtures/make_prenorm_fixtures.py
+	$(BIN)/python fixtures/make_megatron_lm_fixtures.py
 	$(TF2_VENV)/bin/python fixtures/make_tf2_fixtures.py
 	$(TF2_VENV)/bin/python fixtures/make_keras_bert_fixtures.py
 	$(MAKE) $(ORACLE)

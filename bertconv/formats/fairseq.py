@@ -154,13 +154,15 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     )
 
 
-def entries_and_ignored(path: Path, checkpoint: torch_pickle.TorchCheckpoint) -> tuple[list[Entry], list[Ignored]]:
-    """The state dict's tensors, and what is set aside: its other entries, and fairseq's saved state."""
+def entries_and_ignored(path: Path, checkpoint: torch_pickle.TorchCheckpoint,
+                        saved_by: str = "fairseq") -> tuple[list[Entry], list[Ignored]]:
+    """The state dict's tensors, and what is set aside: its other entries, and the state the
+    training library (`saved_by`) saved beside it."""
     entries = [Entry(name, tensor, path, checkpoint.identities.get(name))
                for name, tensor in checkpoint.tensors.items()]
     ignored = [Ignored(f"model/{name}", f"a {value.type_name} in the state dict, not a tensor", value.values)
                for name, value in checkpoint.non_tensors.items()]
-    ignored += [Ignored(name, f"fairseq's saved {name} ({value.type_name}), not a model parameter", value.values)
+    ignored += [Ignored(name, f"{saved_by}'s saved {name} ({value.type_name}), not a model parameter", value.values)
                 for name, value in checkpoint.beside.items()]
     return entries, ignored
 

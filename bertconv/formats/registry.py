@@ -303,6 +303,16 @@ FORMATS: tuple[Format, ...] = (
         fuzz=("fair_esm/released/esm2_t2_16_fixture.pt",),
         containers=("torch",),
     ),
+    # Read-only: NVIDIA Megatron-LM's BERT `model_optim_rng.pt` (a checkpoint directory's
+    # `release/mp_rank_00/`), as transformers' convert_megatron_bert_checkpoint.py reads it.
+    Format(
+        target="megatron-lm", module=_module("pytorch.megatron_lm"), names=("megatron-lm",), numerics="hf",
+        specificity=Specificity.CONTENT, output=None,
+        description="a Megatron-LM BERT model_optim_rng.pt (or a checkpoint directory with release/mp_rank_00/)",
+        fixtures=("megatron_lm/*",),
+        fuzz=("megatron_lm/v3/release/mp_rank_00/model_optim_rng.pt",),
+        containers=("torch",),
+    ),
     # keras-hub presets (save_to_preset): config.json naming a keras_hub> backbone beside its
     # Keras 3 model.weights.h5 and the task's task.weights.h5 (the MLM head). Narrower than
     # "bert4keras", which claims every Keras HDF5 file.
@@ -391,6 +401,10 @@ def container_hints(path: Path) -> frozenset[str]:
                 hints.add("tf-bundle")
         elif entry.name == "variables":
             hints.add("tf-bundle")
+        elif entry.name == "release":  # a Megatron-LM checkpoint directory: release/mp_rank_00/*.pt
+            hints.add("torch")
+    if (path / "latest_checkpointed_iteration.txt").is_file():
+        hints.add("torch")
     return frozenset(hints)
 
 def by_specificity(entries: tuple[Format, ...]) -> tuple[Format, ...]:
