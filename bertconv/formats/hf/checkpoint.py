@@ -252,7 +252,21 @@ def tensors_to_write(tree: ParameterTree) -> list[safetensors_file.TensorSource]
             name = name.removeprefix(family.base + ".")
         tensor = layout.to_format(param.tensor)
         sources.append((name, tensor.dtype, tuple(tensor.shape), tensor))  # lazy: copied or read when written
+    if family.rotary_buffer and tree.config.position_embedding_type == "rotary":
+        sources.append(_rotary_buffer(tree, family.rotary_buffer.removeprefix(family.base + ".") if encoder_only
+                                      else family.rotary_buffer))
     return sources
+
+
+def _rotary_buffer(tree: ParameterTree, name: str) -> safetensors_file.TensorSource:
+    """The inverse frequencies `save_pretrained` writes, float32 [D / 2], from the config (a stored
+    buffer of other values is unread: `check_rotary_buffer`)."""
+    from ...runtime.positions import inverse_frequencies  # noqa: PLC0415 (a rotary model's only)
+    from ...tensor import ArrayTensor  # noqa: PLC0415
+    from ... import dtypes  # noqa: PLC0415
+
+    values = inverse_frequencies(tree.config.rope_theta, tree.config.head_size)
+    return name, dtypes.FLOAT32, values.shape, ArrayTensor(values, dtypes.FLOAT32)
 
 
 def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
