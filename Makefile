@@ -22,8 +22,11 @@ ORACLE := $(ORACLE_VENV)/.oracle
 # keras-hub 0.32 with Keras 3 on TensorFlow (no tf-keras): the oracle for keras-hub presets.
 KERASHUB_VENV := $(CACHE)/kerashub-venv
 KERASHUB := $(KERASHUB_VENV)/.kerashub
+# fair-esm 2.0.0 (pure Python over the test venv's torch): the oracle for fair-esm's ESM-2 .pt files,
+# installed apart so that nothing it pins reaches the test venv.
+FAIR_ESM := $(CACHE)/fair-esm
 
-.PHONY: demo test test-core fuzz bench fixtures clean oracle kerashub
+.PHONY: demo test test-core fuzz bench fixtures clean oracle kerashub fair-esm
 demo: $(VENV)/.core
 	@rm -rf demo-out && mkdir -p demo-out
 	$(BIN)/bertconv convert fixtures/trained/tf demo-out/hf --to hf
@@ -34,6 +37,7 @@ demo: $(VENV)/.core
 test: $(VENV)/.test $(MINILM) $(PROBE_MODELS)/.done
 	$(MAKE) $(ORACLE) || echo "oracle env unavailable: tests that need it will skip"
 	$(MAKE) $(KERASHUB) || echo "keras-hub env unavailable: tests that need it will skip"
+	$(MAKE) $(FAIR_ESM)/.done || echo "fair-esm unavailable: tests that need it will skip"
 	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 # The suite with the core and the test tooling alone: every test that needs more skips, naming it.
@@ -58,6 +62,7 @@ fixtures: $(VENV)/.test $(TF2_VENV)/.done
 	$(BIN)/python fixtures/make_tokenizer_fixtures.py
 	$(BIN)/python fixtures/make_tf_fixtures.py
 	$(BIN)/python fixtures/make_bert4keras_fixtures.py
+	$(MAKE) $(FAIR_ESM)/.done && PYTHONPATH=$(FAIR_ESM) $(BIN)/python fixtures/make_fair_esm_fixtures.py
 	$(BIN)/python fixtures/make_bert4keras_pretraining_fixtures.py
 	$(BIN)/python fixtures/make_bert4keras_position_fixtures.py
 	$(BIN)/python fixtures/make_verify_fixtures.py
@@ -70,6 +75,7 @@ fixtures: $(VENV)/.test $(TF2_VENV)/.done
 	$(BIN)/python fixtures/make_modernbert_fixtures.py
 	$(BIN)/python fixtures/make_roformer_fixtures.py
 	$(BIN)/python fixtures/make_deberta_fixtures.py
+	$(BIN)/python fixtures/make_megatron_lm_fixtures.py
 	$(TF2_VENV)/bin/python fixtures/make_tf2_fixtures.py
 	$(TF2_VENV)/bin/python fixtures/make_keras_bert_fixtures.py
 	$(MAKE) $(ORACLE)
@@ -140,6 +146,12 @@ $(KERASHUB):
 	touch $@
 
 kerashub: $(KERASHUB)
+
+$(FAIR_ESM)/.done: $(VENV)/.test
+	$(BIN)/pip install -q --no-deps --target $(FAIR_ESM) fair-esm==2.0.0
+	touch $@
+
+fair-esm: $(FAIR_ESM)/.done
 
 clean:
 	rm -rf $(VENV) $(CACHE) demo-out

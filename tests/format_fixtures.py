@@ -12,7 +12,8 @@ from pathlib import Path
 from bertconv.formats.registry import Format
 
 FIXTURES_OF: dict[str, tuple[str, ...]] = {
-    "hf": ("hf/*", "family_hf/*/*", "prenorm/*/*", "modernbert/*", "roformer/hf/*", "nezha/hf/*"),
+    "hf": ("hf/*", "family_hf/*/*", "prenorm/*/*", "modernbert/*", "roformer/hf/*", "nezha/hf/*",
+           "deberta/*/*"),
     "tf": ("tf/*", "tf_hub/*", "family_google/tf/*", "albert_zh/tf"),
     "bert4keras": (
         "bert4keras/*",
@@ -31,6 +32,8 @@ FIXTURES_OF: dict[str, tuple[str, ...]] = {
     "keras-bert": ("keras_bert/*/*.h5",),
     "fairseq": ("family_google/fairseq/*",),
     "keras-hub": ("keras_hub/*",),
+    "fair-esm": ("fair_esm/*",),
+    "megatron-lm": ("megatron_lm/*",),
 }
 
 FUZZ_OF: dict[str, tuple[str, ...]] = {
@@ -54,6 +57,8 @@ FUZZ_OF: dict[str, tuple[str, ...]] = {
     "keras-bert": ("keras_bert/pretraining/weights.h5",),
     "fairseq": ("family_google/fairseq/roberta/model.pt",),
     "keras-hub": ("keras_hub/bert/model.weights.h5", "keras_hub/bert/task.weights.h5"),
+    "fair-esm": ("fair_esm/released/esm2_t2_16_fixture.pt",),
+    "megatron-lm": ("megatron_lm/v3/release/mp_rank_00/model_optim_rng.pt",),
 }
 
 

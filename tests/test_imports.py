@@ -67,8 +67,11 @@ def test_importing_the_cli_imports_no_format_module():
 #: object checkpoint module uses bert4keras' table).
 AUDITS = {
     "hf/pretraining/model.safetensors": {"bertconv.formats.hf.checkpoint"},
-    "hf/pretraining_bin/pytorch_model.bin": {"bertconv.formats.hf.checkpoint", "bertconv.formats.fairseq"},
-    "hf/legacy_bin/pytorch_model.bin": {"bertconv.formats.hf.checkpoint", "bertconv.formats.fairseq", "bertconv.formats.hf.flax"},
+    "hf/pretraining_bin/pytorch_model.bin": {"bertconv.formats.hf.checkpoint", "bertconv.formats.fairseq",
+                                             "bertconv.formats.pytorch.fair_esm", "bertconv.formats.pytorch.megatron_lm"},
+    "hf/legacy_bin/pytorch_model.bin": {"bertconv.formats.hf.checkpoint", "bertconv.formats.fairseq",
+                                        "bertconv.formats.pytorch.fair_esm", "bertconv.formats.pytorch.megatron_lm",
+                                        "bertconv.formats.hf.flax"},
     "tf/full": {"bertconv.formats.tensorflow.google", "bertconv.formats.keras.bert4keras_objects", "bertconv.formats.tensorflow.model_garden",
                 "bertconv.formats.tensorflow.hub_savedmodel", "bertconv.formats.tensorflow.bert_for_tf2", "bertconv.formats.keras.bert4keras"},
 }

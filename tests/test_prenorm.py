@@ -75,6 +75,15 @@ def test_megatron_hf_round_trip_is_byte_identical_to_save_pretrained(name, tmp_p
     assert config["architectures"] == [json.loads((MEGATRON / name / "config.json").read_text())["architectures"][0]]
 
 
+def test_esm_hf_output_is_byte_identical_to_save_pretrained(tmp_path):
+    """transformers 5 saves ESM's layer norms as `LayerNorm.gamma` / `.beta` and one rotary buffer
+    under `esm.encoder.layer.*.attention.self.rotary_embeddings.inv_freq` (its conversion mapping,
+    reversed): written so, the file is save_pretrained's byte for byte."""
+    out = tmp_path / "out"
+    assert run_in_process("convert", ESM, out, "--to", "hf").exit_code == 0
+    assert (out / "model.safetensors").read_bytes() == (ESM / "model.safetensors").read_bytes()
+
+
 def test_esm_hf_output_computes_the_source_in_transformers_5(tmp_path):
     out = tmp_path / "out"
     assert run_in_process("convert", ESM, out, "--to", "hf").exit_code == 0

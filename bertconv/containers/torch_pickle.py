@@ -105,6 +105,8 @@ _ALLOWED = {
     # fairseq's `args` (see NamespaceStandIn): recorded, never an argparse object.
     ("argparse", "Namespace"): NamespaceStandIn,
     ("collections", "OrderedDict"): _ordered_dict,
+    # Megatron-LM's `args` state its `params_dtype`: a torch dtype, recorded by its name.
+    **{("torch", name): f"torch.{name}" for name in ("float16", "bfloat16", "float32")},
     ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor,
     ("torch._utils", "_rebuild_tensor"): _rebuild_tensor,
     ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
@@ -246,8 +248,9 @@ def looks_like_torch(path: Path) -> bool:
     return head == ZIP_MAGIC or head[:1] == b"\x80"
 
 
-def read_checkpoint(path: Path) -> TorchCheckpoint:
-    """Read a torch state dict's layout (names, dtypes, shapes, storage spans) safely."""
+def read_checkpoint(path: Path, *, arrange=None) -> TorchCheckpoint:
+    """Read a torch state dict's layout (names, dtypes, shapes, storage spans) safely. `arrange`, if
+    given, maps the unpickled object to the one read (a library's nested state dict flattened)."""
     path = Path(path)
     try:
         with open(path, "rb") as f:
@@ -260,7 +263,7 @@ def read_checkpoint(path: Path) -> TorchCheckpoint:
         records, spans = _read_legacy(path)
     else:
         raise bad_input(path, "not a torch checkpoint (neither a zip archive nor a pickle)")
-    return _assemble(path, records, spans)
+    return _assemble(path, records if arrange is None else arrange(records), spans)
 
 
 #: Keys under which training scripts save a model's state dict beside their own state, in the

@@ -49,15 +49,18 @@ DEFAULT_ACTIVATION = "gelu"
 LAYER_NORM_EPS = 1e-5
 #: The top-level prefixes of the encoder's names, newer and older fairseq.
 SCOPES = ("encoder.", "decoder.")
+#: Names only fair-esm's ESM models hold (a final norm, rotary buffers): fairseq checkpoints too,
+#: read by formats/pytorch/fair_esm.py.
+ESM_MARKS = ("emb_layer_norm_after.", "rot_emb.inv_freq")
 _ACTIVATIONS = {"gelu": "gelu", "gelu_accurate": "gelu_tanh", "gelu_fast": "gelu_tanh", "relu": "relu"}
 
 
-def _linear(canonical: str, name: str) -> tuple[Row, ...]:
+def linear_rows(canonical: str, name: str) -> tuple[Row, ...]:
     """A torch Linear: weight [out, in], the canonical kernel transposed."""
     return (Row(f"{canonical}.kernel", f"{name}.weight", TRANSPOSE), Row(f"{canonical}.bias", f"{name}.bias"))
 
 
-def _norm(canonical: str, name: str, legacy: str | None = None) -> tuple[Row, ...]:
+def norm_rows(canonical: str, name: str, legacy: str | None = None) -> tuple[Row, ...]:
     return (Row(f"{canonical}.gamma", f"{name}.weight", legacy=(f"{legacy}.weight",) if legacy else ()),
             Row(f"{canonical}.beta", f"{name}.bias", legacy=(f"{legacy}.bias",) if legacy else ()))
 
@@ -67,17 +70,17 @@ _LAYER = "sentence_encoder.layers.{i}"
 TABLE = Table("fairseq", (
     Row("embeddings.word", "sentence_encoder.embed_tokens.weight"),
     Row("embeddings.position", "sentence_encoder.embed_positions.weight"),
-    *_norm("embeddings.norm", "sentence_encoder.layernorm_embedding", legacy="sentence_encoder.emb_layer_norm"),
-    *_linear("layers.{i}.attention.query", f"{_LAYER}.self_attn.q_proj"),
-    *_linear("layers.{i}.attention.key", f"{_LAYER}.self_attn.k_proj"),
-    *_linear("layers.{i}.attention.value", f"{_LAYER}.self_attn.v_proj"),
-    *_linear("layers.{i}.attention.output", f"{_LAYER}.self_attn.out_proj"),
-    *_norm("layers.{i}.attention_norm", f"{_LAYER}.self_attn_layer_norm"),
-    *_linear("layers.{i}.ffn.intermediate", f"{_LAYER}.fc1"),
-    *_linear("layers.{i}.ffn.output", f"{_LAYER}.fc2"),
-    *_norm("layers.{i}.ffn_norm", f"{_LAYER}.final_layer_norm"),
-    *_linear("mlm.transform", "lm_head.dense"),
-    *_norm("mlm.norm", "lm_head.layer_norm"),
+    *norm_rows("embeddings.norm", "sentence_encoder.layernorm_embedding", legacy="sentence_encoder.emb_layer_norm"),
+    *linear_rows("layers.{i}.attention.query", f"{_LAYER}.self_attn.q_proj"),
+    *linear_rows("layers.{i}.attention.key", f"{_LAYER}.self_attn.k_proj"),
+    *linear_rows("layers.{i}.attention.value", f"{_LAYER}.self_attn.v_proj"),
+    *linear_rows("layers.{i}.attention.output", f"{_LAYER}.self_attn.out_proj"),
+    *norm_rows("layers.{i}.attention_norm", f"{_LAYER}.self_attn_layer_norm"),
+    *linear_rows("layers.{i}.ffn.intermediate", f"{_LAYER}.fc1"),
+    *linear_rows("layers.{i}.ffn.output", f"{_LAYER}.fc2"),
+    *norm_rows("layers.{i}.ffn_norm", f"{_LAYER}.final_layer_norm"),
+    *linear_rows("mlm.transform", "lm_head.dense"),
+    *norm_rows("mlm.norm", "lm_head.layer_norm"),
     Row("mlm.output_bias", "lm_head.bias"),
     Row("mlm.decoder", "lm_head.weight"),
 ), skips=(  # matched against the file's names, scope included
@@ -100,19 +103,30 @@ def _unscoped(name: str) -> str:
 def sniff(path: Path) -> str | None:
     """A torch pickle of a dict with fairseq's options (`args` or `cfg`) beside a `model` state
     dict holding a RoBERTa's `sentence_encoder` names."""
+    return FORMAT if claims(path, _is_fairseq) else None
+
+
+def claims(path: Path, holds) -> bool:
+    """Whether `path` is a fairseq save (a torch pickle of `model` beside `args` or `cfg`) whose
+    checkpoint `holds` (a predicate) says is the caller's model."""
     path = Path(path)
     if not path.is_file() or not torch_pickle.looks_like_torch(path):
-        return None
+        return False
     try:
         checkpoint = torch_pickle.read_checkpoint(path)
     except BadInput:
-        return None
-    return FORMAT if _is_fairseq(checkpoint) else None
+        return False
+    return is_save(checkpoint) and holds(checkpoint)
+
+
+def is_save(checkpoint: torch_pickle.TorchCheckpoint) -> bool:
+    """`checkpoint_utils.save_state`'s dict: the state dict under `model`, the options beside it."""
+    return checkpoint.wrapper == "model" and bool({"args", "cfg"} & set(checkpoint.beside))
 
 
 def _is_fairseq(checkpoint: torch_pickle.TorchCheckpoint) -> bool:
-    return (checkpoint.wrapper == "model" and bool({"args", "cfg"} & set(checkpoint.beside))
-            and any(TABLE.match(_unscoped(name)) for name in checkpoint.tensors))
+    return (any(TABLE.match(_unscoped(name)) for name in checkpoint.tensors)
+            and not any(mark in name for name in checkpoint.tensors for mark in ESM_MARKS))
 
 
 def candidates(directory: Path) -> list[Path]:
@@ -126,15 +140,10 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     """Read a fairseq RoBERTa checkpoint's layout (no tensor data) and its options."""
     path = Path(path)
     checkpoint = torch_pickle.read_checkpoint(path)
-    if not _is_fairseq(checkpoint):
+    if not (is_save(checkpoint) and _is_fairseq(checkpoint)):
         raise bad_input(path, "is not a fairseq RoBERTa checkpoint: expected a dict with `model` (a state dict "
                               "with encoder.sentence_encoder.* names) beside `args` or `cfg`")
-    entries = [Entry(name, tensor, path, checkpoint.identities.get(name))
-               for name, tensor in checkpoint.tensors.items()]
-    ignored = [Ignored(f"model/{name}", f"a {value.type_name} in the state dict, not a tensor", value.values)
-               for name, value in checkpoint.non_tensors.items()]
-    ignored += [Ignored(name, f"fairseq's saved {name} ({value.type_name}), not a model parameter", value.values)
-                for name, value in checkpoint.beside.items()]
+    entries, ignored = entries_and_ignored(path, checkpoint)
     options = _options(path, checkpoint)
     config = (config_beside(path.parent, config_path, (), activation=DEFAULT_ACTIVATION, family="roberta")
               or _config_from_options(path, options, checkpoint))
@@ -143,6 +152,19 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
         default_activation=DEFAULT_ACTIVATION, num_heads=num_heads, files=[path], extra_ignored=ignored,
         rename=_unscoped, family="roberta",
     )
+
+
+def entries_and_ignored(path: Path, checkpoint: torch_pickle.TorchCheckpoint,
+                        saved_by: str = "fairseq") -> tuple[list[Entry], list[Ignored]]:
+    """The state dict's tensors, and what is set aside: its other entries, and the state the
+    training library (`saved_by`) saved beside it."""
+    entries = [Entry(name, tensor, path, checkpoint.identities.get(name))
+               for name, tensor in checkpoint.tensors.items()]
+    ignored = [Ignored(f"model/{name}", f"a {value.type_name} in the state dict, not a tensor", value.values)
+               for name, value in checkpoint.non_tensors.items()]
+    ignored += [Ignored(name, f"{saved_by}'s saved {name} ({value.type_name}), not a model parameter", value.values)
+                for name, value in checkpoint.beside.items()]
+    return entries, ignored
 
 
 def _options(path: Path, checkpoint: torch_pickle.TorchCheckpoint) -> dict:

@@ -257,6 +257,22 @@ FORMATS: tuple[Format, ...] = (
         description="a fairseq RoBERTa model.pt (a torch pickle of `model` and its `args` / `cfg`)",
         containers=("torch",),
     ),
+    # Read-only: fair-esm's ESM-2 `.pt` (fairseq's checkpoint dict, the options under `cfg`);
+    # `--to hf` gives transformers' EsmForMaskedLM. Its names are fairseq's with an ESM's own.
+    Format(
+        target="fair-esm", module=_module("pytorch.fair_esm"), names=("fair-esm",), numerics="hf",
+        specificity=Specificity.CONTENT, output=None,
+        description="a fair-esm ESM-2 .pt (a torch pickle of `model` and fairseq's `cfg`, as esm.pretrained loads)",
+        containers=("torch",),
+    ),
+    # Read-only: NVIDIA Megatron-LM's BERT `model_optim_rng.pt` (a checkpoint directory's
+    # `release/mp_rank_00/`), as transformers' convert_megatron_bert_checkpoint.py reads it.
+    Format(
+        target="megatron-lm", module=_module("pytorch.megatron_lm"), names=("megatron-lm",), numerics="hf",
+        specificity=Specificity.CONTENT, output=None,
+        description="a Megatron-LM BERT model_optim_rng.pt (or a checkpoint directory with release/mp_rank_00/)",
+        containers=("torch",),
+    ),
     # keras-hub presets (save_to_preset): config.json naming a keras_hub> backbone beside its
     # Keras 3 model.weights.h5 and the task's task.weights.h5 (the MLM head). Narrower than
     # "bert4keras", which claims every Keras HDF5 file.
@@ -342,6 +358,10 @@ def container_hints(path: Path) -> frozenset[str]:
                 hints.add("tf-bundle")
         elif entry.name == "variables":
             hints.add("tf-bundle")
+        elif entry.name == "release":  # a Megatron-LM checkpoint directory: release/mp_rank_00/*.pt
+            hints.add("torch")
+    if (path / "latest_checkpointed_iteration.txt").is_file():
+        hints.add("torch")
     return frozenset(hints)
 
 def by_specificity(entries: tuple[Format, ...]) -> tuple[Format, ...]:

@@ -166,12 +166,12 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
         family=family.model_type,
     )
     stored = {entry.name: entry.tensor for entry in entries}
-    tree.ignored = [_check_rotary_buffer(tree, item, stored) for item in tree.ignored]
+    tree.ignored = [check_rotary_buffer(tree, item, stored) for item in tree.ignored]
     tree.ignored = [_check_sinusoid_table(tree, item, stored) for item in tree.ignored]
     return head_layouts.settled(tree, family.layout_of(names))
 
 
-def _check_rotary_buffer(tree: ParameterTree, item: Ignored, stored: dict) -> Ignored:
+def check_rotary_buffer(tree: ParameterTree, item: Ignored, stored: dict) -> Ignored:
     """A stored rotary buffer as set aside, or, where its values are not the ones the config gives
     (an old checkpoint's float16 rounding), unread: transformers computes with the stored values."""
     if item.reason != ROTARY_BUFFER:
@@ -292,7 +292,21 @@ def tensors_to_write(tree: ParameterTree) -> list[safetensors_file.TensorSource]
             name = name.removeprefix(family.base + ".")
         tensor = layout.to_format(param.tensor)
         sources.append((name, tensor.dtype, tuple(tensor.shape), tensor))  # lazy: copied or read when written
+    if family.rotary_buffer and tree.config.position_embedding_type == "rotary":
+        sources.append(_rotary_buffer(tree, family.rotary_buffer.removeprefix(family.base + ".") if encoder_only
+                                      else family.rotary_buffer))
     return sources + _sinusoid_source(tree, family, encoder_only)
+
+
+def _rotary_buffer(tree: ParameterTree, name: str) -> safetensors_file.TensorSource:
+    """The inverse frequencies `save_pretrained` writes, float32 [D / 2], from the config (a stored
+    buffer of other values is unread: `check_rotary_buffer`)."""
+    from ...runtime.positions import inverse_frequencies  # noqa: PLC0415 (a rotary model's only)
+    from ...tensor import ArrayTensor  # noqa: PLC0415
+    from ... import dtypes  # noqa: PLC0415
+
+    values = inverse_frequencies(tree.config.rope_theta, tree.config.head_size)
+    return name, dtypes.FLOAT32, values.shape, ArrayTensor(values, dtypes.FLOAT32)
 
 
 def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:

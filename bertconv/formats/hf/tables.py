@@ -180,18 +180,27 @@ DISTILBERT_TABLE = Table("hf", (
 #: transformers `MegatronBertForPreTraining` / `ForMaskedLM` / `Model`: BERT's names and heads, its
 #: pre-LayerNorm encoder's norms before attention (`attention.ln`) and the FFN (`ln`), the final
 #: `encoder.ln`, no embedding LayerNorm.
-def _pre_norm_layer_rows(layer: str, attention_norm: str, ffn_norm: str) -> tuple[Row, ...]:
+def _pre_norm_layer_rows(layer: str, attention_norm: str, ffn_norm: str, norm_rows=_norm_rows) -> tuple[Row, ...]:
     """One pre-LayerNorm layer of BERT's module names (Megatron-BERT's, ESM's), its two norms named
-    under `layer`: the one before attention and the one before the FFN."""
+    under `layer`: the one before attention and the one before the FFN (spelled by `norm_rows`)."""
     return (
         *_linear_rows("layers.{i}.attention.query", f"{layer}.attention.self.query"),
         *_linear_rows("layers.{i}.attention.key", f"{layer}.attention.self.key"),
         *_linear_rows("layers.{i}.attention.value", f"{layer}.attention.self.value"),
         *_linear_rows("layers.{i}.attention.output", f"{layer}.attention.output.dense"),
-        *_norm_rows("layers.{i}.attention_norm", f"{layer}.{attention_norm}"),
+        *norm_rows("layers.{i}.attention_norm", f"{layer}.{attention_norm}"),
         *_linear_rows("layers.{i}.ffn.intermediate", f"{layer}.intermediate.dense"),
         *_linear_rows("layers.{i}.ffn.output", f"{layer}.output.dense"),
-        *_norm_rows("layers.{i}.ffn_norm", f"{layer}.{ffn_norm}"),
+        *norm_rows("layers.{i}.ffn_norm", f"{layer}.{ffn_norm}"),
+    )
+
+
+def _gamma_beta_rows(canonical: str, name: str) -> tuple[Row, ...]:
+    """A LayerNorm as transformers 5 saves ESM's `LayerNorm` modules: `gamma` and `beta` (ESM's
+    conversion mapping keeps the legacy renaming to `weight` / `bias`, which saving reverses)."""
+    return (
+        Row(f"{canonical}.gamma", f"{name}.gamma", legacy=(f"{name}.weight",)),
+        Row(f"{canonical}.beta", f"{name}.beta", legacy=(f"{name}.bias",)),
     )
 
 
@@ -212,7 +221,7 @@ ESM_TABLE = Table("hf", (
     Row("embeddings.word", "esm.embeddings.word_embeddings.weight"),
     Row("embeddings.position", "esm.embeddings.position_embeddings.weight"),
     *_norm_rows("embeddings.norm", "esm.embeddings.layer_norm"),
-    *_pre_norm_layer_rows("esm.encoder.layer.{i}", "attention.LayerNorm", "LayerNorm"),
+    *_pre_norm_layer_rows("esm.encoder.layer.{i}", "attention.LayerNorm", "LayerNorm", _gamma_beta_rows),
     *_norm_rows("final_norm", "esm.encoder.emb_layer_norm_after"),
     *_linear_rows("pooler", "esm.pooler.dense"),
     *_linear_rows("contact", "esm.contact_head.regression"),
@@ -348,6 +357,8 @@ class Family:
         (RoFormer's frozen `embed_positions`, [P, D]), computed when written; None for the others.
       layouts: the head layouts of its files, the default (`table`'s) first, when it has several
         (DeBERTa-v2's `cls.predictions` and `lm_predictions`).
+      rotary_buffer: the name `save_pretrained` writes a rotary model's inverse frequencies under
+        (transformers 5 ESM's one `inv_freq`, spelled as its conversion mapping reverses it).
     """
 
     model_type: str
@@ -356,6 +367,7 @@ class Family:
     head_prefixes: tuple[str, ...]
     sinusoid_table: str | None = None
     layouts: tuple[HeadLayout, ...] = ()
+    rotary_buffer: str | None = None
 
     def layout_of(self, names: list[str]) -> HeadLayout | None:
         """The head layout whose prefix a file's names hold (the default when none does), or None
@@ -393,7 +405,8 @@ FAMILIES: dict[str, Family] = {family.model_type: family for family in (
     Family("distilbert", DISTILBERT_TABLE, "distilbert", ("vocab_transform.", "vocab_layer_norm.",
                                                           "vocab_projector.")),
     Family("megatron-bert", MEGATRON_TABLE, "bert", ("cls.",)),
-    Family("esm", ESM_TABLE, "esm", ("lm_head.",)),
+    Family("esm", ESM_TABLE, "esm", ("lm_head.",),
+           rotary_buffer="esm.encoder.layer.*.attention.self.rotary_embeddings.inv_freq"),
     Family("modernbert", MODERNBERT_TABLE, "model", ("head.", "decoder.")),
     Family("nezha", NEZHA_TABLE, "nezha", ("cls.",)),
     Family("roformer", ROFORMER_TABLE, "roformer", ("cls.",), "roformer.encoder.embed_positions.weight"),

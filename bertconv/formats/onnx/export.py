@@ -102,8 +102,7 @@ def write(tree: "ParameterTree", directory: Path, *, options) -> list[Path]:
     missing = onnx_graph.not_computed(tree.config)
     if missing:
         values = ", ".join(f"{field} {getattr(tree.config, field)!r}" for field in missing)
-        raise bad_input(tree.path, f"the ONNX export does not compute a model with {values} yet (its graph is "
-                                   f"BERT's post-LayerNorm encoder with learned positions); nothing was written")
+        raise bad_input(tree.path, f"the ONNX export does not compute a model with {values} yet; nothing was written")
     precision = onnx_graph.Precision(options.dtype or "float32")
     graph = onnx_graph.build(tree.config, _numerics(tree), plan.decoder, plan.decoder_bias, precision)
     nbytes = sum(int(np.prod(tree[name].tensor.shape)) * init.dtype.itemsize

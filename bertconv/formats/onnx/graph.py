@@ -8,21 +8,24 @@ The graph computes what `NumpyBert.encode` and `NumpyBert.mlm_logits` compute, f
 config and `Numerics`, in the same order of operations:
   inputs:     input_ids, attention_mask int64 [B, S] (1: a token, 0: padding), and token_type_ids
               int64 [B, S] when the model has token types (type_vocab_size > 0); B and S dynamic
-  embeddings: word[ids] (@ word projection) + token_type[types] + position[rows], LayerNorm
-              (rows 0..S-1, or RoBERTa's rows counted past the padding id; none with relative
-              positions), then the E -> H projection where the config has one
-  layers:     LN(x + attention(x)), LN(x + FFN(x)) in `config.layer_schedule()` order, the
-              shared layers of ALBERT reading the same initializers each time; attention adds
-              the relative terms before or after the scale as the family says, and the mask
-              adder (`Numerics.mask_value` of float32) where a key is padding or, in a causal
-              model, after the query
+  embeddings: word[ids] (ESM's token dropout: <mask> vectors zeroed, all rescaled; @ word
+              projection) + token_type[types] + position[rows], LayerNorm where the family has
+              one (rows 0..S-1, or RoBERTa's rows counted past the padding id; none with
+              relative or rotary positions), then the E -> H projection where the config has one
+  layers:     LN(x + attention(x)), LN(x + FFN(x)) in `config.layer_schedule()` order, or
+              pre-LayerNorm x + attention(LN(x)), x + FFN(LN(x)) and a final LN (Megatron-BERT,
+              ESM); the shared layers of ALBERT read the same initializers each time; attention
+              rotates queries and keys by position (rotary), adds the relative terms before or
+              after the scale as the family says, and the mask adder (`Numerics.mask_value` of
+              float32) where a key is padding or, in a causal model, after the query
   MLM head:   LN(act(h @ transform + b)) (@ word projection^T) @ decoder^T + bias  -> logits [B, S, V]
 The decoder of a tied model is the word-embedding initializer itself (one tensor, read twice).
 
 float16 (`Precision.FLOAT16`): weights are stored and multiplied in float16, while every
 LayerNorm (its input sum, gamma and beta included) and the attention softmax (scores, scale,
-mask adder and relative terms) are computed in float32, with casts around them; the logits are
-returned as float32 in both precisions.
+mask adder and relative terms) are computed in float32, with casts around them, and so are the
+rotary rotation, the token-dropout rescaling and a pre-LayerNorm encoder's residual stream (which
+grows layer by layer, unnormalized); the logits are returned as float32 in both precisions.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ from onnx import NodeProto, TensorProto, ValueInfoProto, helper, numpy_helper
 from ... import families
 from ...config import BertConfig
 from ...runtime.numerics import GELU_ERF, GELU_TANH, GELU_TANH_CUBIC, GELU_TANH_SCALE, RELU, Numerics
+from ...runtime.positions import inverse_frequencies
+from ...runtime.token_dropout import MASK_RATIO_TRAIN
 
 #: LayerNormalization entered the default domain at opset 17.
 OPSET = 17
@@ -90,12 +95,11 @@ class Graph:
 #: refused by name rather than exported as another model (the check after writing would catch
 #: it too, but only after the work, and only on the inputs it tries).
 NOT_COMPUTED = (
-    ("pre_layer_norm", lambda config: config.pre_layer_norm),
-    ("final_layer_norm", lambda config: config.final_layer_norm),
-    ("embedding_layer_norm", lambda config: not config.embedding_layer_norm),
-    ("position_embedding_type", lambda config: not config.position_table),
+    # RoFormer's rotation of adjacent pairs and NEZHA's functional relative positions (ESM's
+    # rotary halves are built).
+    ("position_embedding_type", lambda config: config.position_embedding_type in ("rotary_interleaved",
+                                                                                "sinusoidal_relative")),
     ("rotary_value", lambda config: config.rotary_value),
-    ("token_dropout", lambda config: config.token_dropout),
     # ModernBERT's sliding-window layers, GeGLU, bias-free layers and bare first layer.
     ("local_attention_layers", lambda config: bool(config.local_attention_layers)),
     ("gated_ffn", lambda config: config.gated_ffn),
@@ -203,11 +207,15 @@ class _Builder:
         mask = self._input(ATTENTION_MASK)
         types = self._input(TOKEN_TYPE_IDS) if config.type_vocab_size else None
         seq_len = self.op("Shape", ids, start=1, end=2)  # [1]: S
-        x = self.embeddings(ids, types, seq_len)
+        x = self.embeddings(ids, types, mask, seq_len)
         adder = self.mask_adder(mask, seq_len)
-        distances = self.distance_index(seq_len) if config.relative_positions else None
+        positions = (self.distance_index(seq_len) if config.relative_positions else
+                     self.rotary_tables(seq_len) if config.rotary_positions else None)
+        layer_step = self.pre_norm_layer if config.pre_layer_norm else self.layer
         for layer in config.layer_schedule():
-            x = self.layer(x, adder, distances, seq_len, f"layers.{layer}")
+            x = layer_step(x, adder, positions, f"layers.{layer}")
+        if config.final_layer_norm:
+            x = self.layer_norm([x], "final_norm")
         logits = self.float32(self.mlm_logits(x, decoder, decoder_bias))
         self.graph.nodes.append(helper.make_node("Identity", [logits], [LOGITS], name="logits"))
         self.graph.outputs.append(helper.make_tensor_value_info(LOGITS, TensorProto.FLOAT,
@@ -218,19 +226,39 @@ class _Builder:
         self.graph.inputs.append(helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "sequence"]))
         return name
 
-    def embeddings(self, ids: str, types: str | None, seq_len: str) -> str:
+    def embeddings(self, ids: str, types: str | None, mask: str, seq_len: str) -> str:
         """[B, S] ids -> [B, S, H] (`NumpyBert.encode` before the layers)."""
         config = self.config
         x = self.op("Gather", self.weight("embeddings.word"), ids)  # [B, S, E]
+        if config.token_dropout:
+            x = self.token_dropout(x, ids, mask)
         if config.word_projection:
             x = self.op("MatMul", x, self.weight("embeddings.word_projection.kernel"))  # [B, S, H]
         terms = [x]
         if types is not None:
             terms.append(self.op("Gather", self.weight("embeddings.token_type"), types))
-        if not config.relative_positions:
+        if config.position_table and not config.relative_positions:
             terms.append(self.op("Gather", self.weight("embeddings.position"), self.position_ids(ids, seq_len)))
-        x = self.layer_norm(terms, "embeddings.norm")  # [B, S, W]
+        if config.embedding_layer_norm:
+            x = self.layer_norm(terms, "embeddings.norm")  # [B, S, W]
+        else:  # summed in float32, as the norm would sum them
+            x = self.float32(terms[0])
+            for term in terms[1:]:
+                x = self.op("Add", x, self.float32(term))
+            x = self.compute_dtype(x)
         return self.dense(x, "embeddings.projection") if config.embedding_projection else x
+
+    def token_dropout(self, x: str, ids: str, mask: str) -> str:
+        """ESM's rescaling of the word vectors [B, S, E] (`runtime.token_dropout`): those of <mask>
+        zeroed, then all times (1 - 0.15 * 0.8) / (1 - the sequence's ratio of <mask> tokens), in float32."""
+        masked = self.op("Equal", ids, self.constant(self.config.mask_token_id, np.int64))  # [B, S]
+        last = self.constant([-1], np.int64)
+        count = self.op("ReduceSum", self.op("Cast", masked, to=TensorProto.FLOAT), last, keepdims=1)  # [B, 1]
+        length = self.op("ReduceSum", self.op("Cast", mask, to=TensorProto.FLOAT), last, keepdims=1)
+        observed = self.op("Sub", self.constant(1.0, np.float32), self.op("Div", count, length))
+        zeroed = self.op("Where", self.op("Unsqueeze", masked, last), self.constant(0.0, np.float32), self.float32(x))
+        scaled = self.op("Mul", zeroed, self.constant(1 - MASK_RATIO_TRAIN, np.float32))
+        return self.compute_dtype(self.op("Div", scaled, self.op("Unsqueeze", observed, last)))
 
     def position_ids(self, ids: str, seq_len: str) -> str:
         """The position-table rows (`runtime.inputs.position_ids`): [S] 0..S-1 (broadcast over the
@@ -271,15 +299,44 @@ class _Builder:
         end = self.op("Add", self.op("Add", first, seq_len), last)  # first + 2S - 1
         return first, end, index
 
-    def layer(self, x: str, adder: str, distances, seq_len: str, prefix: str) -> str:
+    def rotary_tables(self, seq_len: str) -> tuple[str, str]:
+        """float32 cos and sin [S, D] of every position's angles, the F angles twice
+        (`runtime.positions.rotary_tables`)."""
+        positions = self.op("Cast", self.arange(seq_len), to=TensorProto.FLOAT)
+        frequencies = self.constant(inverse_frequencies(self.config.rope_theta, self.config.head_size), np.float32)
+        angles = self.op("Mul", self.op("Unsqueeze", positions, self.constant([1], np.int64)), frequencies)  # [S, F]
+        both = self.op("Concat", angles, angles, axis=-1)
+        return self.op("Cos", both), self.op("Sin", both)
+
+    def rotate(self, t: str, tables: tuple[str, str]) -> str:
+        """Queries or keys [B, A, S, D] rotated by position, in float32: t cos + [-t[F:], t[:F]] sin."""
+        cos, sin = tables
+        half = self.config.head_size // 2
+        t = self.float32(t)
+        axis, start, middle, end = (self.constant([v], np.int64) for v in (-1, 0, half, 2 * half))
+        turned = self.op("Concat", self.op("Neg", self.op("Slice", t, middle, end, axis)),
+                         self.op("Slice", t, start, middle, axis), axis=-1)
+        return self.compute_dtype(self.op("Add", self.op("Mul", t, cos), self.op("Mul", turned, sin)))
+
+    def pre_norm_layer(self, x: str, adder: str, positions, prefix: str) -> str:
+        """One pre-LayerNorm layer (Megatron-BERT, ESM): x + attention(LN(x)), then x + FFN(LN(x)),
+        the residual stream in float32."""
+        x = self.float32(x)
+        normed = self.layer_norm([x], f"{prefix}.attention_norm")
+        x = self.op("Add", x, self.float32(self.attention(normed, adder, positions, f"{prefix}.attention")))
+        hidden = self.activation(self.dense(self.layer_norm([x], f"{prefix}.ffn_norm"), f"{prefix}.ffn.intermediate"))
+        return self.op("Add", x, self.float32(self.dense(hidden, f"{prefix}.ffn.output")))
+
+    def layer(self, x: str, adder: str, distances, prefix: str) -> str:
         """One encoder layer: [B, S, H] -> [B, S, H]."""
         attended = self.attention(x, adder, distances, f"{prefix}.attention")
         x = self.layer_norm([x, attended], f"{prefix}.attention_norm")
         hidden = self.activation(self.dense(x, f"{prefix}.ffn.intermediate"))  # [B, S, I]
         return self.layer_norm([x, self.dense(hidden, f"{prefix}.ffn.output")], f"{prefix}.ffn_norm")
 
-    def attention(self, x: str, adder: str, distances, prefix: str) -> str:
-        """Multi-head self-attention with its output projection (`NumpyBert._attention`)."""
+    def attention(self, x: str, adder: str, positions, prefix: str) -> str:
+        """Multi-head self-attention with its output projection (`NumpyBert._attention`);
+        `positions` the rotary tables or the relative distances' index, if the model has them."""
         heads = self.config.num_attention_heads
         width = self.config.hidden_size // heads
         split = self.constant([0, 0, heads, width], np.int64)
@@ -290,6 +347,9 @@ class _Builder:
         query = by_head(self.dense(x, f"{prefix}.query"))
         key = by_head(self.dense(x, f"{prefix}.key"))
         value = by_head(self.dense(x, f"{prefix}.value"))
+        distances = positions if self.config.relative_positions else None
+        if self.config.rotary_positions:
+            query, key = self.rotate(query, positions), self.rotate(key, positions)
         scores = self.float32(self.op("MatMul", query, self.op("Transpose", key, perm=[0, 1, 3, 2])))  # [B, A, S, S]
         scaled = families.of(self.config).relative_terms_scaled
         if distances is not None and scaled:
