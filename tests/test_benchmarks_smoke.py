@@ -284,4 +284,5 @@ def test_a_quick_run_prints_its_table_and_leaves_no_file(tmp_path, monkeypatch, 
 
     assert entry.main(["--quick", "--output", str(tmp_path / "quick.md")]) == 0
     assert (tmp_path / "quick.md").read_text().strip() == capsys.readouterr().out.strip()
-    assert entry.results_file(None, quick=False) == ROOT / "benchmarks" / "RESULTS.md"
+    assert entry.results_file(None, partial=False) == ROOT / "benchmarks" / "RESULTS.md"
+    assert entry.results_file(None, partial=True) is None
