@@ -65,7 +65,7 @@ PROTEIN = "MKTAYIAKQRQISFVKSHFSRQ<mask>EERLGLIEVQAPILSRVGDGTQDNLSGAEKAVQVKVKALPD
 FAMILIES: dict[str, Bench] = {
     "modernbert": Bench("ModernBERT", "answerdotai/ModernBERT-base", dict(
         model_type="modernbert", hidden_size=768, num_hidden_layers=22, num_attention_heads=12, intermediate_size=1152,
-        vocab_size=50368, max_position_embeddings=8192, global_attn_every_n_layers=3, local_attention=128),
+        vocab_size=50368, max_position_embeddings=8192, local_attention=128),
         "fixtures/modernbert/masked_lm", "The capital of France is [MASK]."),
     "megatron-bert": Bench("Megatron-BERT", "nvidia/megatron-bert-uncased-345m", dict(
         model_type="megatron-bert", hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
