@@ -55,7 +55,8 @@ WHY = {
     "audit": "Python start-up and imports are most of bertconv's time (see the python -c pass row)",
     "convert": "bertconv is bounded by copying the bytes once and fsyncing them (see cp + sync); the reference "
                "is fast where it mmaps and writes without fsync",
-    "fill-mask": "both run the same encoder; start-up is most of it",
+    "fill-mask": "both run the same encoder: start-up is most of a short text's time, the encoder's arithmetic "
+                 "most of a long one's",
     "diff": "diff reads both checkpoints (twice the bytes of a conversion) and compares every value",
     "rss": "peak RSS above the largest tensor + 150 MiB",
 }

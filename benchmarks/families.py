@@ -61,7 +61,10 @@ class Bench:
         return {"config": self.config, "tokenizer": self.tokenizer, "seed": SEED}
 
 
+#: A made-up protein of a typical length: 266 residues and one <mask> (ESM-2 reads up to 1,022 tokens).
 PROTEIN = "MKTAYIAKQRQISFVKSHFSRQ<mask>EERLGLIEVQAPILSRVGDGTQDNLSGAEKAVQVKVKALPDAQFEVVHSLAKWKRQTLGQHDFSAGEGLYTHMKALRPDEDRLSPLHSVYVDQWDWERVMGDGERQFSTLKSTVEAIWAGIKATEAAVSEEFGLAPFLPDQIHFVHSQELLSRYPDLDAKGRERAIAKDLGAVFLVGIGGKLSDGHRHDVRAPDYDDWUAAEPAREAHVEAVDRALSWYDRTGLHGKLYALHDLIRSLQ"
+#: One line per family, at the size of its best-known base checkpoint (`--families` takes the keys).
+#: A family only transformers 4.57 has (NEZHA) adds `python=ORACLE_PYTHON, transformers="transformers 4.57"`.
 FAMILIES: dict[str, Bench] = {
     "modernbert": Bench("ModernBERT", "answerdotai/ModernBERT-base", dict(
         model_type="modernbert", hidden_size=768, num_hidden_layers=22, num_attention_heads=12, intermediate_size=1152,
