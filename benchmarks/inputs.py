@@ -314,20 +314,35 @@ def fill_mask_dir(size: str) -> Path:
 def ensure(size: str, kind: str, *, log=print) -> Path:
     """The directory of input `kind` at `size`, built first if the cache lacks it."""
     directory = input_dir(size, kind)
-    if (directory / COMPLETE_MARK).exists():
-        return directory
-    if kind in DEPENDS:
+    record = {"config": CONFIGS[size], "seed": SEEDS[size]}
+    if not is_complete(directory, record) and kind in DEPENDS:
         ensure(size, DEPENDS[kind], log=log)
+    # A process of its own: TensorFlow and torch stay out of the harness, and memory is returned.
+    return build_once(directory, [sys.executable, "-m", "benchmarks.inputs", "--write", kind, "--size", size, "--out"],
+                      record, what=f"{size} {kind}", log=log)
+
+
+def is_complete(directory: Path, record: dict) -> bool:
+    """Whether `directory` holds a complete build of what `record` describes."""
+    mark = directory / COMPLETE_MARK
+    return mark.exists() and json.loads(mark.read_text()) == record
+
+
+def build_once(directory: Path, command: list[str], record: dict, *, what: str, log=print) -> Path:
+    """`directory`, built by running `command` with a temporary directory appended (where it
+    writes) unless a complete build of `record` (a JSON object: what was built) is there. The
+    build is renamed into place when complete and marked with `record`, so an interrupted build
+    is redone, never half-used, and a changed `record` rebuilds."""
+    if is_complete(directory, record):
+        return directory
     partial = directory.with_name(directory.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     shutil.rmtree(directory, ignore_errors=True)
     partial.mkdir(parents=True)
-    log(f"building {size} {kind} input in {directory} ...")
+    log(f"building {what} input in {directory} ...")
     started = time.perf_counter()
-    # A process of its own: TensorFlow and torch stay out of the harness, and memory is returned.
-    subprocess.run([sys.executable, "-m", "benchmarks.inputs", "--write", kind, "--size", size,
-                    "--out", str(partial)], check=True, cwd=ROOT, env=oracle_env())
-    (partial / COMPLETE_MARK).write_text(json.dumps({"config": CONFIGS[size], "seed": SEEDS[size]}) + "\n")
+    subprocess.run([*map(str, command), str(partial)], check=True, cwd=ROOT, env=oracle_env())
+    (partial / COMPLETE_MARK).write_text(json.dumps(record) + "\n")
     partial.rename(directory)
     log(f"  built in {time.perf_counter() - started:.1f} s "
         f"({sum(f.stat().st_size for f in directory.iterdir()) / 2**20:.0f} MiB)")
