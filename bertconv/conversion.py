@@ -211,7 +211,7 @@ def _refuse_other_family(tree: ParameterTree, target: str, destination: Path) ->
     if not tree.config.position_table:
         instead = (f"its positions ({tree.config.position_embedding_type}) are computed, with no parameters, and the "
                    f"{target} writer's models look positions up in a learned table: a change of computation; {instead}")
-    raise bad_input(destination, f"{tree.path} holds a {families.display_name(family)} model (model_type "
+    raise bad_input(destination, f"{tree.path} holds {_a(families.display_name(family))} model (model_type "
                                  f"{tree.config.model_type!r}), and "
                                  f"the {target} writer has names for {', '.join(writes)} only: written there it "
                                  f"would be another model; {instead}. Nothing was written")
@@ -300,3 +300,9 @@ def _set_aside(source: ParameterTree, written: set[str], absent: str | None = No
             reason = absent or "untied MLM decoder dropped (--drop-untied-decoder): the word embeddings serve instead"
         ignored.append(Ignored(param.source, reason, param.numel, str(param.tensor.dtype), tuple(param.tensor.shape)))
     return ignored
+
+
+def _a(name: str) -> str:
+    """`name` with its indefinite article as it is said: "an ESM-2", "an XLM-RoBERTa", "a BERT"."""
+    return f"{'an' if name[:1] in 'AEIOU' or name.startswith('XLM') else 'a'} {name}"
+

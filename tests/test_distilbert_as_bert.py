@@ -100,7 +100,13 @@ def test_the_bert_read_back_is_the_distilbert_under_bert_names(tmp_path, source,
     assert config["type_vocab_size"] == 2 and "model_type" not in config
 
 
-def test_other_bert_only_targets_still_refuse_a_distilbert_naming_those_that_write_it(cli, tmp_path):
-    result = cli("convert", FIXTURES / "family_hf" / "distilbert" / "masked_lm", tmp_path / "out", "--to", "keras-hub")
-    assert result.exit_code == 2 and "holds a DistilBERT model" in result.stderr, result.stderr
-    assert "--to tf or --to bert4keras" in result.stderr and not (tmp_path / "out").exists()
+def test_every_target_now_writes_a_distilbert_and_a_refusal_still_names_the_targets_that_do(cli, tmp_path):
+    """Since keras-hub writes DistilBERT presets, no target refuses a DistilBERT: each either holds
+    its names or writes it as the BERT that computes the same. A family a target cannot hold is
+    still refused naming the targets that can (here ESM-2, whose positions are computed)."""
+    from bertconv import formats
+
+    assert all("distilbert" in fmt.families or name in ("tf", "bert4keras") for name, fmt in formats.TARGETS.items())
+    result = cli("convert", FIXTURES / "prenorm" / "esm" / "masked_lm", tmp_path / "out", "--to", "keras-hub")
+    assert result.exit_code == 2 and "convert it --to hf or --to onnx" in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists()
