@@ -73,3 +73,22 @@ def test_hf_table_is_a_bijection_covering_the_model():
 def test_table_rejects_lookalike_layer_numbers():
     assert hf.TABLE.match("bert.encoder.layer.01.output.dense.bias") is None
     assert hf.TABLE.match("bert.encoder.layer.10.output.dense.bias").canonical == "layers.10.ffn.output.bias"
+
+
+def test_every_table_of_every_format_names_real_roles_once():
+    """Tables index (and check) their rows on first use; here every table every format module
+    declares is indexed: each row names a canonical role, no name or role appears twice."""
+    import gc
+    import importlib
+
+    from bertconv.formats.registry import FORMATS
+    from bertconv.formats.table import Table
+    from bertconv.lazy import module_name
+
+    for entry in FORMATS:
+        importlib.import_module(module_name(entry.module))
+    tables = [obj for obj in gc.get_objects() if isinstance(obj, Table)]
+    assert len(tables) > 20
+    for table in tables:
+        by_name, by_canonical = table._indexed()
+        assert len(by_canonical) == len(table.rows), table.format_name

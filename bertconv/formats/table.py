@@ -80,27 +80,37 @@ class Table:
         self.format_name = format_name
         self.rows = rows
         self.skips = skips
-        self._by_name: dict[str, Row] = {}
-        self._by_canonical: dict[str, Row] = {}
-        for row in rows:
-            role_of(row.canonical.replace("{i}", "0"))  # every row names a real role
-            if row.canonical in self._by_canonical:
-                raise ValueError(f"{format_name}: {row.canonical} appears in two rows")
-            self._by_canonical[row.canonical] = row
-            for spelling in (row.name, *row.legacy):
-                if spelling in self._by_name:
-                    raise ValueError(f"{format_name}: {spelling} appears in two rows")
-                self._by_name[spelling] = row
+        self._index: tuple[dict[str, Row], dict[str, Row]] | None = None
+
+    def _indexed(self) -> tuple[dict[str, Row], dict[str, Row]]:
+        """(format name -> row, canonical name -> row), built and checked on first use: a module
+        declares every family's tables, and a command reads one file (tests/test_tree.py indexes
+        them all)."""
+        if self._index is None:
+            by_name: dict[str, Row] = {}
+            by_canonical: dict[str, Row] = {}
+            for row in self.rows:
+                role_of(row.canonical.replace("{i}", "0"))  # every row names a real role
+                if row.canonical in by_canonical:
+                    raise ValueError(f"{self.format_name}: {row.canonical} appears in two rows")
+                by_canonical[row.canonical] = row
+                for spelling in (row.name, *row.legacy):
+                    if spelling in by_name:
+                        raise ValueError(f"{self.format_name}: {spelling} appears in two rows")
+                    by_name[spelling] = row
+            self._index = by_name, by_canonical
+        return self._index
 
     def match(self, name: str) -> Match | None:
         """The canonical name and layout of a format name, or None if the table lacks it."""
-        row = self._by_name.get(name)
+        by_name = self._indexed()[0]
+        row = by_name.get(name)
         if row is not None and "{i}" not in row.name:
             return Match(row.canonical, row.layout)
         # Try each digit run of the name as the layer index.
         for run in _DIGIT_RUN.finditer(name):
             template = name[: run.start()] + "{i}" + name[run.end():]
-            row = self._by_name.get(template)
+            row = by_name.get(template)
             if row is None:
                 continue
             layer = int(run.group())
@@ -111,13 +121,14 @@ class Table:
 
     def spelling(self, canonical: str) -> tuple[str, Layout] | None:
         """The format name and layout of a canonical name, or None if the format cannot hold it."""
-        row = self._by_canonical.get(canonical)
+        by_canonical = self._indexed()[1]
+        row = by_canonical.get(canonical)
         if row is not None:
             return row.name, row.layout
         match = re.match(r"^layers\.(\d+)\.", canonical)
         if match:
             template = canonical.replace(match.group(0), "layers.{i}.", 1)
-            row = self._by_canonical.get(template)
+            row = by_canonical.get(template)
             if row is not None:
                 return row.name.format(i=int(match.group(1))), row.layout
         return None
