@@ -193,8 +193,6 @@ def canonical_names(config: BertConfig, heads: Heads, *, conditional: bool = Fal
             continue
         if role.component == "final_norm" and not config.final_layer_norm:
             continue
-        if _disentangled_role_absent(role.template, config):
-            continue
         if role.component == "embeddings.token_type" and config.type_vocab_size == 0:
             continue  # no token types (fairseq's RoBERTa, bert4keras' segment_vocab_size=0)
         if not _has_role(config, role.template):
@@ -229,13 +227,16 @@ _BIAS_FLAGS = {
 
 def _has_role(config: BertConfig, template: str) -> bool:
     """Whether a model with `config` has the role at all: queries, keys and values stored fused
-    or apart, a gated or a plain feed-forward input, biases and LayerNorm betas where it has them."""
+    or apart, a gated or a plain feed-forward input, biases and LayerNorm betas where it has them,
+    DeBERTa's relative embeddings and position projections where its config computes them."""
     if template in _SEPARATE_QKV and config.fused_qkv or template in _FUSED_QKV and not config.fused_qkv:
         return False
     gated = template.startswith("layers.{i}.ffn.gated_intermediate.")
     if template.startswith("layers.{i}.ffn.intermediate.") and config.gated_ffn or gated and not config.gated_ffn:
         return False
     if template.endswith(".beta") and not config.norm_bias:
+        return False
+    if _disentangled_role_absent(template, config):
         return False
     return not any(template in templates and not getattr(config, flag) for flag, templates in _BIAS_FLAGS.items())
 
@@ -247,7 +248,7 @@ def has_parameter(config: BertConfig, name: str) -> bool:
     role = role_of(name)
     if role.component == "layers.{i}.attention_norm" and layer_of(name) == 0 and not config.first_attention_norm:
         return False
-    return _has_role(config, role.template) and not _disentangled_role_absent(role.template, config)
+    return _has_role(config, role.template)
 
 
 #: DeBERTa's roles, each with the config's test for its presence.

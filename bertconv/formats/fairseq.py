@@ -40,7 +40,7 @@ from ..errors import BadInput, bad_input
 from ..tree import Ignored, ParameterTree
 from .assemble import Entry, assemble, position_offset
 from .configs import config_beside
-from .table import TRANSPOSE, Row, Skip, Table
+from .table import Row, Skip, Table, torch_linear_rows
 
 FORMAT = "fairseq"
 #: fairseq's `gelu` is torch's exact erf GELU.
@@ -55,11 +55,6 @@ ESM_MARKS = ("emb_layer_norm_after.", "rot_emb.inv_freq")
 _ACTIVATIONS = {"gelu": "gelu", "gelu_accurate": "gelu_tanh", "gelu_fast": "gelu_tanh", "relu": "relu"}
 
 
-def linear_rows(canonical: str, name: str) -> tuple[Row, ...]:
-    """A torch Linear: weight [out, in], the canonical kernel transposed."""
-    return (Row(f"{canonical}.kernel", f"{name}.weight", TRANSPOSE), Row(f"{canonical}.bias", f"{name}.bias"))
-
-
 def norm_rows(canonical: str, name: str, legacy: str | None = None) -> tuple[Row, ...]:
     return (Row(f"{canonical}.gamma", f"{name}.weight", legacy=(f"{legacy}.weight",) if legacy else ()),
             Row(f"{canonical}.beta", f"{name}.bias", legacy=(f"{legacy}.bias",) if legacy else ()))
@@ -71,15 +66,15 @@ TABLE = Table("fairseq", (
     Row("embeddings.word", "sentence_encoder.embed_tokens.weight"),
     Row("embeddings.position", "sentence_encoder.embed_positions.weight"),
     *norm_rows("embeddings.norm", "sentence_encoder.layernorm_embedding", legacy="sentence_encoder.emb_layer_norm"),
-    *linear_rows("layers.{i}.attention.query", f"{_LAYER}.self_attn.q_proj"),
-    *linear_rows("layers.{i}.attention.key", f"{_LAYER}.self_attn.k_proj"),
-    *linear_rows("layers.{i}.attention.value", f"{_LAYER}.self_attn.v_proj"),
-    *linear_rows("layers.{i}.attention.output", f"{_LAYER}.self_attn.out_proj"),
+    *torch_linear_rows("layers.{i}.attention.query", f"{_LAYER}.self_attn.q_proj"),
+    *torch_linear_rows("layers.{i}.attention.key", f"{_LAYER}.self_attn.k_proj"),
+    *torch_linear_rows("layers.{i}.attention.value", f"{_LAYER}.self_attn.v_proj"),
+    *torch_linear_rows("layers.{i}.attention.output", f"{_LAYER}.self_attn.out_proj"),
     *norm_rows("layers.{i}.attention_norm", f"{_LAYER}.self_attn_layer_norm"),
-    *linear_rows("layers.{i}.ffn.intermediate", f"{_LAYER}.fc1"),
-    *linear_rows("layers.{i}.ffn.output", f"{_LAYER}.fc2"),
+    *torch_linear_rows("layers.{i}.ffn.intermediate", f"{_LAYER}.fc1"),
+    *torch_linear_rows("layers.{i}.ffn.output", f"{_LAYER}.fc2"),
     *norm_rows("layers.{i}.ffn_norm", f"{_LAYER}.final_layer_norm"),
-    *linear_rows("mlm.transform", "lm_head.dense"),
+    *torch_linear_rows("mlm.transform", "lm_head.dense"),
     *norm_rows("mlm.norm", "lm_head.layer_norm"),
     Row("mlm.output_bias", "lm_head.bias"),
     Row("mlm.decoder", "lm_head.weight"),

@@ -145,6 +145,12 @@ def norm_rows(canonical: str, name: str, *, gamma: str = "gamma", beta: str = "b
     return (Row(f"{canonical}.gamma", f"{name}/{gamma}"), Row(f"{canonical}.beta", f"{name}/{beta}"))
 
 
+def torch_linear_rows(canonical: str, name: str) -> tuple[Row, ...]:
+    """The rows of a torch `nn.Linear` at `name`: `<name>.weight` [out, in], the canonical kernel
+    transposed, and `<name>.bias`."""
+    return (Row(f"{canonical}.kernel", f"{name}.weight", TRANSPOSE), Row(f"{canonical}.bias", f"{name}.bias"))
+
+
 def dense_rows(canonical: str, name: str, *, kernel: str = "kernel", bias: str = "bias") -> tuple[Row, ...]:
     """The rows of a dense layer at `name` (`<name>/kernel`, `<name>/bias`), kernel [in, out]."""
     return (Row(f"{canonical}.kernel", f"{name}/{kernel}"), Row(f"{canonical}.bias", f"{name}/{bias}"))

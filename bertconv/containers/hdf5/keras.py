@@ -220,9 +220,7 @@ def _read_open(path: Path, f: h5py.File) -> KerasWeightsFile:
             raise bad_input(path, "is in the Keras 3 weights layout (/layers/<class name>/vars/<n>, what "
                                   "save_weights writes for a path ending in .weights.h5), not the Keras 2 "
                                   "layout with layer names that this reader expects")
-        roots = ", ".join(sorted(f.keys())[:8]) or "nothing"
-        raise bad_input(path, f"an HDF5 file without Keras' layer_names attribute (root holds: {roots}); "
-                              f"not a Keras weights file")
+        raise _no_layer_names(path, f)
     size = file_size(path)
     names = _string_list(path, group.attrs, LAYER_NAMES, "the root")
     check_layer_names(path, names)
@@ -238,6 +236,13 @@ def _read_open(path: Path, f: h5py.File) -> KerasWeightsFile:
     extra = _extra_weights(path, f, group, size)
     return KerasWeightsFile(path, tuple(layers), tuple(extra), _string_attr(group.attrs, "backend"),
                             _string_attr(group.attrs, "keras_version"))
+
+
+def _no_layer_names(path: Path, f: h5py.File) -> BadInput:
+    """The error for an HDF5 file that names no Keras layers, saying what its root holds."""
+    roots = ", ".join(sorted(f.keys())[:8]) or "nothing"
+    return bad_input(path, f"an HDF5 file without Keras' layer_names attribute (root holds: {roots}); "
+                           f"not a Keras weights file")
 
 
 def read_layers_unexpanded(path: Path) -> KerasWeightsFile:
@@ -256,9 +261,7 @@ def read_layers_unexpanded(path: Path) -> KerasWeightsFile:
 def _read_unexpanded_open(path: Path, f: h5py.File) -> KerasWeightsFile:
     group = _weights_group(f)
     if group is None:
-        roots = ", ".join(sorted(f.keys())[:8]) or "nothing"
-        raise bad_input(path, f"an HDF5 file without Keras' layer_names attribute (root holds: {roots}); "
-                              f"not a Keras weights file")
+        raise _no_layer_names(path, f)
     size = file_size(path)
     names = _string_list(path, group.attrs, LAYER_NAMES, "the root")
     check_layer_names(path, names)

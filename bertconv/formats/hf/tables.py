@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ... import families
-from ..table import TRANSPOSE, Row, Skip, Table
+from ..table import Row, Skip, Table, torch_linear_rows
 
 #: What `nn.DataParallel` / DistributedDataParallel put before every name of the model they wrap.
 DATA_PARALLEL_PREFIX = "module."
@@ -21,13 +21,6 @@ def _norm_rows(canonical: str, name: str) -> tuple[Row, ...]:
     return (
         Row(f"{canonical}.gamma", f"{name}.weight", legacy=(f"{name}.gamma",)),
         Row(f"{canonical}.beta", f"{name}.bias", legacy=(f"{name}.beta",)),
-    )
-
-
-def _linear_rows(canonical: str, name: str) -> tuple[Row, ...]:
-    return (
-        Row(f"{canonical}.kernel", f"{name}.weight", TRANSPOSE),
-        Row(f"{canonical}.bias", f"{name}.bias"),
     )
 
 
@@ -44,14 +37,14 @@ SINUSOID_TABLE = ("rotary sinusoids (a frozen table), sin and cos of p / 10000^(
 def _bert_layer_rows(layer: str) -> tuple[Row, ...]:
     """One BERT encoder layer as transformers' `BertLayer` (and ELECTRA's, RoBERTa's) names it."""
     return (
-        *_linear_rows("layers.{i}.attention.query", f"{layer}.attention.self.query"),
-        *_linear_rows("layers.{i}.attention.key", f"{layer}.attention.self.key"),
-        *_linear_rows("layers.{i}.attention.value", f"{layer}.attention.self.value"),
-        *_linear_rows("layers.{i}.attention.output", f"{layer}.attention.output.dense"),
+        *torch_linear_rows("layers.{i}.attention.query", f"{layer}.attention.self.query"),
+        *torch_linear_rows("layers.{i}.attention.key", f"{layer}.attention.self.key"),
+        *torch_linear_rows("layers.{i}.attention.value", f"{layer}.attention.self.value"),
+        *torch_linear_rows("layers.{i}.attention.output", f"{layer}.attention.output.dense"),
         Row("layers.{i}.attention.distance_embedding", f"{layer}.attention.self.distance_embedding.weight"),
         *_norm_rows("layers.{i}.attention_norm", f"{layer}.attention.output.LayerNorm"),
-        *_linear_rows("layers.{i}.ffn.intermediate", f"{layer}.intermediate.dense"),
-        *_linear_rows("layers.{i}.ffn.output", f"{layer}.output.dense"),
+        *torch_linear_rows("layers.{i}.ffn.intermediate", f"{layer}.intermediate.dense"),
+        *torch_linear_rows("layers.{i}.ffn.output", f"{layer}.output.dense"),
         *_norm_rows("layers.{i}.ffn_norm", f"{layer}.output.LayerNorm"),
     )
 
@@ -68,7 +61,7 @@ def _embedding_rows(base: str) -> tuple[Row, ...]:
 def _mlm_head_rows(transform: str, norm: str, output_bias: str, decoder: str | None = None) -> tuple[Row, ...]:
     """An MLM head: its transform's dense layer and LayerNorm, the output bias, and the decoder
     `decoder`.weight / .bias where the head has one of its own (stored when untied)."""
-    rows = (*_linear_rows("mlm.transform", transform), *_norm_rows("mlm.norm", norm), Row("mlm.output_bias", output_bias))
+    rows = (*torch_linear_rows("mlm.transform", transform), *_norm_rows("mlm.norm", norm), Row("mlm.output_bias", output_bias))
     if decoder is None:
         return rows
     return (*rows, Row("mlm.decoder", f"{decoder}.weight"), Row("mlm.decoder_bias", f"{decoder}.bias"))
@@ -88,9 +81,9 @@ _SKIPS = (
 TABLE = Table("hf", (
     *_embedding_rows("bert"),
     *_bert_layer_rows(_LAYER),
-    *_linear_rows("pooler", "bert.pooler.dense"),
+    *torch_linear_rows("pooler", "bert.pooler.dense"),
     *_BERT_MLM_HEAD,
-    *_linear_rows("nsp", "cls.seq_relationship"),
+    *torch_linear_rows("nsp", "cls.seq_relationship"),
 ), skips=(*_SKIPS,
           # Heads a model's own code adds beside BERT's under `cls.` (AntiBERTy's species and
           # chain classifiers): no stock class reads them, and the MLM head's logits never do.
@@ -106,23 +99,23 @@ _ALBERT_LAYER = "albert.encoder.albert_layers.{i}"
 #: to the [V, E] word embeddings, and its bias is `predictions.bias`.
 ALBERT_TABLE = Table("hf", (
     *_embedding_rows("albert"),
-    *_linear_rows("embeddings.projection", "albert.encoder.embedding_hidden_mapping_in"),
-    *_linear_rows("layers.{i}.attention.query", f"{_ALBERT_LAYER}.attention.query"),
-    *_linear_rows("layers.{i}.attention.key", f"{_ALBERT_LAYER}.attention.key"),
-    *_linear_rows("layers.{i}.attention.value", f"{_ALBERT_LAYER}.attention.value"),
-    *_linear_rows("layers.{i}.attention.output", f"{_ALBERT_LAYER}.attention.dense"),
+    *torch_linear_rows("embeddings.projection", "albert.encoder.embedding_hidden_mapping_in"),
+    *torch_linear_rows("layers.{i}.attention.query", f"{_ALBERT_LAYER}.attention.query"),
+    *torch_linear_rows("layers.{i}.attention.key", f"{_ALBERT_LAYER}.attention.key"),
+    *torch_linear_rows("layers.{i}.attention.value", f"{_ALBERT_LAYER}.attention.value"),
+    *torch_linear_rows("layers.{i}.attention.output", f"{_ALBERT_LAYER}.attention.dense"),
     Row("layers.{i}.attention.distance_embedding", f"{_ALBERT_LAYER}.attention.distance_embedding.weight"),
     *_norm_rows("layers.{i}.attention_norm", f"{_ALBERT_LAYER}.attention.LayerNorm"),
-    *_linear_rows("layers.{i}.ffn.intermediate", f"{_ALBERT_LAYER}.ffn"),
-    *_linear_rows("layers.{i}.ffn.output", f"{_ALBERT_LAYER}.ffn_output"),
+    *torch_linear_rows("layers.{i}.ffn.intermediate", f"{_ALBERT_LAYER}.ffn"),
+    *torch_linear_rows("layers.{i}.ffn.output", f"{_ALBERT_LAYER}.ffn_output"),
     *_norm_rows("layers.{i}.ffn_norm", f"{_ALBERT_LAYER}.full_layer_layer_norm"),
-    *_linear_rows("pooler", "albert.pooler"),
-    *_linear_rows("mlm.transform", "predictions.dense"),
+    *torch_linear_rows("pooler", "albert.pooler"),
+    *torch_linear_rows("mlm.transform", "predictions.dense"),
     *_norm_rows("mlm.norm", "predictions.LayerNorm"),
     Row("mlm.output_bias", "predictions.bias"),
     Row("mlm.decoder", "predictions.decoder.weight"),
     Row("mlm.decoder_bias", "predictions.decoder.bias"),
-    *_linear_rows("sop", "sop_classifier.classifier"),
+    *torch_linear_rows("sop", "sop_classifier.classifier"),
 ), skips=_SKIPS)
 
 #: transformers `ElectraForMaskedLM` (the generator: `generator_predictions` and the tied
@@ -130,14 +123,14 @@ ALBERT_TABLE = Table("hf", (
 #: discriminator: `discriminator_predictions`) and `ElectraModel`. No pooler.
 ELECTRA_TABLE = Table("hf", (
     *_embedding_rows("electra"),
-    *_linear_rows("embeddings.projection", "electra.embeddings_project"),
+    *torch_linear_rows("embeddings.projection", "electra.embeddings_project"),
     *_bert_layer_rows("electra.encoder.layer.{i}"),
-    *_linear_rows("mlm.transform", "generator_predictions.dense"),
+    *torch_linear_rows("mlm.transform", "generator_predictions.dense"),
     *_norm_rows("mlm.norm", "generator_predictions.LayerNorm"),
     Row("mlm.output_bias", "generator_lm_head.bias"),
     Row("mlm.decoder", "generator_lm_head.weight"),
-    *_linear_rows("rtd.dense", "discriminator_predictions.dense"),
-    *_linear_rows("rtd.output", "discriminator_predictions.dense_prediction"),
+    *torch_linear_rows("rtd.dense", "discriminator_predictions.dense"),
+    *torch_linear_rows("rtd.output", "discriminator_predictions.dense_prediction"),
 ), skips=_SKIPS)
 
 #: transformers `RobertaForMaskedLM` and `RobertaModel`: BERT's encoder under `roberta.`, the
@@ -145,8 +138,8 @@ ELECTRA_TABLE = Table("hf", (
 ROBERTA_TABLE = Table("hf", (
     *_embedding_rows("roberta"),
     *_bert_layer_rows("roberta.encoder.layer.{i}"),
-    *_linear_rows("pooler", "roberta.pooler.dense"),
-    *_linear_rows("mlm.transform", "lm_head.dense"),
+    *torch_linear_rows("pooler", "roberta.pooler.dense"),
+    *torch_linear_rows("mlm.transform", "lm_head.dense"),
     *_norm_rows("mlm.norm", "lm_head.layer_norm"),
     Row("mlm.output_bias", "lm_head.bias"),
     Row("mlm.decoder", "lm_head.decoder.weight"),
@@ -162,15 +155,15 @@ DISTILBERT_TABLE = Table("hf", (
     Row("embeddings.word", "distilbert.embeddings.word_embeddings.weight"),
     Row("embeddings.position", "distilbert.embeddings.position_embeddings.weight"),
     *_norm_rows("embeddings.norm", "distilbert.embeddings.LayerNorm"),
-    *_linear_rows("layers.{i}.attention.query", f"{_DISTILBERT_LAYER}.attention.q_lin"),
-    *_linear_rows("layers.{i}.attention.key", f"{_DISTILBERT_LAYER}.attention.k_lin"),
-    *_linear_rows("layers.{i}.attention.value", f"{_DISTILBERT_LAYER}.attention.v_lin"),
-    *_linear_rows("layers.{i}.attention.output", f"{_DISTILBERT_LAYER}.attention.out_lin"),
+    *torch_linear_rows("layers.{i}.attention.query", f"{_DISTILBERT_LAYER}.attention.q_lin"),
+    *torch_linear_rows("layers.{i}.attention.key", f"{_DISTILBERT_LAYER}.attention.k_lin"),
+    *torch_linear_rows("layers.{i}.attention.value", f"{_DISTILBERT_LAYER}.attention.v_lin"),
+    *torch_linear_rows("layers.{i}.attention.output", f"{_DISTILBERT_LAYER}.attention.out_lin"),
     *_norm_rows("layers.{i}.attention_norm", f"{_DISTILBERT_LAYER}.sa_layer_norm"),
-    *_linear_rows("layers.{i}.ffn.intermediate", f"{_DISTILBERT_LAYER}.ffn.lin1"),
-    *_linear_rows("layers.{i}.ffn.output", f"{_DISTILBERT_LAYER}.ffn.lin2"),
+    *torch_linear_rows("layers.{i}.ffn.intermediate", f"{_DISTILBERT_LAYER}.ffn.lin1"),
+    *torch_linear_rows("layers.{i}.ffn.output", f"{_DISTILBERT_LAYER}.ffn.lin2"),
     *_norm_rows("layers.{i}.ffn_norm", f"{_DISTILBERT_LAYER}.output_layer_norm"),
-    *_linear_rows("mlm.transform", "vocab_transform"),
+    *torch_linear_rows("mlm.transform", "vocab_transform"),
     *_norm_rows("mlm.norm", "vocab_layer_norm"),
     Row("mlm.output_bias", "vocab_projector.bias"),
     Row("mlm.decoder", "vocab_projector.weight"),
@@ -184,13 +177,13 @@ def _pre_norm_layer_rows(layer: str, attention_norm: str, ffn_norm: str, norm_ro
     """One pre-LayerNorm layer of BERT's module names (Megatron-BERT's, ESM's), its two norms named
     under `layer`: the one before attention and the one before the FFN (spelled by `norm_rows`)."""
     return (
-        *_linear_rows("layers.{i}.attention.query", f"{layer}.attention.self.query"),
-        *_linear_rows("layers.{i}.attention.key", f"{layer}.attention.self.key"),
-        *_linear_rows("layers.{i}.attention.value", f"{layer}.attention.self.value"),
-        *_linear_rows("layers.{i}.attention.output", f"{layer}.attention.output.dense"),
+        *torch_linear_rows("layers.{i}.attention.query", f"{layer}.attention.self.query"),
+        *torch_linear_rows("layers.{i}.attention.key", f"{layer}.attention.self.key"),
+        *torch_linear_rows("layers.{i}.attention.value", f"{layer}.attention.self.value"),
+        *torch_linear_rows("layers.{i}.attention.output", f"{layer}.attention.output.dense"),
         *norm_rows("layers.{i}.attention_norm", f"{layer}.{attention_norm}"),
-        *_linear_rows("layers.{i}.ffn.intermediate", f"{layer}.intermediate.dense"),
-        *_linear_rows("layers.{i}.ffn.output", f"{layer}.output.dense"),
+        *torch_linear_rows("layers.{i}.ffn.intermediate", f"{layer}.intermediate.dense"),
+        *torch_linear_rows("layers.{i}.ffn.output", f"{layer}.output.dense"),
         *norm_rows("layers.{i}.ffn_norm", f"{layer}.{ffn_norm}"),
     )
 
@@ -223,9 +216,9 @@ ESM_TABLE = Table("hf", (
     *_norm_rows("embeddings.norm", "esm.embeddings.layer_norm"),
     *_pre_norm_layer_rows("esm.encoder.layer.{i}", "attention.LayerNorm", "LayerNorm", _gamma_beta_rows),
     *_norm_rows("final_norm", "esm.encoder.emb_layer_norm_after"),
-    *_linear_rows("pooler", "esm.pooler.dense"),
-    *_linear_rows("contact", "esm.contact_head.regression"),
-    *_linear_rows("mlm.transform", "lm_head.dense"),
+    *torch_linear_rows("pooler", "esm.pooler.dense"),
+    *torch_linear_rows("contact", "esm.contact_head.regression"),
+    *torch_linear_rows("mlm.transform", "lm_head.dense"),
     *_norm_rows("mlm.norm", "lm_head.layer_norm"),
     Row("mlm.output_bias", "lm_head.bias"),
     Row("mlm.decoder", "lm_head.decoder.weight"),
@@ -243,13 +236,13 @@ MODERNBERT_TABLE = Table("hf", (
     Row("embeddings.word", "model.embeddings.tok_embeddings.weight"),
     *_norm_rows("embeddings.norm", "model.embeddings.norm"),
     *_norm_rows("layers.{i}.attention_norm", f"{_MODERNBERT_LAYER}.attn_norm"),
-    *_linear_rows("layers.{i}.attention.qkv", f"{_MODERNBERT_LAYER}.attn.Wqkv"),
-    *_linear_rows("layers.{i}.attention.output", f"{_MODERNBERT_LAYER}.attn.Wo"),
+    *torch_linear_rows("layers.{i}.attention.qkv", f"{_MODERNBERT_LAYER}.attn.Wqkv"),
+    *torch_linear_rows("layers.{i}.attention.output", f"{_MODERNBERT_LAYER}.attn.Wo"),
     *_norm_rows("layers.{i}.ffn_norm", f"{_MODERNBERT_LAYER}.mlp_norm"),
-    *_linear_rows("layers.{i}.ffn.gated_intermediate", f"{_MODERNBERT_LAYER}.mlp.Wi"),
-    *_linear_rows("layers.{i}.ffn.output", f"{_MODERNBERT_LAYER}.mlp.Wo"),
+    *torch_linear_rows("layers.{i}.ffn.gated_intermediate", f"{_MODERNBERT_LAYER}.mlp.Wi"),
+    *torch_linear_rows("layers.{i}.ffn.output", f"{_MODERNBERT_LAYER}.mlp.Wo"),
     *_norm_rows("final_norm", "model.final_norm"),
-    *_linear_rows("mlm.transform", "head.dense"),
+    *torch_linear_rows("mlm.transform", "head.dense"),
     *_norm_rows("mlm.norm", "head.norm"),
     Row("mlm.output_bias", "decoder.bias"),
     Row("mlm.decoder", "decoder.weight"),
@@ -263,7 +256,7 @@ ROFORMER_TABLE = Table("hf", (
     Row("embeddings.word", "roformer.embeddings.word_embeddings.weight"),
     Row("embeddings.token_type", "roformer.embeddings.token_type_embeddings.weight"),
     *_norm_rows("embeddings.norm", "roformer.embeddings.LayerNorm"),
-    *_linear_rows("embeddings.projection", "roformer.embeddings_project"),
+    *torch_linear_rows("embeddings.projection", "roformer.embeddings_project"),
     *(row for row in _bert_layer_rows("roformer.encoder.layer.{i}") if "distance_embedding" not in row.canonical),
     *(row for row in TABLE.rows if row.canonical.startswith("mlm.")),
 ), skips=(*_SKIPS, Skip("*encoder.embed_positions.weight", SINUSOID_TABLE)))
@@ -297,15 +290,15 @@ _DEBERTA_ENCODER = (
     Row("embeddings.token_type", "deberta.embeddings.token_type_embeddings.weight"),
     Row("embeddings.position", "deberta.embeddings.position_embeddings.weight"),
     *_norm_rows("embeddings.norm", "deberta.embeddings.LayerNorm"),
-    *_linear_rows("layers.{i}.attention.query", f"{_DEBERTA_LAYER}.attention.self.query_proj"),
-    *_linear_rows("layers.{i}.attention.key", f"{_DEBERTA_LAYER}.attention.self.key_proj"),
-    *_linear_rows("layers.{i}.attention.value", f"{_DEBERTA_LAYER}.attention.self.value_proj"),
-    *_linear_rows("layers.{i}.attention.position_key", f"{_DEBERTA_LAYER}.attention.self.pos_key_proj"),
-    *_linear_rows("layers.{i}.attention.position_query", f"{_DEBERTA_LAYER}.attention.self.pos_query_proj"),
-    *_linear_rows("layers.{i}.attention.output", f"{_DEBERTA_LAYER}.attention.output.dense"),
+    *torch_linear_rows("layers.{i}.attention.query", f"{_DEBERTA_LAYER}.attention.self.query_proj"),
+    *torch_linear_rows("layers.{i}.attention.key", f"{_DEBERTA_LAYER}.attention.self.key_proj"),
+    *torch_linear_rows("layers.{i}.attention.value", f"{_DEBERTA_LAYER}.attention.self.value_proj"),
+    *torch_linear_rows("layers.{i}.attention.position_key", f"{_DEBERTA_LAYER}.attention.self.pos_key_proj"),
+    *torch_linear_rows("layers.{i}.attention.position_query", f"{_DEBERTA_LAYER}.attention.self.pos_query_proj"),
+    *torch_linear_rows("layers.{i}.attention.output", f"{_DEBERTA_LAYER}.attention.output.dense"),
     *_norm_rows("layers.{i}.attention_norm", f"{_DEBERTA_LAYER}.attention.output.LayerNorm"),
-    *_linear_rows("layers.{i}.ffn.intermediate", f"{_DEBERTA_LAYER}.intermediate.dense"),
-    *_linear_rows("layers.{i}.ffn.output", f"{_DEBERTA_LAYER}.output.dense"),
+    *torch_linear_rows("layers.{i}.ffn.intermediate", f"{_DEBERTA_LAYER}.intermediate.dense"),
+    *torch_linear_rows("layers.{i}.ffn.output", f"{_DEBERTA_LAYER}.output.dense"),
     *_norm_rows("layers.{i}.ffn_norm", f"{_DEBERTA_LAYER}.output.LayerNorm"),
     Row("relative_embeddings", "deberta.encoder.rel_embeddings.weight"),
     *_norm_rows("relative_norm", "deberta.encoder.LayerNorm"),

@@ -42,10 +42,10 @@ from ...errors import bad_input
 from ...tree import ParameterTree
 from ..assemble import assemble
 from ..configs import config_beside
-from ..fairseq import ESM_MARKS, claims, entries_and_ignored, is_save, linear_rows, norm_rows
+from ..fairseq import ESM_MARKS, claims, entries_and_ignored, is_save, norm_rows
 from ..hf.checkpoint import check_rotary_buffer
 from ..hf.tables import ROTARY_BUFFER
-from ..table import Row, Skip, Table
+from ..table import Row, Skip, Table, torch_linear_rows
 
 FORMAT = "fair-esm"
 #: The prefixes fair-esm's `upgrade_state_dict` strips, in its order.
@@ -63,17 +63,17 @@ _LAYER = "layers.{i}"
 
 TABLE = Table(FORMAT, (
     Row("embeddings.word", "embed_tokens.weight"),
-    *linear_rows("layers.{i}.attention.query", f"{_LAYER}.self_attn.q_proj"),
-    *linear_rows("layers.{i}.attention.key", f"{_LAYER}.self_attn.k_proj"),
-    *linear_rows("layers.{i}.attention.value", f"{_LAYER}.self_attn.v_proj"),
-    *linear_rows("layers.{i}.attention.output", f"{_LAYER}.self_attn.out_proj"),
+    *torch_linear_rows("layers.{i}.attention.query", f"{_LAYER}.self_attn.q_proj"),
+    *torch_linear_rows("layers.{i}.attention.key", f"{_LAYER}.self_attn.k_proj"),
+    *torch_linear_rows("layers.{i}.attention.value", f"{_LAYER}.self_attn.v_proj"),
+    *torch_linear_rows("layers.{i}.attention.output", f"{_LAYER}.self_attn.out_proj"),
     *norm_rows("layers.{i}.attention_norm", f"{_LAYER}.self_attn_layer_norm"),
-    *linear_rows("layers.{i}.ffn.intermediate", f"{_LAYER}.fc1"),
-    *linear_rows("layers.{i}.ffn.output", f"{_LAYER}.fc2"),
+    *torch_linear_rows("layers.{i}.ffn.intermediate", f"{_LAYER}.fc1"),
+    *torch_linear_rows("layers.{i}.ffn.output", f"{_LAYER}.fc2"),
     *norm_rows("layers.{i}.ffn_norm", f"{_LAYER}.final_layer_norm"),
     *norm_rows("final_norm", "emb_layer_norm_after"),
-    *linear_rows("contact", "contact_head.regression"),
-    *linear_rows("mlm.transform", "lm_head.dense"),
+    *torch_linear_rows("contact", "contact_head.regression"),
+    *torch_linear_rows("mlm.transform", "lm_head.dense"),
     *norm_rows("mlm.norm", "lm_head.layer_norm"),
     Row("mlm.output_bias", "lm_head.bias"),
     Row("mlm.decoder", "lm_head.weight"),

@@ -45,8 +45,8 @@ from ...tensor import LazyTensor
 from ...tree import ParameterTree
 from ..assemble import Entry, assemble
 from ..configs import config_beside
-from ..fairseq import entries_and_ignored, linear_rows, norm_rows
-from ..table import TRANSPOSE, Row, Table
+from ..fairseq import entries_and_ignored, norm_rows
+from ..table import TRANSPOSE, Row, Table, torch_linear_rows
 
 FORMAT = "megatron-lm"
 CHECKPOINT_FILE = "model_optim_rng.pt"
@@ -74,16 +74,16 @@ TABLE = Table(FORMAT, (
     *(row for split in SPLITS for row in (
         Row(f"layers.{{i}}.attention.{split}.kernel", f"{_LAYER}.attention.query_key_value.weight[{split}]", TRANSPOSE),
         Row(f"layers.{{i}}.attention.{split}.bias", f"{_LAYER}.attention.query_key_value.bias[{split}]"))),
-    *linear_rows("layers.{i}.attention.output", f"{_LAYER}.attention.dense"),
+    *torch_linear_rows("layers.{i}.attention.output", f"{_LAYER}.attention.dense"),
     *norm_rows("layers.{i}.ffn_norm", f"{_LAYER}.post_attention_layernorm"),
-    *linear_rows("layers.{i}.ffn.intermediate", f"{_LAYER}.mlp.dense_h_to_4h"),
-    *linear_rows("layers.{i}.ffn.output", f"{_LAYER}.mlp.dense_4h_to_h"),
+    *torch_linear_rows("layers.{i}.ffn.intermediate", f"{_LAYER}.mlp.dense_h_to_4h"),
+    *torch_linear_rows("layers.{i}.ffn.output", f"{_LAYER}.mlp.dense_4h_to_h"),
     *norm_rows("final_norm", "language_model.encoder.final_layernorm"),
-    *linear_rows("pooler", "language_model.pooler.dense"),
-    *linear_rows("mlm.transform", "lm_head.dense"),
+    *torch_linear_rows("pooler", "language_model.pooler.dense"),
+    *torch_linear_rows("mlm.transform", "lm_head.dense"),
     *norm_rows("mlm.norm", "lm_head.layernorm"),
     Row("mlm.output_bias", "lm_head.bias"),
-    *linear_rows("nsp", "binary_head"),
+    *torch_linear_rows("nsp", "binary_head"),
 ))
 
 
