@@ -155,7 +155,8 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     stated = config.model_type if config else None
     family = family_of_names(names, stated) or FAMILIES.get(stated or "bert", FAMILIES["bert"])
     rename = _renamer(path, family, config, names)
-    table = family.table_for(names)  # the head layout the names hold (DeBERTa-v2 has two)
+    layout = family.layout_of(names)  # the head layout the names hold (DeBERTa-v2 has two)
+    table = layout.table if layout is not None else family.table
     ignored = [item for file, checkpoint in checkpoints
                for item in _non_tensors(file, checkpoint, table, rename)]
     vocab = path.parent / VOCAB_FILE
@@ -168,7 +169,7 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     stored = {entry.name: entry.tensor for entry in entries}
     tree.ignored = [check_rotary_buffer(tree, item, stored) for item in tree.ignored]
     tree.ignored = [_check_sinusoid_table(tree, item, stored) for item in tree.ignored]
-    return head_layouts.settled(tree, family.layout_of(names))
+    return head_layouts.settled(tree, layout)
 
 
 def check_rotary_buffer(tree: ParameterTree, item: Ignored, stored: dict) -> Ignored:

@@ -369,11 +369,6 @@ class Family:
                 if any(self.with_prefix(name).startswith(layout.prefix) for name in names)]
         return next(iter(held), self.layouts[0] if self.layouts else None)
 
-    def table_for(self, names: list[str]) -> Table:
-        """The table of the head layout a file's names hold."""
-        layout = self.layout_of(names)
-        return layout.table if layout is not None else self.table
-
     @property
     def declared(self) -> families.Family:
         return families.named(self.model_type)
