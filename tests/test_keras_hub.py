@@ -23,7 +23,7 @@ from bertconv import formats
 from bertconv.checks.audit import audit
 from bertconv.conversion import convert
 from bertconv.errors import BadInput
-from bertconv.formats.keras import hub as keras_hub
+from bertconv.formats.keras_hub import preset as keras_hub
 from bertconv.runtime.numpy_bert import NumpyBert
 from conftest import FIXTURES, ROOT, run_cli
 

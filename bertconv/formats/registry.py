@@ -277,7 +277,7 @@ FORMATS: tuple[Format, ...] = (
     # Keras 3 model.weights.h5 and the task's task.weights.h5 (the MLM head). Narrower than
     # "bert4keras", which claims every Keras HDF5 file.
     Format(
-        target="keras-hub", module=_module("keras.hub"), names=("keras-hub-preset",), numerics="keras-hub",
+        target="keras-hub", module=_module("keras_hub.preset"), names=("keras-hub-preset",), numerics="keras-hub",
         specificity=Specificity.CONTENT, output=Output.DIRECTORY,
         description="a keras-hub preset (config.json naming a keras_hub backbone, model.weights.h5, task.weights.h5)",
         owned_files=("config.json", "metadata.json", "model.weights.h5", "task.json", "task.weights.h5",

@@ -15,7 +15,7 @@ canonical [H, H] (`HEADWISE`). Adding a family is one more `KerasHubFamily` in `
 
 RoBERTa, XLM-RoBERTa and DistilBERT embed with a `TokenAndPositionEmbedding` (no token types, no
 pooler); RoBERTa's positions start past the padding index in transformers and at row 0 in
-keras-hub (`formats/keras/hub_positions.py`). ELECTRA has a backbone and no masked-LM task in
+keras-hub (`formats/keras_hub/positions.py`). ELECTRA has a backbone and no masked-LM task in
 keras-hub 0.32: its presets carry the encoder, never the MLM or replaced-token head.
 """
 
@@ -155,7 +155,7 @@ class KerasHubFamily:
       object_names: Keras names of the layers, by their path's group (for the `vars` groups'
         `name` attributes), `{i}` the encoder layer.
       segments: whether the backbone has token types (a segment embedding); without, a preset's
-        positions start at row `position_offset` of the canonical table (`hub_positions`).
+        positions start at row `position_offset` of the canonical table (`positions`).
       unprojected_table: where the variables lie when the embeddings are not projected (ELECTRA
         with E = H), if that differs from `table`.
       masked_lm: whether keras-hub has a masked-LM task for the family (ELECTRA's has none: its

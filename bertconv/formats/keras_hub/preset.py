@@ -9,8 +9,8 @@ and `backbone.save_to_preset(dir)` for its backbone (and ELECTRA's, which has no
                          the optimizer's state
     metadata.json, preprocessor.json, tokenizer.json, assets/tokenizer/...
 
-The families' tables, config keys and hard-coded numerics are `formats/keras/hub_table.py`; the
-writer is `formats/keras/hub_write.py`. A backbone config key no table knows is refused (its
+The families' tables, config keys and hard-coded numerics are `formats/keras_hub/table.py`; the
+writer is `formats/keras_hub/write.py`. A backbone config key no table knows is refused (its
 computation would be unknown), and so is a sharded preset (`model.weights.json`), which this
 reader does not read yet.
 """
@@ -28,8 +28,8 @@ from ...errors import bad_input
 from ...tensor import LazyTensor, ReshapedTensor
 from ...tree import ParameterTree
 from ..assemble import Entry, assemble
-from .hub_positions import from_preset
-from .hub_table import (
+from .positions import from_preset
+from .table import (
     BY_BACKBONE,
     CONFIG_FILE,
     FAMILIES,
@@ -43,7 +43,7 @@ from .hub_table import (
     TOKENIZER_ASSETS,
     KerasHubFamily,
 )
-from .hub_write import write, write_caveats  # noqa: F401 (the registry's)
+from .write import write, write_caveats  # noqa: F401 (the registry's)
 
 FORMAT = "keras-hub-preset"
 #: The families this format writes (`convert` refuses a tree of any other).

@@ -19,11 +19,11 @@ from typing import Any
 
 from ... import companions
 from ...containers.hdf5.keras3_write import Keras3Object, write_keras3_file
-from . import hub_positions
+from . import positions as hub_positions
 from ...errors import bad_input
 from ...tensor import ArrayTensor, LazyTensor, ReshapedTensor
 from ...tree import ParameterTree, role_of
-from .hub_table import (
+from .table import (
     CONFIG_FILE,
     FAMILIES,
     HEADWISE,
