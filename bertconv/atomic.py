@@ -27,12 +27,12 @@ import fnmatch
 import os
 import re
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 from . import paths
 from .errors import bad_input
+from .records import record
 
 PARTIAL_MARK = ".bertconv-partial-"
 _RETIRED_MARK = ".bertconv-replaced-"
@@ -43,7 +43,7 @@ _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 
 
-@dataclass(frozen=True)
+@record
 class Replaceable:
     """What an existing destination directory may hold for `--force` to replace it.
 

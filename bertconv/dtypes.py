@@ -8,10 +8,10 @@ when a value is needed for arithmetic.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .lazy import lazy_module
+from .records import record
 
 if TYPE_CHECKING:
     import numpy as np
@@ -19,7 +19,7 @@ else:  # imported on first use: reading headers needs no NumPy
     np = lazy_module("numpy")
 
 
-@dataclass(frozen=True)
+@record
 class DType:
     """One element type.
 

@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Iterator
 
 from .config import BertConfig, Heads, position_projection_terms
+from .records import field, record
 from .tensor import LazyTensor
 
 
-@dataclass(frozen=True)
+@record
 class Role:
     """One canonical parameter.
 
@@ -283,7 +283,7 @@ def model_order_key(name: str) -> tuple[int, int, int]:
 # --- the tree ---------------------------------------------------------------------------
 
 
-@dataclass
+@record(frozen=False)
 class Parameter:
     """A canonical parameter as found in a file.
 
@@ -309,7 +309,7 @@ class Parameter:
         return math.prod(self.tensor.shape)
 
 
-@dataclass(frozen=True)
+@record
 class Ignored:
     """An entry of a checkpoint that is not a BERT parameter, with why it was set aside.
 
@@ -335,7 +335,7 @@ class Ignored:
                 "dtype": self.dtype, "shape": list(self.shape)}
 
 
-@dataclass
+@record(frozen=False)
 class ParameterTree:
     """A BERT checkpoint in canonical form: config, parameters (lazy), and what was set aside.
 

@@ -1,5 +1,5 @@
 """A DistilBERT converted --to tf and --to bert4keras is written as the BERT that computes the same
-(bertconv/as_bert.py): checked by bert4keras itself, which builds that BERT from the Google TF
+(bertconv/conversion.py): checked by bert4keras itself, which builds that BERT from the Google TF
 checkpoint or loads the bert4keras weights file, against transformers' DistilBERT on the source.
 """
 

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from bertconv import families, formats
-from bertconv.as_bert import written_as_bert
+from bertconv.conversion import written_as_bert
 from bertconv.config import COMPUTATION_FIELDS
 from bertconv.errors import BadInput, BertconvError
 from bertconv.config.dialects import computed_keys

@@ -29,6 +29,10 @@ WRITING_AND_CACHE = ("threading", "bertconv.containers.direct_output", "bertconv
 #: The format modules, as the registry names them; a command imports only those whose container
 #: its path may be.
 FORMAT_MODULES = tuple(sorted(module_name(entry.module) for entry in FORMATS))
+#: What a dataclass costs at import: `dataclasses` (and the `inspect`, `ast` and `dis` it imports)
+#: and the methods it compiles per class. bertconv's value types are records (`bertconv.records`),
+#: real dataclasses only once somebody asks.
+DATACLASS_MACHINERY = ("dataclasses", "inspect")
 
 _RUN = """
 import contextlib, io, json, sys
@@ -39,7 +43,7 @@ with contextlib.redirect_stdout(io.StringIO()):
     except SystemExit as exit:
         status = exit.code
 print(json.dumps({"status": status, "imported": sorted(m for m in %r if m in sys.modules)}))
-""" % (HEAVY + FORMAT_MODULES + TORCH_CONTAINER + WRITING_AND_CACHE + ("importlib.metadata",),)
+""" % (HEAVY + FORMAT_MODULES + TORCH_CONTAINER + WRITING_AND_CACHE + DATACLASS_MACHINERY + ("importlib.metadata",),)
 
 
 def imported_by(*args: str) -> tuple[int, set[str]]:
@@ -96,6 +100,15 @@ def test_header_commands_on_a_file_start_no_thread_and_skip_the_hub_cache(comman
     status, imported = imported_by(command, str(FIXTURES / "hf/pretraining/model.safetensors"))
     assert status == 0
     assert not imported & set(WRITING_AND_CACHE)
+
+
+@pytest.mark.parametrize("command", ["audit", "inspect", "verify"])
+def test_header_commands_compile_no_dataclass(command):
+    """Their reports, the tree, the config and the registry are records: `dataclasses` and
+    `inspect` are not even imported (issue 31: start-up within 3x of the interpreter's)."""
+    status, imported = imported_by(command, str(FIXTURES / "hf/pretraining/model.safetensors"))
+    assert status == 0
+    assert not imported & set(DATACLASS_MACHINERY)
 
 
 def test_a_repo_id_is_still_looked_up_in_the_hub_cache(tmp_path, monkeypatch):

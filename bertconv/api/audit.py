@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Mapping
 
+from ..records import record
 from .report import Checkpoint, PathArg, Report, Source, tree_of
 
 
-@dataclass(frozen=True)
+@record
 class Component:
     """One component's parameters (embeddings, a layer, a head) as stored and as the closed form gives."""
 
@@ -17,7 +17,7 @@ class Component:
     expected: int
 
 
-@dataclass(frozen=True)
+@record
 class TiedCopy:
     """A stored copy of a tied parameter (a tied decoder), counted once: as what it copies."""
 
@@ -27,7 +27,7 @@ class TiedCopy:
     shared_storage: bool
 
 
-@dataclass(frozen=True)
+@record
 class Counts:
     """An audit's counts (`checks.audit.counts`); `verify` reports them too, as its `audit`.
 
@@ -52,7 +52,7 @@ class Counts:
                    tuple(obj["problems"]), obj["ok"])
 
 
-@dataclass(frozen=True)
+@record
 class AuditReport(Report):
     """`audit`'s verdict: ok when every component holds the parameters the closed form gives."""
 

@@ -4,10 +4,10 @@ canonical tree; the report says what was written and what was not."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from ..records import record
 from .report import Checkpoint, PathArg, Report, Source, tree_of
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ def size_in_bytes(size: int | str) -> int:
     return int(float(match.group(1)) * _UNITS[(match.group(2) or "b").lower()])
 
 
-@dataclass(frozen=True)
+@record
 class Output:
     """The checkpoint written: its `path`, `format` (the target), every file written and the
     tensors it holds, by their names in the output."""
@@ -41,7 +41,7 @@ class Output:
     tensors: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@record
 class ConversionReport(Report):
     """`convert`'s account (ok: it wrote): the source `checkpoint`, whose `ignored` are the
     entries not in the output, each with why; the `output`; `notes` such as accepted losses and

@@ -3,9 +3,9 @@ what they compute)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from ..records import record
 from .report import JSONObject, PathArg, Report, Source, tree_of, Checkpoint
 
 #: `atol`'s default: values compared bit for bit (`checks.arrays.BIT_EXACT`).
@@ -14,7 +14,7 @@ BIT_EXACT = 0.0
 OUTPUTS_ATOL = 1e-4
 
 
-@dataclass(frozen=True)
+@record
 class OnlyIn:
     """A canonical parameter one side has and the other lacks, with its `source` (name in its file)."""
 
@@ -22,7 +22,7 @@ class OnlyIn:
     source: str
 
 
-@dataclass(frozen=True)
+@record
 class Difference:
     """A parameter whose shape (or dtype) is `a` in A and `b` in B."""
 
@@ -31,7 +31,7 @@ class Difference:
     b: Any
 
 
-@dataclass(frozen=True)
+@record
 class ConfigDifference:
     """A config field that decides the computation, `a` in A and `b` in B, and where each came from."""
 
@@ -42,7 +42,7 @@ class ConfigDifference:
     b_from: str
 
 
-@dataclass(frozen=True)
+@record
 class TensorComparison:
     """One canonical parameter compared: its names in A and B (`a`, `b`), dtypes, shapes, and, if
     `compared` (same shapes), whether its bits are equal, the largest difference (a number, or
@@ -69,7 +69,7 @@ class TensorComparison:
                       "max_at": None if max_at is None else tuple(max_at)})
 
 
-@dataclass(frozen=True)
+@record
 class OutputsComparison:
     """Both checkpoints run on one probe batch (`checks.outputs.compare_outputs`): what was
     `compared` ("mlm_logits", or "sequence_output" when a side has no MLM head), the largest
@@ -88,7 +88,7 @@ class OutputsComparison:
     ok: bool
 
 
-@dataclass(frozen=True)
+@record
 class DiffReport(Report):
     """`diff`'s verdict: `equal` (the same as `ok`) when both hold the same parameters and shapes,
     every value within `atol` (or, with outputs, the outputs within their tolerance) and the same

@@ -3,10 +3,10 @@ checkpoint's own tokenizer."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, overload
 
+from ..records import record
 from .report import Checkpoint, JSONObject, PathArg, Report, Source, frozen, tree_of
 
 if TYPE_CHECKING:
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 TOP_K, BATCH_SIZE = 5, 16
 
 
-@dataclass(frozen=True)
+@record
 class TokenizerInfo:
     """The tokenizer the texts were encoded with: its `file`, what it is (`kind`), whether it
     lower-cases (None: its own normalizer decides) and why (`casing`), the transformers
@@ -30,7 +30,7 @@ class TokenizerInfo:
     mask_token: str
 
 
-@dataclass(frozen=True)
+@record
 class FillMaskReport(Report):
     """The predictions for one text (the `index`-th given): per mask, its `position` (counting
     [CLS] as 0) and its `predictions` (token, id, prob), most probable first. A text that could

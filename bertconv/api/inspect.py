@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from ..records import record
 from .report import Checkpoint, JSONObject, PathArg, Report, Source, tree_of
 
 if TYPE_CHECKING:
     from ..tree import ParameterTree
 
 
-@dataclass(frozen=True)
+@record
 class TensorEntry:
     """One tensor: its `name` and `shape` in the file, the `canonical` parameter it is and that
     parameter's shape (after the format's transposes), its dtype, and the canonical parameter it
@@ -31,7 +31,7 @@ class TensorEntry:
                    obj.get("shared_with"))
 
 
-@dataclass(frozen=True)
+@record
 class InspectReport(Report):
     """`inspect`'s description (always ok). `scope`: the name scope a TF checkpoint's model sits
     under ("" for none); `parameters`: counted, each tied copy once; `files` that exist, and

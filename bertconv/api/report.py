@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import copy
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping, TypeVar, Union
+
+from ..records import field, record
 
 if TYPE_CHECKING:
     from ..tree import ParameterTree
@@ -45,7 +46,7 @@ def load(path: PathArg, *, config: PathArg | None = None, heads: int | None = No
     >>> tree.format, tree.config.hidden_size
     ('hf-safetensors', 32)
     """
-    from dataclasses import replace
+    from ..records import replace
 
     from .. import formats
     from ..paths import require_file_or_directory
@@ -82,7 +83,7 @@ def frozen(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return MappingProxyType(copy.deepcopy(dict(obj)))
 
 
-@dataclass(frozen=True)
+@record
 class IgnoredEntry:
     """An entry of the file that is not a parameter of the model (an optimizer slot, a step
     counter, a buffer, a task head), or for a conversion one not in the output, and why."""
@@ -98,7 +99,7 @@ class IgnoredEntry:
         return cls(obj["name"], obj["reason"], obj["parameters"], obj["dtype"], tuple(obj["shape"]))
 
 
-@dataclass(frozen=True)
+@record
 class Checkpoint:
     """What every report says of the checkpoint it is about (`checks.report.checkpoint`).
 
@@ -125,7 +126,7 @@ class Checkpoint:
                    frozen(obj["heads"]), tuple(IgnoredEntry.from_json(i) for i in obj["ignored"]))
 
 
-@dataclass(frozen=True)
+@record
 class Report:
     """A command's verdict: `ok`, the `problems` that made it not ok (sentences naming the file
     and the tensor), the `notes` that did not, and the whole as `to_json()`."""

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from ..records import record
 from .audit import Counts
 from .report import Checkpoint, PathArg, Report, Source, tree_of
 
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from ..tree import ParameterTree
 
 
-@dataclass(frozen=True)
+@record
 class Probe:
     """The MLM probe's figures (`checks.trained.ProbeResult`): the head wrote a seeded sample and
     is `gain` nats surer of it (`entropy` - `nll`) than its token frequencies allow; trained from
@@ -31,7 +31,7 @@ class Probe:
     runtime: str
 
 
-@dataclass(frozen=True)
+@record
 class Training:
     """Whether a head is trained: `verdict` ("trained", "untrained" or "n/a"), on what `evidence`,
     the initializer `signs` seen (keys of `checks.trained.SIGNS_BY_KEY`), the MLM `probe` if it
@@ -50,7 +50,7 @@ class Training:
                    Probe(**probe) if probe is not None else None, obj.get("probe_not_run"))
 
 
-@dataclass(frozen=True)
+@record
 class DeepRead:
     """What `deep` read: every tensor once, this many values in all."""
 
@@ -58,7 +58,7 @@ class DeepRead:
     values: int
 
 
-@dataclass(frozen=True)
+@record
 class RtdHead:
     """An ELECTRA discriminator's replaced-token-detection head: "complete", "partial" or
     "missing" (the canonical names it lacks in `missing`), and whether it is trained."""
@@ -68,7 +68,7 @@ class RtdHead:
     trained: Training
 
 
-@dataclass(frozen=True)
+@record
 class VerifyReport(Report):
     """`verify`'s verdict (`checks.verify.verify` documents each field).
 

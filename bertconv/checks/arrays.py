@@ -9,12 +9,12 @@ absolute difference in float64 of the float32-widened values (see `Comparison`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator
 
 from .. import tensor as lazy_tensors
 from ..dtypes import DType, as_float32
 from ..lazy import lazy_module
+from ..records import field, record
 
 if TYPE_CHECKING:
     import numpy as np
@@ -103,7 +103,7 @@ def json_number(value: float) -> float | str:
 # --- one tensor pair ------------------------------------------------------------------------
 
 
-@dataclass
+@record(frozen=False)
 class Comparison:
     """How two same-shaped tensors compare.
 

@@ -16,15 +16,15 @@ what was read.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from .. import families
 from ..config import UNKNOWN
 from ..errors import bad_input
+from ..records import record
 from ..tree import ParameterTree
 
 
-@dataclass(frozen=True)
+@record
 class Unread:
     """One thing a checkpoint holds that bertconv would not compute with."""
 

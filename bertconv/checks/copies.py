@@ -11,8 +11,8 @@ two models and a reader that picked the other copy would compute the other one: 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
+from ..records import record
 from ..tensor import LazyTensor
 from ..tree import Ignored, Parameter, ParameterTree
 from .arrays import describe_difference
@@ -22,7 +22,7 @@ from .arrays import describe_difference
 BLOCK_BYTES = 16 * 2**20
 
 
-@dataclass(frozen=True)
+@record
 class DifferingCopy:
     """A stored copy (`overwritten`) that differs from the tree's parameter (`used`), and how."""
 

@@ -37,12 +37,12 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
 from ..config import COMPUTATION_FIELDS
+from ..records import record
 from ..tensor import LazyTensor
 from ..tree import Parameter, ParameterTree, model_order_key, role_of
 from .arrays import BIT_EXACT, Comparison, compare_arrays, format_value
@@ -67,7 +67,7 @@ def compare_tensors(a: Parameter, b: Parameter) -> Comparison:
 # --- two trees ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class Stand:
     """The tensor that stands for a canonical name in one tree, and how it was found."""
 

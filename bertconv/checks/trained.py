@@ -32,12 +32,12 @@ Shape legend: B sample batch, S sample length, V vocab size, H hidden size.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
 
 from ..dtypes import all_elements_equal, as_float32
 from ..errors import BadInput, CheckFailed
 from ..lazy import lazy_module
+from ..records import record, replace
 from ..tree import ParameterTree
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ else:  # imported by the probe: plain verify reads the signs' bytes without NumP
 # --- signs of fresh initialization -------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class Sign:
     """One initializer value that training never leaves exactly.
 
@@ -194,7 +194,7 @@ UNTRAINED_BY_PROBE = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class ProbeResult:
     """What the MLM head made of its own sample.
 

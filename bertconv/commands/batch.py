@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from .. import formats
 from ..api.report import Report
 from ..errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, BertconvError, bad_input
+from ..records import record
 from ..tree import ParameterTree
 from . import output
 from .common import escape, human, load, stdout
@@ -61,7 +61,7 @@ def expand(paths: Iterable[Path], recursive: bool) -> list[Path]:
     return out
 
 
-@dataclass(frozen=True)
+@record
 class Job:
     """One command's work on one checkpoint; sent to a worker process, so it holds module-level
     functions and plain values only."""

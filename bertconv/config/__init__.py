@@ -26,9 +26,10 @@ tanh approximation Google trained BERT with, "relu".
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
+
+from ..records import field, fields, record, replace
 
 #: BERT's per-head width; used to state a default head count when nothing else says it.
 DEFAULT_HEAD_SIZE = 64
@@ -41,7 +42,7 @@ ACTIVATIONS = ("gelu", "gelu_tanh", "relu")
 UNKNOWN = "unknown"
 
 
-@dataclass(frozen=True)
+@record
 class BertConfig:
     """The hyper-parameters of a BERT model, whatever file they came from.
 
@@ -337,7 +338,7 @@ def default_heads(hidden_size: int) -> int:
 # --- closed-form parameter counts ---------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class Heads:
     """Which pre-training heads a checkpoint carries.
 

@@ -14,11 +14,11 @@ a file means different functions depending on who wrote it (see `parse_activatio
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from .. import json_text
+from ..records import replace
 from . import ACTIVATIONS, LAYER_NORM_EPS, BertConfig, layer_kinds
 from ..errors import bad_input
 from ..families import DEFAULT, FAMILIES, of

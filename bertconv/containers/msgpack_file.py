@@ -39,13 +39,13 @@ import errno
 import math
 import os
 import struct
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Collection, Sequence
 
 from .. import dtypes
 from ..errors import BadInput, bad_input
 from ..lazy import lazy_module
+from ..records import record
 from ..tensor import ArrayTensor, LazyTensor, MappedTensor
 from .writeback import EarlyWriteback
 
@@ -85,7 +85,7 @@ _EXT8, _EXT16, _EXT32 = 0xC7, 0xC8, 0xC9
 _FIXEXT = {0xD4: 1, 0xD5: 2, 0xD6: 4, 0xD7: 8, 0xD8: 16}
 
 
-@dataclass(frozen=True)
+@record
 class MsgpackArray:
     """One array leaf: `path` the keys from the root to it."""
 

@@ -12,7 +12,6 @@ import json
 import math
 import os
 import struct
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable
 
@@ -20,6 +19,7 @@ from .. import dtypes, json_text
 from ..dtypes import DType
 from ..errors import bad_input
 from ..lazy import lazy_module
+from ..records import record
 from ..tensor import LazyTensor, MappedTensor, TransposedTensor, check_span, transpose_into
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ _WRITE_RANK = {"BOOL": 0, "U8": 1, "I8": 2, "I16": 3, "F16": 4, "BF16": 5, "I32"
                "F64": 8, "I64": 9}
 
 
-@dataclass(frozen=True)
+@record
 class SafetensorsHeader:
     path: Path
     tensors: dict[str, MappedTensor]

@@ -20,12 +20,12 @@ import pickle
 import struct
 import zipfile
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import dtypes
 from ..dtypes import DType
 from ..errors import BadInput, bad_input
+from ..records import field, record
 from ..tensor import LazyTensor, StridedTensor, check_span
 
 ZIP_MAGIC = b"PK\x03\x04"
@@ -41,19 +41,19 @@ _STORAGE_DTYPES = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class _StorageType:
     dtype: DType
 
 
-@dataclass(frozen=True)
+@record
 class _StorageRef:
     key: str
     dtype: DType
     numel: int
 
 
-@dataclass
+@record(frozen=False)
 class TensorRecord:
     """What the pickle says about one tensor: its storage, and the view into it."""
 
@@ -208,7 +208,7 @@ def _unpickle(stream, path: Path, member: str):
         raise bad_input(path, f"{member} is not a readable pickle: {type(exc).__name__}: {exc}") from None
 
 
-@dataclass(frozen=True)
+@record
 class NonTensor:
     """An entry that is not a tensor: its Python type, and how many tensor values it holds
     (an optimizer state saved beside the model holds many; an int or a string none)."""
@@ -217,7 +217,7 @@ class NonTensor:
     values: int
 
 
-@dataclass(frozen=True)
+@record
 class TorchCheckpoint:
     """A state dict's tensors (lazy) and, per name, the identity of the bytes it views.
 

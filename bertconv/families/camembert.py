@@ -6,8 +6,8 @@ its files from RoBERTa's; its vocabulary is a SentencePiece model in fairseq's d
 are not written with RoBERTa's).
 """
 
-from dataclasses import replace
 
+from ..records import replace
 from . import roberta
 
 FAMILY = replace(roberta.FAMILY, model_type="camembert", display="CamemBERT", stated={},

@@ -22,9 +22,10 @@ that computes or converts refuses it (exit 2, naming it) unless the user accepts
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable
+
+from ..records import field, record
 
 #: The dialects a config is read in: transformers' `config.json`, google-research's
 #: `bert_config.json` (bert4keras reads that too, its "gelu" meaning erf), fairseq's options.
@@ -43,7 +44,7 @@ class Projection(Enum):
     WHEN_NARROWER = "when-narrower"
 
 
-@dataclass(frozen=True)
+@record
 class Variant:
     """A member of a family whose computation differs from the family's own code, so that writers
     name it apart (brightmart's albert_zh: word vectors projected alone). `flag` is the
@@ -58,7 +59,7 @@ class Variant:
 # Not compared by value: a family is its declaration (`FAMILIES` holds one object each), and
 # its dict fields would make a value hash raise. Without `__eq__` and `__hash__` to compile,
 # importing it (every command does) costs less.
-@dataclass(frozen=True, eq=False)
+@record(eq=False)
 class Family:
     """One model family, declared.
 
@@ -125,7 +126,7 @@ class Family:
         does (RoFormer's jieba word segmentation), or None: fill-mask refuses its models, naming it.
       computes_as_bert: whether its computation is BERT's under other names, without token types
         and pooler (DistilBERT): a target that builds BERT and not it writes it as that BERT
-        (as_bert.py).
+        (conversion.py).
       holds_no_token_types: whether its library holds a model without token types as it is (no
         table, nothing added: DeBERTa-v2's `type_vocab_size` 0), so that a writer need not add
         the all-zero row its library would otherwise look up.

@@ -5,8 +5,8 @@ alone tells its files from RoBERTa's; its vocabulary is a SentencePiece model in
 dictionary order (`XLMRobertaTokenizer`).
 """
 
-from dataclasses import replace
 
+from ..records import replace
 from . import roberta
 
 FAMILY = replace(roberta.FAMILY, model_type="xlm-roberta", display="XLM-RoBERTa",

@@ -9,12 +9,12 @@ the tests run on every format. No other code dispatches on a format.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 from .. import paths
 from ..errors import bad_input
+from ..records import replace
 from .registry import (FORMATS, MODELS, SNIFF_ORDER, TARGETS, Format, Output, Specificity, container_hints,
                        expected_checkpoints, format_named)
 

@@ -6,13 +6,13 @@ and hands them here with its table, so all formats classify, tie and infer the s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Hashable
 
 from .. import families
 from ..config import UNKNOWN, BertConfig, default_heads
 from ..errors import bad_input
+from ..records import record
 from ..tensor import LazyTensor
 from ..tree import Ignored, Parameter, ParameterTree, layer_of, model_order_key, role_of
 from .table import Table
@@ -21,7 +21,7 @@ UNKNOWN_REASON = "not a BERT pre-training parameter (no row of the {format} tabl
 
 
 
-@dataclass(frozen=True)
+@record
 class Entry:
     """A tensor as a container lists it.
 

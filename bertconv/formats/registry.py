@@ -20,7 +20,6 @@ a safetensors file. tests/test_imports.py holds the stated values to the modules
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from enum import Enum, IntEnum
 from pathlib import Path
 from types import ModuleType
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ..containers.hdf5.signature import has_hdf5_signature
 from ..lazy import lazy_module, pending
+from ..records import record
 
 if TYPE_CHECKING:
     from ..tree import ParameterTree
@@ -64,7 +64,7 @@ class Output(Enum):
     DIRECTORY = "directory"
 
 
-@dataclass(frozen=True)
+@record
 class Format:
     """A checkpoint format, declared.
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass
 from enum import Enum
 
 from ..errors import bad_input
+from ..records import record
 from ..tensor import LazyTensor, TransposedTensor
 from ..tree import ParameterTree, fields_behind, role_of
 
@@ -40,7 +40,7 @@ IDENTITY = Layout.IDENTITY
 TRANSPOSE = Layout.TRANSPOSE
 
 
-@dataclass(frozen=True)
+@record
 class Row:
     """One canonical parameter and its spelling in a format.
 
@@ -53,7 +53,7 @@ class Row:
     legacy: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class Skip:
     """Entries matching `pattern` (fnmatch syntax) are not parameters, for `reason`."""
 
@@ -64,7 +64,7 @@ class Skip:
         return fnmatch.fnmatchcase(name, self.pattern)
 
 
-@dataclass(frozen=True)
+@record
 class Match:
     canonical: str
     layout: Layout

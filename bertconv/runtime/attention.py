@@ -11,11 +11,11 @@ query l and key r read row l - r + P - 1.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..config import BertConfig
+from ..records import record
 
 
 def visible_keys(config: BertConfig, attention_mask: np.ndarray) -> np.ndarray:
@@ -32,7 +32,7 @@ def visible_keys(config: BertConfig, attention_mask: np.ndarray) -> np.ndarray:
     return keys & at_or_before
 
 
-@dataclass(frozen=True)
+@record
 class DistanceRows:
     """The rows of a distance table [2P - 1, D] that a sequence of S tokens reads.
 

@@ -18,16 +18,16 @@ the score of (l, r) is
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import cache
 from typing import Any, Callable
 
 import numpy as np
 
 from ..config import BertConfig
+from ..records import record
 
 
-@dataclass(frozen=True)
+@record
 class Relative:
     """What every layer of one forward pass reads: the row index [S, S] (query, key) and the
     relative embeddings [K, H] as the runtime computes with them (normalized where the model does)."""

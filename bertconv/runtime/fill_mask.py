@@ -13,20 +13,20 @@ through a softmax over the whole vocab, as transformers' fill-mask pipeline does
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from .. import families
 from ..errors import BadInput
+from ..records import record
 from .tokenization.tokenizer import Encoding, Tokenizer
 
 #: Texts run through the model at once.
 BATCH_SIZE = 16
 
 
-@dataclass(frozen=True)
+@record
 class Prediction:
     """One candidate for a mask: its token (None for an id the tokenizer has no token for), id and
     probability."""
@@ -39,7 +39,7 @@ class Prediction:
         return {"token": self.token, "id": self.id, "prob": self.prob}
 
 
-@dataclass(frozen=True)
+@record
 class MaskPredictions:
     """The candidates for one mask, most probable first; `position` counts [CLS] as 0."""
 

@@ -9,19 +9,19 @@ longer than the position table, a mask that is not 0/1.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..config import BertConfig
 from ..errors import BadInput
+from ..records import record
 
 #: Next-sentence labels: 0 "B follows A", 1 "B is random" (google-research/bert
 #: create_pretraining_data.py `is_random_next`).
 NSP_CLASSES = 2
 
 
-@dataclass(frozen=True)
+@record
 class ModelInputs:
     """Ids and token types int64 [B, S]; attention mask bool [B, S] (True: a token, False: padding);
     the position-table row of each token int64 [B, S] (`position_ids`)."""
@@ -32,7 +32,7 @@ class ModelInputs:
     position_ids: np.ndarray
 
 
-@dataclass(frozen=True)
+@record
 class SlotInputs:
     """Prediction slots: positions and label ids int64 [B, M], weights float32 [B, M] (0 for a
     padding slot), NSP labels int64 [B] or None."""

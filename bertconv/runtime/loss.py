@@ -31,12 +31,12 @@ checked (`inputs.check_slot_inputs`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..errors import BadInput
+from ..records import record
 from .numerics import MLM_LOSS_EPSILON
 
 #: google-research/electra `_get_discriminator_output`: `loss = tf.reduce_sum(losses) /
@@ -45,7 +45,7 @@ from .numerics import MLM_LOSS_EPSILON
 RTD_LOSS_EPSILON = 1e-6
 
 
-@dataclass(frozen=True)
+@record
 class PretrainingLoss:
     """Losses of one batch, as scalars of the runtime's array type (float32 by default).
 
@@ -98,7 +98,7 @@ def next_sentence_loss(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return per_example.mean(dtype=logits.dtype)
 
 
-@dataclass(frozen=True)
+@record
 class ReplacedTokenLoss:
     """ELECTRA's discriminator loss on one batch, in the runtime's array type (float32).
 

@@ -23,7 +23,6 @@ under -inf) and, for -10000, when unmasked scores are themselves near -10000.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
 from typing import Union
 
 from .. import config as _config
@@ -32,6 +31,7 @@ from ..errors import BadInput
 # The format registry declares which family's numerics each format uses; a runtime looks that
 # up there and calls into no format module.
 from ..formats.registry import format_named
+from ..records import record, replace
 
 # --- activations ---------------------------------------------------------------------------
 
@@ -87,7 +87,7 @@ MaskAdder = Union[float, str]
 MLM_LOSS_EPSILON = 1e-5
 
 
-@dataclass(frozen=True)
+@record
 class Numerics:
     """The conventions a runtime computes with.
 

@@ -41,13 +41,13 @@ from __future__ import annotations
 
 import math
 from contextlib import nullcontext
-from dataclasses import dataclass
 from typing import Any, Callable, ContextManager
 
 import numpy as np
 
 from .. import families
 from ..config import Heads
+from ..records import record
 from ..tree import ParameterTree
 from . import blas, disentangled, weights
 from . import loss as losses
@@ -60,7 +60,7 @@ from .inputs import check_model_inputs, check_positions, check_slot_inputs
 from .numerics import GELU_ERF, GELU_TANH, GELU_TANH_CUBIC, GELU_TANH_SCALE, RELU, Numerics
 
 
-@dataclass(frozen=True)
+@record
 class BertOutput:
     """What a forward pass returns, as arrays of the runtime's type.
 

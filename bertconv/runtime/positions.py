@@ -11,15 +11,15 @@ rotated queries with rotated keys, so a score depends on the two positions' dist
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
 
 from ..config import BertConfig
+from ..records import record
 
 
-@dataclass(frozen=True)
+@record
 class RotaryTables:
     """cos and sin of every position's angles, float32 [S, D] each (the F angles twice)."""
 

@@ -20,18 +20,18 @@ of query l gains sum_r p_lr R[row].
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
 
 from ..config import BertConfig
+from ..records import record
 
 #: The base of both schemes' frequencies (a constant in both libraries).
 BASE = 10000
 
 
-@dataclass(frozen=True)
+@record
 class PairTables:
     """cos and sin of every position's angles, float32 [S, D] each (each angle twice, side by side)."""
 

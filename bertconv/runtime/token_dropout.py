@@ -11,17 +11,17 @@ r the sequence's <mask> tokens over its real tokens (the input mask's sum).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..config import BertConfig
+from ..records import record
 
 #: The ratio of replaced-by-<mask> tokens in every ESM training run (transformers hard-codes it).
 MASK_RATIO_TRAIN = 0.15 * 0.8
 
 
-@dataclass(frozen=True)
+@record
 class TokenDropout:
     """What the embeddings do: `masked` bool [B, S, 1] zeroed, then x * `train` / `observed`."""
 

@@ -18,7 +18,6 @@ that differs from the table is reported.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, TypeVar
 
 import numpy as np
@@ -26,6 +25,7 @@ import numpy as np
 from ..config import Heads
 from ..dtypes import FLOAT32, DType, as_float32
 from ..errors import BadInput, CheckFailed
+from ..records import record
 from ..tensor import LazyTensor
 from ..tree import ParameterTree, canonical_names, role_of
 
@@ -53,7 +53,7 @@ HEAD_DESCRIPTIONS = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class WeightPlan:
     """What a runtime reads from a tree, checked against its config.
 

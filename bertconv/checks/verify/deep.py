@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...dtypes import DType, as_float32
 from ...errors import bad_input
 from ...lazy import lazy_module
+from ...records import record
 from ...tree import ParameterTree, role_of
 from ..arrays import chunk_indices, format_value, global_position
 from .findings import OUTPUT_BIAS, Findings, TensorReader, label
@@ -23,7 +23,7 @@ else:  # imported where tensor values are compared or scanned: plain verify read
 TRAINED_HEADS = ("pooler", "mlm", "nsp", "sop", "rtd")
 
 
-@dataclass
+@record(frozen=False)
 class Scan:
     """What one streaming pass over a tensor found."""
 

@@ -3,11 +3,11 @@ add to, and the reader through which every check reads a tensor once."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, TypeVar
 
 from ...errors import BadInput
 from ...lazy import lazy_module
+from ...records import field, record
 from ...tensor import LazyTensor
 from ...tree import Parameter, ParameterTree
 
@@ -29,7 +29,7 @@ COMPLETE, PARTIAL, MISSING = "complete", "partial", "missing"
 TIED, UNTIED, NOT_APPLICABLE = "tied", "untied", "n/a"
 
 
-@dataclass
+@record(frozen=False)
 class Findings:
     """What the checks found: failures (`problems`) and observations that pass (`notes`)."""
 

@@ -45,7 +45,6 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
@@ -53,6 +52,7 @@ from ... import dtypes
 from ...dtypes import DType
 from ...errors import BadInput, bad_input
 from ...lazy import lazy_module
+from ...records import record
 from ...tensor import ArrayTensor, LazyTensor, MappedTensor, check_span, file_size
 from .signature import is_hdf5
 from .workarounds import check_global_heaps
@@ -82,7 +82,7 @@ _H5_ERRORS = (OSError, KeyError, ValueError, RuntimeError, TypeError, IndexError
 # --- what a file holds ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class KerasWeight:
     """One weight as a layer lists it: `name` exactly as in `weight_names`."""
 
@@ -90,7 +90,7 @@ class KerasWeight:
     tensor: LazyTensor
 
 
-@dataclass(frozen=True)
+@record
 class KerasLayer:
     """One layer, its weights in `weight_names` order.
 
@@ -102,7 +102,7 @@ class KerasLayer:
     parent: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class KerasWeightsFile:
     """A Keras 2 weights file.
 

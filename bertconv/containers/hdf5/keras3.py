@@ -3,12 +3,12 @@ lazy tensors; see `keras_h5` for the layout."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...errors import bad_input
 from ...lazy import lazy_module
+from ...records import record
 from ...tensor import LazyTensor, file_size
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ else:  # imported on first use: most commands read no HDF5 file, and headers nee
 from .keras import KERAS3_LAYERS, KERAS3_VARS, KerasWeight, is_keras3, read_guarded, dataset_at
 
 
-@dataclass(frozen=True)
+@record
 class Keras3Layer:
     """One group of a Keras 3 layout's `layers` container.
 
@@ -32,7 +32,7 @@ class Keras3Layer:
     weights: tuple[KerasWeight, ...]
 
 
-@dataclass(frozen=True)
+@record
 class Keras3WeightsFile:
     """A Keras 3 layout weights file.
 

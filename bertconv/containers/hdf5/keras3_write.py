@@ -13,13 +13,13 @@ each tensor at its dataset's offset.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from ... import dtypes
 from ...errors import bad_input
 from ...lazy import lazy_module
+from ...records import record
 from ...tensor import LazyTensor
 from .workarounds import allocated_unfilled, check_free_space, write_at_offsets
 
@@ -31,7 +31,7 @@ else:
 VARS = "vars"
 
 
-@dataclass(frozen=True)
+@record
 class Keras3Object:
     """One object with variables: its `path` in the file (`layers/transformer_encoder_1/
     _self_attention_layer/query_dense`, "" for the model itself), its Keras `name`, and its

@@ -3,13 +3,13 @@ one: see `keras_h5` for the layout."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from ... import dtypes
 from ...errors import bad_input
 from ...lazy import lazy_module
+from ...records import record
 from ...tensor import LazyTensor
 from .workarounds import allocated_unfilled, check_free_space, write_at_offsets
 
@@ -27,7 +27,7 @@ from .keras import LAYER_NAMES, TOP_LEVEL_WEIGHTS, WEIGHT_NAMES, check_layer_nam
 HDF5_OBJECT_HEADER_LIMIT = 64512
 
 
-@dataclass(frozen=True)
+@record
 class LayerToWrite:
     """A layer of the file to write: its name and its (Keras weight name, tensor) pairs in order.
 

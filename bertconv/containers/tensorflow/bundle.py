@@ -25,7 +25,6 @@ from __future__ import annotations
 import functools
 import math
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Mapping
@@ -36,6 +35,7 @@ from ... import dtypes
 from ...dtypes import DType
 from ...errors import bad_input
 from ...lazy import lazy_module
+from ...records import record
 from ...tensor import MappedTensor, check_span
 from . import protowire as pw
 from .sstable import UINT32_MASK, UINT32_SIZE, read_table, read_uint32, show_key, unmask_crc
@@ -107,7 +107,7 @@ def crc32c_of_array(array: np.ndarray, crc: int = 0) -> int:
 
 # Bundle protos --------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@record
 class BundleHeader:
     """BundleHeaderProto: how many data shards, their byte order, the format version."""
 
@@ -118,7 +118,7 @@ class BundleHeader:
     bad_consumers: tuple[int, ...]
 
 
-@dataclass(frozen=True)
+@record
 class BundleEntry:
     """One tensor of a bundle, as its BundleEntryProto describes it.
 

@@ -19,21 +19,21 @@ Fields this reader does not need are skipped, as protobuf readers do.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
+from ...records import record
 from . import protowire as pw
 
 GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
 
-@dataclass(frozen=True)
+@record
 class Child:
     node_id: int
     local_name: str
 
 
-@dataclass(frozen=True)
+@record
 class Attribute:
     """A saved value of a node: `name` is its role ("VARIABLE_VALUE"), `full_name` the variable's
     own name without ":0", `checkpoint_key` its key in the tensor bundle."""
@@ -43,7 +43,7 @@ class Attribute:
     checkpoint_key: str
 
 
-@dataclass(frozen=True)
+@record
 class TrackableNode:
     children: tuple[Child, ...]
     attributes: tuple[Attribute, ...]

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import bad_input
+from ...records import field, record
 
 #: huggingface_hub's `REPO_ID_SEPARATOR`, and the prefix of a model repo's folder.
 SEPARATOR = "--"
@@ -67,7 +67,7 @@ def repo_folder(cache: Path, repo_id: str) -> Path:
     return cache / (MODEL_PREFIX + repo_id.replace("/", SEPARATOR))
 
 
-@dataclass(frozen=True)
+@record
 class Snapshot:
     """One revision of a cached repo: `path` is `snapshots/<commit>`, `refs` the branches and
     tags that point to it."""
@@ -156,7 +156,7 @@ def _listing(folder: Path) -> str:
     return f"refs {', '.join(refs) or 'none'}; snapshots {', '.join(commits) or 'none'}"
 
 
-@dataclass(frozen=True)
+@record
 class CachedRepo:
     """A model repo in the cache and its cached snapshots (newest ref'd first: `main`'s)."""
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +18,7 @@ from ...config import BertConfig
 from ...containers import safetensors_file
 from ...errors import bad_input
 from ...lazy import lazy_module
+from ...records import replace
 from ...tree import Ignored, ParameterTree
 from . import files as hf_files
 from . import head_layouts

@@ -11,9 +11,9 @@ transpose of the canonical decoder.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cached_property, partial
 
+from ...records import record
 from .tf_tables import TASK_LAYERS, bert_layer_rows, distilbert_rows, task_skips
 from .layer_groups import LayerGroups
 from ..table import TRANSPOSE, Row, Table, dense_rows, norm_rows
@@ -22,7 +22,7 @@ from ..table import TRANSPOSE, Row, Table, dense_rows, norm_rows
 _norm = partial(norm_rows, gamma="scale", beta="bias")
 
 
-@dataclass(frozen=True)
+@record
 class FlaxLayout:
     """One family's Flax model: its base model's key, its rows in creation order, the top-level
     keys of its heads, its stored-layer grouping (ALBERT), and the transformers classes 4.57 has

@@ -12,9 +12,9 @@ said to be one.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 from ... import json_text
+from ...records import replace
 from ...tree import ParameterTree
 from .classes import architecture
 from .tables import DEBERTA_RTD_HEAD, FAMILIES, HeadLayout

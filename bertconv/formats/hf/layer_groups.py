@@ -10,10 +10,10 @@ one index; `LayerGroups` translates a file's names to the table's and back.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import bad_input
+from ...records import record
 
 #: Put before a file name that must match no row (no row starts with it).
 UNMATCHABLE = "\0"
@@ -27,7 +27,7 @@ def _pattern(template: str, *names: str) -> re.Pattern:
     return re.compile(escaped)
 
 
-@dataclass(frozen=True)
+@record
 class LayerGroups:
     """How a format spells a grouped stored layer (`grouped`, with `{g}` and `{j}`) and how its
     table spells it (`flat`, with `{i}`); both are name parts between separators."""

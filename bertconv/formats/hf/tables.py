@@ -8,9 +8,9 @@ the base model's prefix (`bert.`, `albert.`, ...).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 
 from ... import families
+from ...records import record, replace
 from ..table import Row, Skip, Table, torch_linear_rows
 
 #: What `nn.DataParallel` / DistributedDataParallel put before every name of the model they wrap.
@@ -320,7 +320,7 @@ DEBERTA_V2_LM_PREDICTIONS_TABLE = Table("hf", (
 ), skips=_DEBERTA_SKIPS)
 
 
-@dataclass(frozen=True)
+@record
 class HeadLayout:
     """One of the head layouts transformers builds for a family, as the config says which.
 
@@ -337,7 +337,7 @@ class HeadLayout:
     config_value: object
 
 
-@dataclass(frozen=True)
+@record
 class Family:
     """One model family's Hugging Face spelling.
 

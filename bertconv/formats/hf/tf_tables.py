@@ -21,11 +21,11 @@ PyTorch ALBERT ties the two, and every conversion writes them equal.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import cached_property, partial
 
 from ... import families
 from ...errors import bad_input
+from ...records import record
 from ...tree import ParameterTree
 from . import classes as hf_classes
 from .layer_groups import LayerGroups
@@ -36,7 +36,7 @@ _norm = partial(norm_rows, gamma="gamma:0", beta="beta:0")
 _dense = partial(dense_rows, kernel="kernel:0", bias="bias:0")
 
 
-@dataclass(frozen=True)
+@record
 class Copy:
     """A stored weight its model never computes with, written with `canonical`'s values."""
 
@@ -45,7 +45,7 @@ class Copy:
     reason: str
 
 
-@dataclass(frozen=True)
+@record
 class HeadLayer:
     """A head's Keras layer: its name, the canonical head it belongs to (`config.Heads`), its own
     weights in `save_weights` order, and whether it holds the embeddings layer (a tied decoder)."""
@@ -56,7 +56,7 @@ class HeadLayer:
     holds_embeddings: bool = False
 
 
-@dataclass(frozen=True)
+@record
 class TfLayout:
     """One family's TF model: its main layer `base`, that layer's rows in `save_weights` order,
     its head layers in `model.layers` order, its stored-layer grouping (ALBERT), and the

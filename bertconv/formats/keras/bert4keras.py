@@ -20,13 +20,13 @@ HDF5 weights by layer order).
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from ...containers.hdf5 import keras as keras_h5
 from ...containers.hdf5 import keras3 as keras3_h5
 from ...containers.hdf5.keras import KerasLayer
 from ...errors import BadInput, bad_input
+from ...records import replace
 from ...tree import Ignored, ParameterTree
 from ..assemble import Entry, assemble
 from .bert4keras_keras3 import FORMAT_KERAS3, keras3_group, read_keras3

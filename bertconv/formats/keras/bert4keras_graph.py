@@ -4,9 +4,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 
 from ...config import Heads
+from ...records import field, record
 from .bert4keras_table import (
     ALBERT,
     ATTENTION_LAYER,
@@ -22,7 +22,7 @@ from .model import Node, functional_layer_order
 CONDITION_INPUT = "Input-Condition"
 
 
-@dataclass
+@record(frozen=False)
 class _Graph:
     nodes: list[Node] = field(default_factory=list)
     inputs: list[int] = field(default_factory=list)

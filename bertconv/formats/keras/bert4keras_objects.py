@@ -17,11 +17,11 @@ Read-only: bertconv writes Google's names (`--to tf`), which bert4keras loads di
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from ...containers.tensorflow import bundle as tf_bundle, prefix as tf_prefix, trackable
 from ...errors import bad_input
+from ...records import record
 from ...tree import Ignored, ParameterTree
 from . import bert4keras_table
 from ..tensorflow import object_bundle
@@ -38,7 +38,7 @@ WHY_GRAPH = ("its keys are `layer_with_weights-N/<role>`, and N does not identif
              "position alone")
 
 
-@dataclass(frozen=True)
+@record
 class Variable:
     """A model variable of the checkpoint: its bundle key, its Keras layer (first component of
     its `full_name`) and its role in that layer (the key's object path below the layer)."""

@@ -32,7 +32,6 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections import Counter
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable
 
@@ -40,6 +39,7 @@ from ... import families
 from ...config import BertConfig
 from ...containers.hdf5 import keras as keras_h5
 from ...errors import bad_input
+from ...records import field, record, replace
 from ...tree import ParameterTree, role_of
 from ..configs import config_beside
 from ..table import Row, Skip, Table
@@ -52,7 +52,7 @@ CONFIG_FILE = "bert_config.json"
 # --- the layers and the order of their weights ------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class Slot:
     """One weight of a bert4keras layer, by position.
 
@@ -73,7 +73,7 @@ class Slot:
         return leaf in (self.leaves or (self.keras_name.rsplit("/", 1)[-1],))
 
 
-@dataclass(frozen=True)
+@record
 class LayerKind:
     """A bert4keras layer class and its weights in the order `layer.weights` lists them.
 
@@ -298,7 +298,7 @@ def _patterns(layers: tuple[tuple[str, LayerKind], ...]) -> tuple[tuple[re.Patte
                  for template, kind in layers)
 
 
-@dataclass(frozen=True)
+@record
 class Family:
     """A model `build_transformer_model(model=...)` builds: its layers with weights and its table.
 

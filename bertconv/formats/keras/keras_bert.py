@@ -29,11 +29,11 @@ in the config. Read-only: write it `--to tf`, which
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from pathlib import Path
 
 from ...containers.hdf5 import keras as keras_h5
 from ...errors import bad_input
+from ...records import replace
 from ...tree import Ignored, ParameterTree
 from ..assemble import Entry, assemble
 from ..configs import config_beside

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from ...records import record
 
-@dataclass(frozen=True)
+
+@record
 class Node:
     """One call of a layer in a functional graph: `parents` index the nodes of its inputs, in
     argument order (an Input layer's node has none)."""

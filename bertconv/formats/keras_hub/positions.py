@@ -20,11 +20,11 @@ the position rows are copied as they are.
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import numpy as np
 
 from ...errors import bad_input
+from ...records import replace
 from ...tensor import ArrayTensor, LazyTensor
 from ...tree import Parameter, ParameterTree, model_order_key
 

@@ -18,13 +18,13 @@ reader does not read yet.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 from ...config import BertConfig
 from ...containers.hdf5 import keras as keras_h5
 from ...containers.hdf5 import keras3 as keras3_h5
 from ...errors import bad_input
+from ...records import replace
 from ...tensor import LazyTensor, ReshapedTensor
 from ...tree import ParameterTree
 from ..assemble import Entry, assemble

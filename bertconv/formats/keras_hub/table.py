@@ -22,9 +22,9 @@ keras-hub 0.32: its presets carry the encoder, never the MLM or replaced-token h
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
+from ...records import field, record
 from ..table import Row, Skip, Table
 
 #: The files of a preset.
@@ -137,7 +137,7 @@ def _electra_table(projected: bool) -> Table:
 ELECTRA_TABLE, ELECTRA_UNPROJECTED_TABLE = _electra_table(True), _electra_table(False)
 
 
-@dataclass(frozen=True)
+@record
 class KerasHubFamily:
     """One family's keras-hub preset, declared.
 

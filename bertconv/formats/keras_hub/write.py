@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ... import companions
 from ...containers.hdf5.keras3_write import Keras3Object, write_keras3_file
+from ...records import replace
 from . import positions as hub_positions
 from ...errors import bad_input
 from ...tensor import ArrayTensor, LazyTensor, ReshapedTensor

@@ -31,7 +31,6 @@ grows layer by layer, unnormalized); the logits are returned as float32 in both 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from enum import Enum
 
 import numpy as np
@@ -39,6 +38,7 @@ from onnx import NodeProto, TensorProto, ValueInfoProto, helper, numpy_helper
 
 from ... import families
 from ...config import BertConfig
+from ...records import field, record
 from ...runtime.numerics import GELU_ERF, GELU_TANH, GELU_TANH_CUBIC, GELU_TANH_SCALE, RELU, Numerics
 from ...runtime.positions import inverse_frequencies
 from ...runtime.token_dropout import MASK_RATIO_TRAIN
@@ -68,7 +68,7 @@ class Precision(Enum):
         return TensorProto.FLOAT if self is Precision.FLOAT32 else TensorProto.FLOAT16
 
 
-@dataclass(frozen=True)
+@record
 class Initializer:
     """A weight of the graph: the tree's canonical tensor `name`, stored as `dtype`."""
 
@@ -76,7 +76,7 @@ class Initializer:
     dtype: np.dtype
 
 
-@dataclass
+@record(frozen=False)
 class Graph:
     """The nodes, inputs and outputs of the graph, and the tree tensors it reads as initializers
     (in the order of first use; each canonical name once)."""

@@ -32,13 +32,13 @@ another computation and are refused by name.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 from ...config import BertConfig
 from ...config.dialects import config_from_dict
 from ...containers import torch_pickle
 from ...errors import bad_input
+from ...records import replace
 from ...tree import ParameterTree
 from ..assemble import assemble
 from ..configs import config_beside

@@ -34,13 +34,13 @@ ranks is refused until merged.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 from ...config import BertConfig, LAYER_NORM_EPS
 from ...config.dialects import config_from_dict
 from ...containers import torch_pickle
 from ...errors import BadInput, bad_input
+from ...records import replace
 from ...tensor import LazyTensor
 from ...tree import ParameterTree
 from ..assemble import Entry, assemble

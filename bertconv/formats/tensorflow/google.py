@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ... import json_text
@@ -52,6 +51,7 @@ from ...containers.tensorflow import bundle_write as tf_bundle_write
 from ... import families
 from ...errors import bad_input
 from ...config.dialects import google_config_dict
+from ...records import record, replace
 from ...tree import Ignored, ParameterTree
 from ..assemble import Entry, assemble
 from ..configs import config_beside, find_config
@@ -191,7 +191,7 @@ ELECTRA_DISCRIMINATOR_TABLE = Table("google-tf electra discriminator", (
 ), skips=_SKIPS + _DISCRIMINATOR_SKIPS)
 
 
-@dataclass(frozen=True)
+@record
 class Model:
     """A model a Google checkpoint may hold, and how to read it.
 
@@ -302,7 +302,7 @@ def _looks_like_index(index: Path) -> bool:
 # --- reading --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class _Reading:
     """A model found in a file: the model, the scope its names sit under, and the file names
     renamed to its table's spelling (ALBERT's stored layers)."""

@@ -33,10 +33,10 @@ Numerics as the Model Garden's (tanh GELU): names in the Google TF family. Read-
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from pathlib import Path
 
 from ...containers.tensorflow import bundle as tf_bundle, prefix as tf_prefix
+from ...records import replace
 from ...tree import ParameterTree
 from . import object_bundle
 from ..table import Row, Skip, Table, dense_rows, norm_rows

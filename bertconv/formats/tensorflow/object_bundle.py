@@ -17,13 +17,13 @@ ignored with their reasons.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from ...containers.tensorflow import bundle as tf_bundle, prefix as tf_prefix, trackable
 from ...errors import bad_input
 from ...lazy import lazy_module
+from ...records import record
 from ...tensor import LazyTensor
 from ...tree import Ignored, ParameterTree
 from ..assemble import Entry, assemble
@@ -65,7 +65,7 @@ class ReshapedTensor(LazyTensor):
         return self.base.copy_span()
 
 
-@dataclass(frozen=True)
+@record
 class ObjectLayout:
     """How one library's object-based checkpoints name a BERT.
 

@@ -15,11 +15,11 @@ the tokenizer class, or `config.json` the model type, whose family declares it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from ... import families
 from ...errors import bad_input
+from ...records import record
 from . import sentencepiece_model as spm
 from .tokenizer import Tokenizer, library, read_json, settings_beside
 from .files import token_content
@@ -28,7 +28,7 @@ METASPACE = "\u2581"
 CONFIG_JSON = "config.json"
 
 
-@dataclass(frozen=True)
+@record
 class FairseqLayout:
     """How a transformers tokenizer class orders a fairseq SentencePiece vocabulary.
 

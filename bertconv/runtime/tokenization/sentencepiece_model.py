@@ -16,11 +16,11 @@ value. A piece's id is its index among the pieces.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from pathlib import Path
 
 from ...containers.tensorflow import protowire as pw
 from ...errors import bad_input
+from ...records import record
 
 #: SentencePiece.Type: what a piece is. CONTROL pieces ([CLS], <pad>) never come out of text
 #: segmentation; USER_DEFINED pieces are always kept whole.
@@ -30,7 +30,7 @@ UNIGRAM, BPE, WORD, CHAR = 1, 2, 3, 4
 MODEL_TYPE_NAMES = {UNIGRAM: "unigram", BPE: "bpe", WORD: "word", CHAR: "char"}
 
 
-@dataclass(frozen=True)
+@record
 class Piece:
     """One vocabulary entry: its text, its log-probability (Unigram) and its `type`."""
 
@@ -39,7 +39,7 @@ class Piece:
     type: int = NORMAL
 
 
-@dataclass(frozen=True)
+@record
 class SentencePieceModel:
     """What a Unigram tokenizer needs of a SentencePiece model.
 

@@ -17,12 +17,12 @@ extra (`pip install 'bertconv[fill-mask]'`), as torch is; without it fill-mask s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ... import json_text
 from ...errors import BadInput, bad_input
+from ...records import record
 
 TOKENIZER_JSON = "tokenizer.json"
 VOCAB_TXT = "vocab.txt"
@@ -39,7 +39,7 @@ INSTALL_HINT = "pip install 'bertconv[fill-mask]'"
 MASK = "[MASK]"
 
 
-@dataclass(frozen=True)
+@record
 class Encoding:
     """A tokenized text, with the special tokens its tokenizer adds ([CLS] text [SEP] for BERT and
     ALBERT, <s> text </s> for RoBERTa).
