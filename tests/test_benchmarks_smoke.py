@@ -339,59 +339,19 @@ TINY_XLMR = dict(model_type="xlm-roberta", hidden_size=32, num_hidden_layers=2, 
                  layer_norm_eps=1e-5)
 
 
-@pytest.fixture
-def tiny_family(tmp_path, monkeypatch):
-    """A family row at a few KB (XLM-R's tokenizer: a Unigram, padded by position) in an empty bench dir."""
+@pytest.fixture(scope="module")
+def tiny_family(tmp_path_factory):
+    """A family row at a few KB (XLM-R's tokenizer: a Unigram, padded by position) in an empty
+    bench dir, shared by the module's family tests: transformers builds its input once (the
+    section's test runs first; the input's test rebuilds it under another spec last)."""
     from benchmarks import families
 
-    monkeypatch.setenv("BERTCONV_BENCH_DIR", str(tmp_path / "bench"))
-    bench = families.Bench("XLM-RoBERTa", "a tiny", TINY_XLMR, "fixtures/family_hf/xlm_roberta/masked_lm",
-                           "The capital of France is <mask>.")
-    monkeypatch.setitem(families.FAMILIES, "tiny", bench)
-    return bench
-
-
-@requires("transformers", "torch")
-def test_a_family_input_is_built_by_transformers_with_the_tokenizer_padded(tiny_family, monkeypatch):
-    transformers = needs("transformers")
-    from benchmarks import families
-
-    messages = []
-    directory = families.ensure("tiny", messages.append)
-    config = json.loads((directory / "config.json").read_text())
-    fixture = json.loads((ROOT / tiny_family.tokenizer / "config.json").read_text())
-    assert (config["model_type"], config["hidden_size"], config["vocab_size"]) == ("xlm-roberta", 32, 99)
-    assert (config["pad_token_id"], config["bos_token_id"]) == (fixture["pad_token_id"], fixture["bos_token_id"])
-    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
-    assert len(tokenizer) == 99 and tokenizer.convert_ids_to_tokens(98) == "<filler98>"
-    assert tokenizer.mask_token_id == transformers.AutoTokenizer.from_pretrained(ROOT / tiny_family.tokenizer).mask_token_id
-    assert families.largest_tensor_bytes(directory / "model.safetensors") == 99 * 32 * 4  # the embedding table
-
-    assert families.ensure("tiny", messages.append) == directory and sum("building" in m for m in messages) == 1
-    monkeypatch.setitem(families.FAMILIES, "tiny", families.Bench(**{**tiny_family.__dict__, "config": {**TINY_XLMR,
-                                                                                                        "vocab_size": 101}}))
-    families.ensure("tiny", messages.append)  # another spec: rebuilt
-    assert sum("building" in m for m in messages) == 2
-    assert json.loads((directory / "config.json").read_text())["vocab_size"] == 101
-
-
-def test_padding_a_tokenizer_json_keeps_every_id_and_fills_the_free_ones(tmp_path):
-    from benchmarks.family_inputs import pad_tokenizer_json, pad_vocab_txt
-
-    wordpiece = tmp_path / "wordpiece.json"
-    wordpiece.write_text(json.dumps({"model": {"vocab": {"[PAD]": 0, "a": 1}},
-                                     "added_tokens": [{"id": 3, "content": "[MASK]"}]}))
-    assert pad_tokenizer_json(wordpiece, 6) == 3
-    assert json.loads(wordpiece.read_text())["model"]["vocab"] == {"[PAD]": 0, "a": 1, "<filler2>": 2, "<filler4>": 4,
-                                                                   "<filler5>": 5}
-    unigram = tmp_path / "unigram.json"
-    unigram.write_text(json.dumps({"model": {"vocab": [["<s>", 0.0], ["▁a", -2.5]]}}))
-    assert pad_tokenizer_json(unigram, 4) == 2
-    assert json.loads(unigram.read_text())["model"]["vocab"][2:] == [["<filler2>", -12.5], ["<filler3>", -12.5]]
-    vocab = tmp_path / "vocab.txt"
-    vocab.write_text("<cls>\nA\n")
-    assert (pad_vocab_txt(vocab, 3), vocab.read_text()) == (1, "<cls>\nA\n<filler2>\n")
-    assert pad_vocab_txt(vocab, 3) == 0
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv("BERTCONV_BENCH_DIR", str(tmp_path_factory.mktemp("bench")))
+        bench = families.Bench("XLM-RoBERTa", "a tiny", TINY_XLMR, "fixtures/family_hf/xlm_roberta/masked_lm",
+                               "The capital of France is <mask>.")
+        monkeypatch.setitem(families.FAMILIES, "tiny", bench)
+        yield bench
 
 
 @requires("transformers", "torch", "tokenizers")
@@ -412,6 +372,50 @@ def test_a_family_section_measures_both_tools_and_checks_their_outputs(tiny_fami
     assert fill.verdict == "same top token as the pipeline: PASS" and fill.note.startswith("top token ids: bertconv ")
     assert fill_reference.bertconv is fill and fill_reference.ratio is not None
     assert not (families.input_dir("tiny").parent.parent / "out-families").exists()
+
+
+@requires("transformers", "torch")
+def test_a_family_input_is_built_by_transformers_with_the_tokenizer_padded(tiny_family, monkeypatch):
+    transformers = needs("transformers")
+    from benchmarks import families
+
+    messages = []
+    directory = families.ensure("tiny", messages.append)  # built by the section's test, or here
+    config = json.loads((directory / "config.json").read_text())
+    fixture = json.loads((ROOT / tiny_family.tokenizer / "config.json").read_text())
+    assert (config["model_type"], config["hidden_size"], config["vocab_size"]) == ("xlm-roberta", 32, 99)
+    assert (config["pad_token_id"], config["bos_token_id"]) == (fixture["pad_token_id"], fixture["bos_token_id"])
+    tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
+    assert len(tokenizer) == 99 and tokenizer.convert_ids_to_tokens(98) == "<filler98>"
+    assert tokenizer.mask_token_id == transformers.AutoTokenizer.from_pretrained(ROOT / tiny_family.tokenizer).mask_token_id
+    assert families.largest_tensor_bytes(directory / "model.safetensors") == 99 * 32 * 4  # the embedding table
+
+    built = sum("building" in m for m in messages)
+    assert families.ensure("tiny", messages.append) == directory and sum("building" in m for m in messages) == built
+    monkeypatch.setitem(families.FAMILIES, "tiny", families.Bench(**{**tiny_family.__dict__, "config": {**TINY_XLMR,
+                                                                                                        "vocab_size": 101}}))
+    families.ensure("tiny", messages.append)  # another spec: rebuilt
+    assert sum("building" in m for m in messages) == built + 1
+    assert json.loads((directory / "config.json").read_text())["vocab_size"] == 101
+
+
+def test_padding_a_tokenizer_json_keeps_every_id_and_fills_the_free_ones(tmp_path):
+    from benchmarks.family_inputs import pad_tokenizer_json, pad_vocab_txt
+
+    wordpiece = tmp_path / "wordpiece.json"
+    wordpiece.write_text(json.dumps({"model": {"vocab": {"[PAD]": 0, "a": 1}},
+                                     "added_tokens": [{"id": 3, "content": "[MASK]"}]}))
+    assert pad_tokenizer_json(wordpiece, 6) == 3
+    assert json.loads(wordpiece.read_text())["model"]["vocab"] == {"[PAD]": 0, "a": 1, "<filler2>": 2, "<filler4>": 4,
+                                                                   "<filler5>": 5}
+    unigram = tmp_path / "unigram.json"
+    unigram.write_text(json.dumps({"model": {"vocab": [["<s>", 0.0], ["▁a", -2.5]]}}))
+    assert pad_tokenizer_json(unigram, 4) == 2
+    assert json.loads(unigram.read_text())["model"]["vocab"][2:] == [["<filler2>", -12.5], ["<filler3>", -12.5]]
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("<cls>\nA\n")
+    assert (pad_vocab_txt(vocab, 3), vocab.read_text()) == (1, "<cls>\nA\n<filler2>\n")
+    assert pad_vocab_txt(vocab, 3) == 0
 
 
 def test_tensors_are_compared_by_name_shape_and_bytes(tmp_path):
