@@ -14,17 +14,21 @@ config and `Numerics`, in the same order of operations:
               relative or rotary positions), then the E -> H projection where the config has one
   layers:     LN(x + attention(x)), LN(x + FFN(x)) in `config.layer_schedule()` order, or
               pre-LayerNorm x + attention(LN(x)), x + FFN(LN(x)) and a final LN (Megatron-BERT,
-              ESM); the shared layers of ALBERT read the same initializers each time; attention
-              rotates queries and keys by position (rotary), adds the relative terms before or
-              after the scale as the family says, and the mask adder (`Numerics.mask_value` of
-              float32) where a key is padding or, in a causal model, after the query
+              ESM, ModernBERT); the shared layers of ALBERT read the same initializers each time;
+              attention rotates queries and keys by position (rotary halves; RoFormer's pairs,
+              `sinusoids`), adds the relative terms before or after the scale as the family says
+              (NEZHA's to the context too), and the mask adder (`Numerics.mask_value` of
+              float32) where a key is padding or, in a causal model, after the query, or in a
+              sliding-window layer, out of the window (`layer_kinds`: ModernBERT, whose fused
+              queries, keys and values and GeGLU are there too)
   MLM head:   LN(act(h @ transform + b)) (@ word projection^T) @ decoder^T + bias  -> logits [B, S, V]
 The decoder of a tied model is the word-embedding initializer itself (one tensor, read twice).
+A bias or LayerNorm beta the model has not (ModernBERT's config says which) is not added.
 
 float16 (`Precision.FLOAT16`): weights are stored and multiplied in float16, while every
 LayerNorm (its input sum, gamma and beta included) and the attention softmax (scores, scale,
 mask adder and relative terms) are computed in float32, with casts around them, and so are the
-rotary rotation, the token-dropout rescaling and a pre-LayerNorm encoder's residual stream (which
+rotary rotations, NEZHA's relative terms, the token-dropout rescaling and a pre-LayerNorm encoder's residual stream (which
 grows layer by layer, unnormalized); the logits are returned as float32 in both precisions.
 """
 
