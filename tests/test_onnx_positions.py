@@ -15,8 +15,8 @@ import pytest
 
 from bertconv import formats
 from bertconv.runtime.numpy_bert import NumpyBert
-from conftest import FIXTURES, ROOT, needs, run_in_process
-from test_onnx import ATOL, ORACLE_ATOL, export, onnx, run
+from conftest import FIXTURES, ROOT, run_in_process
+from test_onnx import ATOL, ORACLE_ATOL, check_interface, export, onnx, run, transformers_5_logits
 
 from bertconv.formats.onnx import check as onnx_check, graph as onnx_graph  # noqa: E402,I001 (needs the onnx package)
 
@@ -52,10 +52,7 @@ def numpy_logits(tree, feed: dict[str, np.ndarray]) -> np.ndarray:
 def test_the_export_computes_the_numpy_runtimes_logits_past_the_window_and_the_clipped_distance(fixture, tmp_path):
     tree = formats.read(FIXTURES / fixture)
     out = export(fixture, tmp_path)
-    model = onnx.load(out / "model.onnx")
-    onnx.checker.check_model(model, full_check=True)
-    assert [d.dim_param for d in model.graph.input[0].type.tensor_type.shape.dim] == ["batch", "sequence"]
-    assert ("token_type_ids" in {value.name for value in model.graph.input}) == bool(tree.config.type_vocab_size)
+    check_interface(tree, out)
     for seed, shape in ((1, SHAPE), (2, (1, 3))):  # and one row shorter than any window or distance
         feed = padded_batch(tree.config, seed)
         feed = {name: values[:shape[0], :shape[1]] for name, values in feed.items()}
@@ -74,17 +71,10 @@ def test_the_sliding_window_and_its_rotary_base_are_computed(tmp_path):
 
 @pytest.mark.parametrize("fixture", TRANSFORMERS_5)
 def test_the_export_computes_transformers_5s_logits(fixture, tmp_path):
-    torch = needs("torch")
-    transformers = needs("transformers")
     tree = formats.read(FIXTURES / fixture)
     out = export(fixture, tmp_path)
-    model, info = transformers.AutoModelForMaskedLM.from_pretrained(FIXTURES / fixture, dtype=torch.float32,
-                                                                    output_loading_info=True)
-    assert not info["missing_keys"], info["missing_keys"]
     feed = padded_batch(tree.config, seed=3)
-    names = {"input_ids", "attention_mask"} | ({"token_type_ids"} if tree.config.type_vocab_size else set())
-    with torch.no_grad():
-        expected = model.eval()(**{k: torch.tensor(v) for k, v in feed.items() if k in names}).logits.numpy()
+    expected = transformers_5_logits(fixture, feed)
     real = feed["attention_mask"].astype(bool)  # padding's outputs are never read
     assert np.abs(run(out, feed) - expected)[real].max() <= ORACLE_ATOL
 
@@ -118,9 +108,9 @@ def test_float16_exports_are_finite_with_layer_norm_softmax_and_positions_in_flo
     inferred = onnx.shape_inference.infer_shapes(model)
     types = {value.name: value.type.tensor_type.elem_type for value in inferred.graph.value_info}
     guarded = [node for node in model.graph.node if node.op_type in ("LayerNormalization", "Softmax", "Einsum")]
-    norms = (3 * config.num_hidden_layers + 2 + config.final_layer_norm  # a softmax and 2 LNs a layer, embeddings, head
-             - (not config.first_attention_norm) + 2 * config.num_hidden_layers * (fixture in NEZHA))  # NEZHA's 2 Einsums
-    assert len(guarded) == norms
+    per_layer = 3 + 2 * (fixture in NEZHA)  # a softmax and 2 LNs a layer (NEZHA: and its 2 Einsums)
+    norms = 2 + config.final_layer_norm - (not config.first_attention_norm)  # embeddings and head, final norm
+    assert len(guarded) == per_layer * config.num_hidden_layers + norms
     for node in guarded:
         assert {types.get(name, onnx.TensorProto.FLOAT) for name in (*node.input, *node.output)} == \
             {onnx.TensorProto.FLOAT}, node.name

@@ -28,8 +28,9 @@ A bias or LayerNorm beta the model has not (ModernBERT's config says which) is n
 float16 (`Precision.FLOAT16`): weights are stored and multiplied in float16, while every
 LayerNorm (its input sum, gamma and beta included) and the attention softmax (scores, scale,
 mask adder and relative terms) are computed in float32, with casts around them, and so are the
-rotary rotations, NEZHA's relative terms, the token-dropout rescaling and a pre-LayerNorm encoder's residual stream (which
-grows layer by layer, unnormalized); the logits are returned as float32 in both precisions.
+rotary rotations, NEZHA's relative terms, the token-dropout rescaling and a pre-LayerNorm
+encoder's residual stream (which grows layer by layer, unnormalized); the logits are returned as
+float32 in both precisions.
 """
 
 from __future__ import annotations
@@ -282,7 +283,8 @@ class _Builder:
             queries = self.op("Unsqueeze", positions, self.constant([1], np.int64))  # [S, 1]
             keys = self.op("Unsqueeze", positions, self.constant([0], np.int64))  # [1, S]
             visible = self.op("And", visible, self.op("LessOrEqual", keys, queries))
-        return self.op("Where", visible, self.constant(0.0, np.float32), self.constant(self.hidden_key_adder(), np.float32))
+        hidden = self.constant(self.hidden_key_adder(), np.float32)
+        return self.op("Where", visible, self.constant(0.0, np.float32), hidden)
 
     def hidden_key_adder(self) -> float:
         """What the scores of a key a query does not see gain (`Numerics.mask_value` of float32)."""
