@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
+    from ...config import BertConfig
     from .graph import _Builder
 
 
-def rope_bases(config) -> set[float]:
+def rope_bases(config: "BertConfig") -> set[float]:
     """The rotary bases the layers rotate with: `rope_theta`, and `local_rope_theta` where some
     layers attend within a window."""
     return {config.rope_theta, *((config.local_rope_theta,) if config.local_attention_layers else ())}
