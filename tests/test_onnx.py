@@ -79,13 +79,8 @@ def run(out: Path, feed: dict[str, np.ndarray]) -> np.ndarray:
     return runner.run(["logits"], {k: v for k, v in feed.items() if k in names})[0]
 
 
-# --- every family, by its runtime and its library ------------------------------------------------
-
-
-@pytest.mark.parametrize("fixture", EXPORTED)
-def test_every_family_exports_a_valid_graph_that_computes_the_numpy_runtimes_logits(fixture, tmp_path):
-    tree = formats.read(FIXTURES / fixture)
-    out = export(fixture, tmp_path)
+def check_interface(tree: ParameterTree, out: Path) -> None:
+    """The export is a valid opset-17 graph, inline, with the model's inputs and logits on dynamic axes."""
     model = onnx.load(out / "model.onnx")
     onnx.checker.check_model(model, full_check=True)
     assert model.opset_import[0].version >= 17 and not (out / "model.onnx.data").exists()
@@ -97,6 +92,16 @@ def test_every_family_exports_a_valid_graph_that_computes_the_numpy_runtimes_log
     assert output.name == "logits"
     assert [d.dim_param or d.dim_value for d in output.type.tensor_type.shape.dim] == \
         ["batch", "sequence", tree.config.vocab_size]
+
+
+# --- every family, by its runtime and its library ------------------------------------------------
+
+
+@pytest.mark.parametrize("fixture", EXPORTED)
+def test_every_family_exports_a_valid_graph_that_computes_the_numpy_runtimes_logits(fixture, tmp_path):
+    tree = formats.read(FIXTURES / fixture)
+    out = export(fixture, tmp_path)
+    check_interface(tree, out)
     feed = batch(tree.config, OTHER_SHAPE, seed=7)
     got = run(out, feed)
     expected = NumpyBert(tree)(feed["input_ids"], feed["token_type_ids"] if tree.config.type_vocab_size else None,
@@ -105,20 +110,27 @@ def test_every_family_exports_a_valid_graph_that_computes_the_numpy_runtimes_log
     np.testing.assert_allclose(got, expected, rtol=0, atol=ATOL)
 
 
-@pytest.mark.parametrize("fixture", TRANSFORMERS_5)
-def test_hf_exports_compute_transformers_5s_logits(fixture, tmp_path):
+def transformers_5_logits(fixture: str, feed: dict[str, np.ndarray]) -> np.ndarray:
+    """transformers 5's MLM logits of `fixture`, loaded whole, on the inputs of `feed` its model takes."""
     torch = needs("torch")
     transformers = needs("transformers")
-    tree = formats.read(FIXTURES / fixture)
-    out = export(fixture, tmp_path)
     model, info = transformers.AutoModelForMaskedLM.from_pretrained(FIXTURES / fixture, dtype=torch.float32,
                                                                     output_loading_info=True)
     assert not info["missing_keys"], info["missing_keys"]
+    types = getattr(model.config, "type_vocab_size", 0)  # ESM and ModernBERT have none
+    taken = {"input_ids", "attention_mask"} | ({"token_type_ids"} if types else set())
+    with torch.no_grad():
+        return model.eval()(**{k: torch.tensor(v) for k, v in feed.items() if k in taken}).logits.numpy()
+
+
+@pytest.mark.parametrize("fixture", TRANSFORMERS_5)
+def test_hf_exports_compute_transformers_5s_logits(fixture, tmp_path):
+    tree = formats.read(FIXTURES / fixture)
+    out = export(fixture, tmp_path)
     feed = batch(tree.config, OTHER_SHAPE, seed=3)
     if tree.config.position_offset:  # RoBERTa pads with its padding id
         feed["input_ids"][feed["attention_mask"] == 0] = tree.config.position_offset - 1
-    with torch.no_grad():
-        expected = model.eval()(**{k: torch.tensor(v) for k, v in feed.items()}).logits.numpy()
+    expected = transformers_5_logits(fixture, feed)
     got = run(out, feed)
     if "esm" in fixture:  # transformers zeroes ESM's padding vectors: outputs never read (families/esm.py)
         real = feed["attention_mask"].astype(bool)

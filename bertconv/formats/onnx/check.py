@@ -24,14 +24,15 @@ CHECK_SHAPES = ((2, 7), (3, 13))
 CHECK_SEED = 20240229
 
 #: Largest |logit| difference allowed for a float32 export: float32 noise, as `diff --outputs`
-#: (checks/outputs.py OUTPUTS_ATOL). Measured (docs/onnx.md): at most 3.8e-6 on the fixtures,
+#: (checks/outputs.py OUTPUTS_ATOL). Measured (docs/onnx.md): at most 4.3e-6 on the fixtures,
 #: 2.7e-5 on trained models whose logits reach 36 (AntiBERTy, rxnmapper's ALBERT).
 FLOAT32_ATOL = 1e-4
 #: Largest |logit| difference allowed for a float16 export, relative to the largest |logit| of
 #: the float32 computation: float16's weights and products (11-bit significands, unit roundoff
 #: 4.9e-4) move logits by about 1e-3 of their scale. Measured (docs/onnx.md): 7.4e-4 (AntiBERTy),
-#: 8.7e-4 (rxnfp's BERT), 2.3e-3 (rxnmapper's ALBERT, one layer run 12 times), at most 1.4e-3 on
-#: the fixtures; the budget is 4x the worst.
+#: 8.7e-4 (rxnfp's BERT), 2.3e-3 (rxnmapper's ALBERT, one layer run 12 times), at most 4.5e-3 on
+#: the fixtures (ModernBERT's, N(0, 0.5) weights: 3.2e-3 of it from rounding them to float16 alone);
+#: the budget is 4x the worst trained model's, 2.2x that fixture's.
 FLOAT16_RTOL = 1e-2
 #: What to install for the check.
 ONNXRUNTIME = "onnxruntime (pip install 'bertconv[onnx]')"

@@ -14,18 +14,23 @@ config and `Numerics`, in the same order of operations:
               relative or rotary positions), then the E -> H projection where the config has one
   layers:     LN(x + attention(x)), LN(x + FFN(x)) in `config.layer_schedule()` order, or
               pre-LayerNorm x + attention(LN(x)), x + FFN(LN(x)) and a final LN (Megatron-BERT,
-              ESM); the shared layers of ALBERT read the same initializers each time; attention
-              rotates queries and keys by position (rotary), adds the relative terms before or
-              after the scale as the family says, and the mask adder (`Numerics.mask_value` of
-              float32) where a key is padding or, in a causal model, after the query
+              ESM, ModernBERT); the shared layers of ALBERT read the same initializers each time;
+              attention rotates queries and keys by position (rotary halves; RoFormer's pairs,
+              `sinusoids`), adds the relative terms before or after the scale as the family says
+              (NEZHA's to the context too), and the mask adder (`Numerics.mask_value` of
+              float32) where a key is padding or, in a causal model, after the query, or in a
+              sliding-window layer, out of the window (`layer_kinds`: ModernBERT, whose fused
+              queries, keys and values and GeGLU are there too)
   MLM head:   LN(act(h @ transform + b)) (@ word projection^T) @ decoder^T + bias  -> logits [B, S, V]
 The decoder of a tied model is the word-embedding initializer itself (one tensor, read twice).
+A bias or LayerNorm beta the model has not (ModernBERT's config says which) is not added.
 
 float16 (`Precision.FLOAT16`): weights are stored and multiplied in float16, while every
 LayerNorm (its input sum, gamma and beta included) and the attention softmax (scores, scale,
 mask adder and relative terms) are computed in float32, with casts around them, and so are the
-rotary rotation, the token-dropout rescaling and a pre-LayerNorm encoder's residual stream (which
-grows layer by layer, unnormalized); the logits are returned as float32 in both precisions.
+rotary rotations, NEZHA's relative terms, the token-dropout rescaling and a pre-LayerNorm
+encoder's residual stream (which grows layer by layer, unnormalized); the logits are returned as
+float32 in both precisions.
 """
 
 from __future__ import annotations
@@ -41,7 +46,10 @@ from ...config import BertConfig
 from ...records import field, record
 from ...runtime.numerics import GELU_ERF, GELU_TANH, GELU_TANH_CUBIC, GELU_TANH_SCALE, RELU, Numerics
 from ...runtime.positions import inverse_frequencies
+from ...runtime.layer_kinds import rope_base
 from ...runtime.token_dropout import MASK_RATIO_TRAIN
+from ...tree import has_parameter
+from . import layer_kinds, sinusoids
 
 #: LayerNormalization entered the default domain at opset 17.
 OPSET = 17
@@ -95,18 +103,7 @@ class Graph:
 #: refused by name rather than exported as another model (the check after writing would catch
 #: it too, but only after the work, and only on the inputs it tries).
 NOT_COMPUTED = (
-    # RoFormer's rotation of adjacent pairs and NEZHA's functional relative positions (ESM's
-    # rotary halves are built).
-    ("position_embedding_type", lambda config: config.position_embedding_type in ("rotary_interleaved",
-                                                                                "sinusoidal_relative")),
-    ("rotary_value", lambda config: config.rotary_value),
-    # ModernBERT's sliding-window layers, GeGLU, bias-free layers and bare first layer.
-    ("local_attention_layers", lambda config: bool(config.local_attention_layers)),
-    ("gated_ffn", lambda config: config.gated_ffn),
-    *((flag, lambda config, flag=flag: not getattr(config, flag))
-      for flag in ("norm_bias", "attention_bias", "ffn_bias", "mlm_transform_bias", "output_bias",
-                   "first_attention_norm")),
-    ("fused_qkv", lambda config: config.fused_qkv),
+    # DeBERTa's disentangled attention.
     ("relative_attention", lambda config: config.relative_attention),
     ("pos_att_type", lambda config: bool(config.pos_att_type)),
     ("position_biased_input", lambda config: not config.position_biased_input),
@@ -167,8 +164,10 @@ class _Builder:
         return x if self.precision is Precision.FLOAT32 else self.op("Cast", x, to=self.precision.onnx)
 
     def dense(self, x: str, prefix: str) -> str:
-        """x @ kernel + bias, kernel [in, out]: [..., in] -> [..., out]."""
+        """x @ kernel + bias, kernel [in, out]: [..., in] -> [..., out]; no bias where the model has none."""
         product = self.op("MatMul", x, self.weight(f"{prefix}.kernel"), hint=f"{prefix}.product")
+        if not has_parameter(self.config, f"{prefix}.bias"):  # ModernBERT's, as its config says
+            return product
         return self.op("Add", product, self.weight(f"{prefix}.bias"), hint=prefix)
 
     def layer_norm(self, terms: list[str], prefix: str, eps: float | None = None) -> str:
@@ -178,8 +177,8 @@ class _Builder:
         total = self.float32(terms[0])
         for term in terms[1:]:
             total = self.op("Add", total, self.float32(term))
-        normed = self.op("LayerNormalization", total, self.weight(f"{prefix}.gamma", keep_float32=True),
-                         self.weight(f"{prefix}.beta", keep_float32=True), axis=-1,
+        beta = [self.weight(f"{prefix}.beta", keep_float32=True)] if self.config.norm_bias else []
+        normed = self.op("LayerNormalization", total, self.weight(f"{prefix}.gamma", keep_float32=True), *beta, axis=-1,
                          epsilon=float(self.numerics.layer_norm_eps if eps is None else eps))
         return self.compute_dtype(normed)
 
@@ -209,11 +208,11 @@ class _Builder:
         seq_len = self.op("Shape", ids, start=1, end=2)  # [1]: S
         x = self.embeddings(ids, types, mask, seq_len)
         adder = self.mask_adder(mask, seq_len)
-        positions = (self.distance_index(seq_len) if config.relative_positions else
-                     self.rotary_tables(seq_len) if config.rotary_positions else None)
+        local = layer_kinds.window_adder(self, adder, seq_len) if config.local_attention_layers else None
+        positions = self.positions(seq_len)
         layer_step = self.pre_norm_layer if config.pre_layer_norm else self.layer
         for layer in config.layer_schedule():
-            x = layer_step(x, adder, positions, f"layers.{layer}")
+            x = layer_step(x, local if layer in config.local_attention_layers else adder, positions, f"layers.{layer}")
         if config.final_layer_norm:
             x = self.layer_norm([x], "final_norm")
         logits = self.float32(self.mlm_logits(x, decoder, decoder_bias))
@@ -284,8 +283,21 @@ class _Builder:
             queries = self.op("Unsqueeze", positions, self.constant([1], np.int64))  # [S, 1]
             keys = self.op("Unsqueeze", positions, self.constant([0], np.int64))  # [1, S]
             visible = self.op("And", visible, self.op("LessOrEqual", keys, queries))
-        hidden = self.numerics.mask_value(float(np.finfo(np.float32).min))
-        return self.op("Where", visible, self.constant(0.0, np.float32), self.constant(hidden, np.float32))
+        hidden = self.constant(self.hidden_key_adder(), np.float32)
+        return self.op("Where", visible, self.constant(0.0, np.float32), hidden)
+
+    def hidden_key_adder(self) -> float:
+        """What the scores of a key a query does not see gain (`Numerics.mask_value` of float32)."""
+        return self.numerics.mask_value(float(np.finfo(np.float32).min))
+
+    def positions(self, seq_len: str):
+        """What every layer's attention reads of the positions of S tokens: the relative distances'
+        index, the rotary tables by base, RoFormer's or NEZHA's tables (`sinusoids`), or None."""
+        if self.config.relative_positions:
+            return self.distance_index(seq_len)
+        if self.config.rotary_positions:
+            return {base: self.rotary_tables(seq_len, base) for base in layer_kinds.rope_bases(self.config)}
+        return sinusoids.tables(self, seq_len)
 
     def distance_index(self, seq_len: str) -> tuple[str, str, str]:
         """(first row, end row, index [S, S]) of the distance table for S tokens
@@ -299,11 +311,11 @@ class _Builder:
         end = self.op("Add", self.op("Add", first, seq_len), last)  # first + 2S - 1
         return first, end, index
 
-    def rotary_tables(self, seq_len: str) -> tuple[str, str]:
-        """float32 cos and sin [S, D] of every position's angles, the F angles twice
-        (`runtime.positions.rotary_tables`)."""
+    def rotary_tables(self, seq_len: str, base: float) -> tuple[str, str]:
+        """float32 cos and sin [S, D] of every position's angles with the rotary `base`, the F
+        angles twice (`runtime.positions.rotary_tables`)."""
         positions = self.op("Cast", self.arange(seq_len), to=TensorProto.FLOAT)
-        frequencies = self.constant(inverse_frequencies(self.config.rope_theta, self.config.head_size), np.float32)
+        frequencies = self.constant(inverse_frequencies(base, self.config.head_size), np.float32)
         angles = self.op("Mul", self.op("Unsqueeze", positions, self.constant([1], np.int64)), frequencies)  # [S, F]
         both = self.op("Concat", angles, angles, axis=-1)
         return self.op("Cos", both), self.op("Sin", both)
@@ -319,12 +331,13 @@ class _Builder:
         return self.compute_dtype(self.op("Add", self.op("Mul", t, cos), self.op("Mul", turned, sin)))
 
     def pre_norm_layer(self, x: str, adder: str, positions, prefix: str) -> str:
-        """One pre-LayerNorm layer (Megatron-BERT, ESM): x + attention(LN(x)), then x + FFN(LN(x)),
-        the residual stream in float32."""
+        """One pre-LayerNorm layer (Megatron-BERT, ESM, ModernBERT, whose layer 0 has no attention
+        LayerNorm): x + attention(LN(x)), then x + FFN(LN(x)), the residual stream in float32."""
         x = self.float32(x)
-        normed = self.layer_norm([x], f"{prefix}.attention_norm")
+        norm = f"{prefix}.attention_norm"
+        normed = self.layer_norm([x], norm) if has_parameter(self.config, f"{norm}.gamma") else self.compute_dtype(x)
         x = self.op("Add", x, self.float32(self.attention(normed, adder, positions, f"{prefix}.attention")))
-        hidden = self.activation(self.dense(self.layer_norm([x], f"{prefix}.ffn_norm"), f"{prefix}.ffn.intermediate"))
+        hidden = layer_kinds.ffn_inner(self, self.layer_norm([x], f"{prefix}.ffn_norm"), prefix)
         return self.op("Add", x, self.float32(self.dense(hidden, f"{prefix}.ffn.output")))
 
     def layer(self, x: str, adder: str, distances, prefix: str) -> str:
@@ -336,7 +349,7 @@ class _Builder:
 
     def attention(self, x: str, adder: str, positions, prefix: str) -> str:
         """Multi-head self-attention with its output projection (`NumpyBert._attention`);
-        `positions` the rotary tables or the relative distances' index, if the model has them."""
+        `positions` what `positions` built, if the model has positions there."""
         heads = self.config.num_attention_heads
         width = self.config.hidden_size // heads
         split = self.constant([0, 0, heads, width], np.int64)
@@ -344,13 +357,18 @@ class _Builder:
         def by_head(t: str) -> str:  # [B, S, H] -> [B, A, S, D]
             return self.op("Transpose", self.op("Reshape", t, split), perm=[0, 2, 1, 3])
 
-        query = by_head(self.dense(x, f"{prefix}.query"))
-        key = by_head(self.dense(x, f"{prefix}.key"))
-        value = by_head(self.dense(x, f"{prefix}.value"))
+        query, key, value = (by_head(t) for t in layer_kinds.queries_keys_values(self, x, prefix))
         distances = positions if self.config.relative_positions else None
+        scheme = self.config.position_embedding_type
         if self.config.rotary_positions:
-            query, key = self.rotate(query, positions), self.rotate(key, positions)
+            tables = positions[rope_base(self.config, prefix)]
+            query, key = self.rotate(query, tables), self.rotate(key, tables)
+        if scheme == "rotary_interleaved":  # RoFormer
+            query, key = sinusoids.rotate_pairs(self, query, positions), sinusoids.rotate_pairs(self, key, positions)
+            value = sinusoids.rotate_pairs(self, value, positions) if self.config.rotary_value else value
         scores = self.float32(self.op("MatMul", query, self.op("Transpose", key, perm=[0, 1, 3, 2])))  # [B, A, S, S]
+        if scheme == "sinusoidal_relative":  # NEZHA
+            scores = self.op("Add", scores, sinusoids.relative_scores(self, query, positions))
         scaled = families.of(self.config).relative_terms_scaled
         if distances is not None and scaled:
             scores = self.op("Add", scores, self.relative_scores(query, key, scores, distances, prefix))
@@ -358,8 +376,11 @@ class _Builder:
         scores = self.op("Add", scores, adder)
         if distances is not None and not scaled:
             scores = self.op("Add", scores, self.relative_scores(query, key, scores, distances, prefix))
-        probs = self.compute_dtype(self.op("Softmax", scores, axis=-1))
-        context = self.op("Transpose", self.op("MatMul", probs, value), perm=[0, 2, 1, 3])  # [B, S, A, D]
+        probs = self.op("Softmax", scores, axis=-1)
+        context = self.op("MatMul", self.compute_dtype(probs), value)  # [B, A, S, D]
+        if scheme == "sinusoidal_relative":
+            context = sinusoids.relative_context(self, context, probs, positions)
+        context = self.op("Transpose", context, perm=[0, 2, 1, 3])  # [B, S, A, D]
         context = self.op("Reshape", context, self.constant([0, 0, self.config.hidden_size], np.int64))
         return self.dense(context, f"{prefix}.output")
 
@@ -389,7 +410,8 @@ class _Builder:
             h = self.op("MatMul", h, self.op("Transpose", self.weight("embeddings.word_projection.kernel"),
                                              perm=[1, 0]))
         rows = self.op("Reshape", h, self.constant([-1, self.config.embedding_width], np.int64))  # [B*S, E]
-        logits = self.op("Gemm", rows, self.weight(decoder), self.weight(decoder_bias), transB=1)  # [B*S, V]
+        bias = [self.weight(decoder_bias)] if has_parameter(self.config, decoder_bias) else []
+        logits = self.op("Gemm", rows, self.weight(decoder), *bias, transB=1)  # [B*S, V]
         shape = self.op("Concat", self.op("Shape", x, start=0, end=2),
                         self.constant([self.config.vocab_size], np.int64), axis=0)
         return self.op("Reshape", logits, shape)
