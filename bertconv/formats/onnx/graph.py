@@ -16,7 +16,8 @@ config and `Numerics`, in the same order of operations:
               pre-LayerNorm x + attention(LN(x)), x + FFN(LN(x)) and a final LN (Megatron-BERT,
               ESM); the shared layers of ALBERT read the same initializers each time; attention
               rotates queries and keys by position (rotary), adds the relative terms before or
-              after the scale as the family says, and the mask adder (`Numerics.mask_value` of
+              after the scale as the family says, or DeBERTa's c2p and p2c terms (`disentangled.py`)
+              before its scale 1 / sqrt(D (1 + terms)), and the mask adder (`Numerics.mask_value` of
               float32) where a key is padding or, in a causal model, after the query
   MLM head:   LN(act(h @ transform + b)) (@ word projection^T) @ decoder^T + bias  -> logits [B, S, V]
 The decoder of a tied model is the word-embedding initializer itself (one tensor, read twice).
@@ -24,7 +25,7 @@ The decoder of a tied model is the word-embedding initializer itself (one tensor
 float16 (`Precision.FLOAT16`): weights are stored and multiplied in float16, while every
 LayerNorm (its input sum, gamma and beta included) and the attention softmax (scores, scale,
 mask adder and relative terms) are computed in float32, with casts around them, and so are the
-rotary rotation, the token-dropout rescaling and a pre-LayerNorm encoder's residual stream (which
+rotary rotation, DeBERTa's projections of its relative embeddings and their products, the token-dropout rescaling and a pre-LayerNorm encoder's residual stream (which
 grows layer by layer, unnormalized); the logits are returned as float32 in both precisions.
 """
 
@@ -39,9 +40,11 @@ from onnx import NodeProto, TensorProto, ValueInfoProto, helper, numpy_helper
 
 from ... import families
 from ...config import BertConfig
+from ...runtime.disentangled import attention_scale
 from ...runtime.numerics import GELU_ERF, GELU_TANH, GELU_TANH_CUBIC, GELU_TANH_SCALE, RELU, Numerics
 from ...runtime.positions import inverse_frequencies
 from ...runtime.token_dropout import MASK_RATIO_TRAIN
+from . import disentangled
 
 #: LayerNormalization entered the default domain at opset 17.
 OPSET = 17
@@ -107,9 +110,7 @@ NOT_COMPUTED = (
       for flag in ("norm_bias", "attention_bias", "ffn_bias", "mlm_transform_bias", "output_bias",
                    "first_attention_norm")),
     ("fused_qkv", lambda config: config.fused_qkv),
-    ("relative_attention", lambda config: config.relative_attention),
-    ("pos_att_type", lambda config: bool(config.pos_att_type)),
-    ("position_biased_input", lambda config: not config.position_biased_input),
+    *disentangled.NOT_COMPUTED,
 )
 
 
@@ -210,7 +211,8 @@ class _Builder:
         x = self.embeddings(ids, types, mask, seq_len)
         adder = self.mask_adder(mask, seq_len)
         positions = (self.distance_index(seq_len) if config.relative_positions else
-                     self.rotary_tables(seq_len) if config.rotary_positions else None)
+                     self.rotary_tables(seq_len) if config.rotary_positions else
+                     disentangled.relative(self, seq_len) if config.relative_attention and config.pos_att_type else None)
         layer_step = self.pre_norm_layer if config.pre_layer_norm else self.layer
         for layer in config.layer_schedule():
             x = layer_step(x, adder, positions, f"layers.{layer}")
@@ -336,7 +338,8 @@ class _Builder:
 
     def attention(self, x: str, adder: str, positions, prefix: str) -> str:
         """Multi-head self-attention with its output projection (`NumpyBert._attention`);
-        `positions` the rotary tables or the relative distances' index, if the model has them."""
+        `positions` the rotary tables, the relative distances' index or DeBERTa's `disentangled.Relative`,
+        if the model has them."""
         heads = self.config.num_attention_heads
         width = self.config.hidden_size // heads
         split = self.constant([0, 0, heads, width], np.int64)
@@ -354,7 +357,10 @@ class _Builder:
         scaled = families.of(self.config).relative_terms_scaled
         if distances is not None and scaled:
             scores = self.op("Add", scores, self.relative_scores(query, key, scores, distances, prefix))
-        scores = self.op("Mul", scores, self.constant(1.0 / math.sqrt(width), np.float32))
+        if isinstance(positions, disentangled.Relative):  # DeBERTa's c2p and p2c terms
+            scores = self.op("Add", scores, disentangled.scores(self, query, key, self.op("Shape", scores),
+                                                                positions, prefix))
+        scores = self.op("Mul", scores, self.constant(attention_scale(self.config, width), np.float32))
         scores = self.op("Add", scores, adder)
         if distances is not None and not scaled:
             scores = self.op("Add", scores, self.relative_scores(query, key, scores, distances, prefix))
