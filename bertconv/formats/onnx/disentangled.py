@@ -68,20 +68,23 @@ NOT_COMPUTED = (("max_relative_positions", lambda config: not saturates(config))
 
 def relative(builder: "_Builder", seq_len: str) -> Relative:
     """The row index of S tokens and the relative embeddings, computed once for every layer."""
-    config = builder.config
-    reach = saturation(config)
-    rows = distance_rows(config, np.arange(-reach, reach + 1, dtype=np.int64))  # [2L + 1]
+    embeddings = builder.weight("relative_embeddings")
+    if builder.config.relative_embedding_norm:
+        embeddings = builder.layer_norm([embeddings], "relative_norm")
+    return Relative(row_index(builder, seq_len), embeddings)
+
+
+def row_index(builder: "_Builder", seq_len: str) -> str:
+    """int64 [S, S]: the relative-embedding row query l and key r read (`disentangled.relative_index`)."""
+    reach = saturation(builder.config)
+    rows = distance_rows(builder.config, np.arange(-reach, reach + 1, dtype=np.int64))  # [2L + 1]
     positions = builder.arange(seq_len)
     queries = builder.op("Unsqueeze", positions, builder.constant([1], np.int64))  # [S, 1]
     keys = builder.op("Unsqueeze", positions, builder.constant([0], np.int64))  # [1, S]
     distance = builder.op("Clip", builder.op("Sub", queries, keys), builder.constant(-reach, np.int64),
                           builder.constant(reach, np.int64))  # [S, S]: l - r within -L .. L
-    index = builder.op("Gather", builder.constant(rows, np.int64),
-                       builder.op("Add", distance, builder.constant(reach, np.int64)), hint="relative_index")
-    embeddings = builder.weight("relative_embeddings")
-    if config.relative_embedding_norm:
-        embeddings = builder.layer_norm([embeddings], "relative_norm")
-    return Relative(index, embeddings)
+    return builder.op("Gather", builder.constant(rows, np.int64),
+                      builder.op("Add", distance, builder.constant(reach, np.int64)), hint="relative_index")
 
 
 def scores(builder: "_Builder", query: str, key: str, pairs: str, relative: Relative, prefix: str) -> str:
