@@ -25,8 +25,9 @@ The decoder of a tied model is the word-embedding initializer itself (one tensor
 float16 (`Precision.FLOAT16`): weights are stored and multiplied in float16, while every
 LayerNorm (its input sum, gamma and beta included) and the attention softmax (scores, scale,
 mask adder and relative terms) are computed in float32, with casts around them, and so are the
-rotary rotation, DeBERTa's projections of its relative embeddings and their products, the token-dropout rescaling and a pre-LayerNorm encoder's residual stream (which
-grows layer by layer, unnormalized); the logits are returned as float32 in both precisions.
+rotary rotation, DeBERTa's relative projections and their products, the token-dropout rescaling
+and a pre-LayerNorm encoder's residual stream (which grows layer by layer, unnormalized); the
+logits are returned as float32 in both precisions.
 """
 
 from __future__ import annotations
@@ -212,7 +213,8 @@ class _Builder:
         adder = self.mask_adder(mask, seq_len)
         positions = (self.distance_index(seq_len) if config.relative_positions else
                      self.rotary_tables(seq_len) if config.rotary_positions else
-                     disentangled.relative(self, seq_len) if config.relative_attention and config.pos_att_type else None)
+                     disentangled.relative(self, seq_len) if config.relative_attention and config.pos_att_type
+                     else None)
         layer_step = self.pre_norm_layer if config.pre_layer_norm else self.layer
         for layer in config.layer_schedule():
             x = layer_step(x, adder, positions, f"layers.{layer}")
