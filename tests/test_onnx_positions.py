@@ -125,12 +125,3 @@ def test_float16_exports_are_finite_with_layer_norm_softmax_and_positions_in_flo
 # --- what is still refused -----------------------------------------------------------------------------
 
 
-def test_deberta_is_still_refused_by_name_and_nothing_is_written(tmp_path):
-    """Until the graph builds disentangled attention (formats/onnx/disentangled.py)."""
-    config = formats.read(FIXTURES / "deberta" / "v3" / "masked_lm").config
-    assert onnx_graph.not_computed(config)[0] == "relative_attention"
-    result = run_in_process("convert", FIXTURES / "deberta" / "v3" / "masked_lm", tmp_path / "out", "--to", "onnx")
-    assert result.exit_code == 2 and not (tmp_path / "out").exists()
-    assert "the ONNX export does not compute a model with relative_attention True" in result.stderr, result.stderr
-    for fixture in EXPORTED:
-        assert onnx_graph.not_computed(formats.read(FIXTURES / fixture).config) == [], fixture

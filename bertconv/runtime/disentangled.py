@@ -58,12 +58,20 @@ def relative_index(config: BertConfig, seq_len: int) -> np.ndarray:
 @cache  # one per (S, span, buckets, max): every layer and every batch of a length reads it
 def _index(seq_len: int, span: int, buckets: int, max_position: int) -> np.ndarray:
     positions = np.arange(seq_len, dtype=np.int64)
-    distance = positions[:, None] - positions[None, :]  # l - r
-    if buckets > 0:
-        distance = log_buckets(distance, buckets, max_position)
-    index = np.clip(distance + span, 0, 2 * span - 1)
+    index = _rows(positions[:, None] - positions[None, :], span, buckets, max_position)  # of l - r
     index.flags.writeable = False
     return index
+
+
+def distance_rows(config: BertConfig, distance: np.ndarray) -> np.ndarray:
+    """int64, shaped as `distance`: the relative-embedding row of each int64 distance l - r."""
+    return _rows(distance, config.relative_span, config.position_buckets, config.max_relative_positions)
+
+
+def _rows(distance: np.ndarray, span: int, buckets: int, max_position: int) -> np.ndarray:
+    if buckets > 0:
+        distance = log_buckets(distance, buckets, max_position)
+    return np.clip(distance + span, 0, 2 * span - 1)
 
 
 def log_buckets(distance: np.ndarray, buckets: int, max_position: int) -> np.ndarray:

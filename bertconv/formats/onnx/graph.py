@@ -17,7 +17,8 @@ config and `Numerics`, in the same order of operations:
               ESM, ModernBERT); the shared layers of ALBERT read the same initializers each time;
               attention rotates queries and keys by position (rotary halves; RoFormer's pairs,
               `sinusoids`), adds the relative terms before or after the scale as the family says
-              (NEZHA's to the context too), and the mask adder (`Numerics.mask_value` of
+              (NEZHA's to the context too), or DeBERTa's c2p and p2c terms (`disentangled`) before
+              its scale 1 / sqrt(D (1 + terms)), and the mask adder (`Numerics.mask_value` of
               float32) where a key is padding or, in a causal model, after the query, or in a
               sliding-window layer, out of the window (`layer_kinds`: ModernBERT, whose fused
               queries, keys and values and GeGLU are there too)
@@ -28,9 +29,9 @@ A bias or LayerNorm beta the model has not (ModernBERT's config says which) is n
 float16 (`Precision.FLOAT16`): weights are stored and multiplied in float16, while every
 LayerNorm (its input sum, gamma and beta included) and the attention softmax (scores, scale,
 mask adder and relative terms) are computed in float32, with casts around them, and so are the
-rotary rotations, NEZHA's relative terms, the token-dropout rescaling and a pre-LayerNorm
-encoder's residual stream (which grows layer by layer, unnormalized); the logits are returned as
-float32 in both precisions.
+rotary rotations, NEZHA's relative terms, DeBERTa's relative projections and their products,
+the token-dropout rescaling and a pre-LayerNorm encoder's residual stream (which grows layer by
+layer, unnormalized); the logits are returned as float32 in both precisions.
 """
 
 from __future__ import annotations
@@ -44,12 +45,13 @@ from onnx import NodeProto, TensorProto, ValueInfoProto, helper, numpy_helper
 from ... import families
 from ...config import BertConfig
 from ...records import field, record
+from ...runtime.disentangled import attention_scale
 from ...runtime.numerics import GELU_ERF, GELU_TANH, GELU_TANH_CUBIC, GELU_TANH_SCALE, RELU, Numerics
 from ...runtime.positions import inverse_frequencies
 from ...runtime.layer_kinds import rope_base
 from ...runtime.token_dropout import MASK_RATIO_TRAIN
 from ...tree import has_parameter
-from . import layer_kinds, sinusoids
+from . import disentangled, layer_kinds, sinusoids
 
 #: LayerNormalization entered the default domain at opset 17.
 OPSET = 17
@@ -103,10 +105,8 @@ class Graph:
 #: refused by name rather than exported as another model (the check after writing would catch
 #: it too, but only after the work, and only on the inputs it tries).
 NOT_COMPUTED = (
-    # DeBERTa's disentangled attention.
-    ("relative_attention", lambda config: config.relative_attention),
-    ("pos_att_type", lambda config: bool(config.pos_att_type)),
-    ("position_biased_input", lambda config: not config.position_biased_input),
+    # DeBERTa's relative buckets that never settle with distance.
+    *disentangled.NOT_COMPUTED,
 )
 
 
@@ -292,11 +292,14 @@ class _Builder:
 
     def positions(self, seq_len: str):
         """What every layer's attention reads of the positions of S tokens: the relative distances'
-        index, the rotary tables by base, RoFormer's or NEZHA's tables (`sinusoids`), or None."""
+        index, the rotary tables by base, DeBERTa's relative embeddings (`disentangled`), RoFormer's
+        or NEZHA's tables (`sinusoids`), or None."""
         if self.config.relative_positions:
             return self.distance_index(seq_len)
         if self.config.rotary_positions:
             return {base: self.rotary_tables(seq_len, base) for base in layer_kinds.rope_bases(self.config)}
+        if self.config.relative_attention and self.config.pos_att_type:
+            return disentangled.relative(self, seq_len)
         return sinusoids.tables(self, seq_len)
 
     def distance_index(self, seq_len: str) -> tuple[str, str, str]:
@@ -349,7 +352,8 @@ class _Builder:
 
     def attention(self, x: str, adder: str, positions, prefix: str) -> str:
         """Multi-head self-attention with its output projection (`NumpyBert._attention`);
-        `positions` what `positions` built, if the model has positions there."""
+        `positions` what `positions` built, if the model has positions there (DeBERTa's
+        `disentangled.Relative`)."""
         heads = self.config.num_attention_heads
         width = self.config.hidden_size // heads
         split = self.constant([0, 0, heads, width], np.int64)
@@ -372,7 +376,10 @@ class _Builder:
         scaled = families.of(self.config).relative_terms_scaled
         if distances is not None and scaled:
             scores = self.op("Add", scores, self.relative_scores(query, key, scores, distances, prefix))
-        scores = self.op("Mul", scores, self.constant(1.0 / math.sqrt(width), np.float32))
+        if isinstance(positions, disentangled.Relative):  # DeBERTa's c2p and p2c terms
+            scores = self.op("Add", scores, disentangled.scores(self, query, key, self.op("Shape", scores),
+                                                                positions, prefix))
+        scores = self.op("Mul", scores, self.constant(attention_scale(self.config, width), np.float32))
         scores = self.op("Add", scores, adder)
         if distances is not None and not scaled:
             scores = self.op("Add", scores, self.relative_scores(query, key, scores, distances, prefix))
