@@ -15,7 +15,7 @@ import pytest
 
 from bertconv import formats
 from bertconv.runtime.numpy_bert import NumpyBert
-from conftest import FIXTURES, ROOT, run_in_process
+from conftest import FIXTURES, ROOT
 from test_onnx import ATOL, ORACLE_ATOL, check_interface, export, onnx, run, transformers_5_logits
 
 from bertconv.formats.onnx import check as onnx_check, graph as onnx_graph  # noqa: E402,I001 (needs the onnx package)
@@ -120,8 +120,3 @@ def test_float16_exports_are_finite_with_layer_norm_softmax_and_positions_in_flo
     assert np.isfinite(got).all()
     difference = float(np.abs(got - expected).max())
     assert 0 < difference <= onnx_check.budget(onnx_graph.Precision.FLOAT16, float(np.abs(expected).max()))
-
-
-# --- what is still refused -----------------------------------------------------------------------------
-
-
