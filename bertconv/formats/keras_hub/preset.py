@@ -1,5 +1,6 @@
 """keras-hub presets: the directory `task.save_to_preset(dir)` writes for a masked LM
-(`BertMaskedLM`, `AlbertMaskedLM`, `RobertaMaskedLM`, `XLMRobertaMaskedLM`, `DistilBertMaskedLM`)
+(`BertMaskedLM`, `AlbertMaskedLM`, `RobertaMaskedLM`, `XLMRobertaMaskedLM`, `DistilBertMaskedLM`,
+`DebertaV3MaskedLM`)
 and `backbone.save_to_preset(dir)` for its backbone (and ELECTRA's, which has no masked-LM task).
 
     config.json          the backbone, serialized by Keras (`registered_name` keras_hub>BertBackbone)
@@ -50,8 +51,6 @@ FORMAT = "keras-hub-preset"
 WRITES_FAMILIES = tuple(FAMILIES)
 #: The weights' dtype policies read; a mixed or quantized policy computes otherwise.
 DTYPE_POLICIES = ("float32", "float16", "bfloat16")
-#: The first encoder layer's group has no index; the table spells it with one.
-FIRST_ENCODER = ":layers/transformer_encoder/"
 
 
 # --- finding the files ----------------------------------------------------------------------
@@ -103,10 +102,11 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     else:  # a backbone preset: no head computes with the task's numerics
         config = replace(config, mlm_hidden_act=None, mlm_layer_norm_eps=None)
     vocab = directory / TOKENIZER_ASSETS / "vocabulary.txt"
+    first = f":layers/{family.encoder_group}/"  # the first encoder layer's group has no index; the table's has
     tree = assemble(format_name=FORMAT, path=model_path, entries=entries, table=family.table_for(config.embedding_projection),
                     config=config, default_activation=config.hidden_act, num_heads=num_heads, files=files,
                     vocab=vocab if vocab.is_file() else None,
-                    rename=lambda name: name.replace(FIRST_ENCODER, FIRST_ENCODER[:-1] + "_0/", 1),
+                    rename=lambda name: name.replace(first, first[:-1] + "_0/", 1),
                     family=family.model_type)
     return from_preset(tree, family.position_offset)
 
@@ -141,11 +141,12 @@ def read_config(path: Path) -> tuple[KerasHubFamily, BertConfig]:
             raise bad_input(path, f"{key} is {json.dumps(value)}, expected a non-negative integer")
         fields[field_name] = value
     stated = {name: value for name, value in family.stated.items() if value is not None}
-    provenance = {**{name: "file" for name in fields}, **{name: "format" for name in stated},
+    derived = {name: fields[source] for name, source in family.derived.items()}
+    provenance = {**{name: "file" for name in fields}, **{name: "format" for name in (*stated, *derived)},
                   "model_type": "format", "tie_word_embeddings": "format"}
     if "embedding_size" in fields:  # ALBERT projects always, ELECTRA when E < H (as bertconv's families)
         fields["embedding_projection"] = "num_groups" in family.config_keys or fields["embedding_size"] != fields["hidden_size"]
-    config = BertConfig(**fields, **stated, model_type=family.model_type, provenance=provenance, source=path)
+    config = BertConfig(**fields, **stated, **derived, model_type=family.model_type, provenance=provenance, source=path)
     if policy not in DTYPE_POLICIES:
         raise bad_input(path, f"dtype policy {policy!r}: a mixed or quantized model computes otherwise than its "
                               f"weights' dtype; bertconv reads {', '.join(DTYPE_POLICIES)}")

@@ -20,6 +20,7 @@ from typing import Any
 from ... import companions
 from ...containers.hdf5.keras3_write import Keras3Object, write_keras3_file
 from . import positions as hub_positions
+from .deberta import caveats as relative_caveats, refuse_unrepresented
 from ...errors import bad_input
 from ...tensor import ArrayTensor, LazyTensor, ReshapedTensor
 from ...tree import ParameterTree, role_of
@@ -50,7 +51,7 @@ def write_caveats(tree: ParameterTree) -> list[str]:
     """What the preset computes otherwise than the source: a pooler the source lacks (BERT's,
     ALBERT's and ELECTRA's backbones have one), RoBERTa's positions (`hub_positions`)."""
     family = FAMILIES[tree.config.model_type]
-    notes = []
+    notes = relative_caveats(tree)
     if not family.segments:
         notes += hub_positions.caveats(tree, family.position_offset)
     if not family.masked_lm and _heads(tree):
@@ -97,7 +98,7 @@ def _objects(tree: ParameterTree, family: KerasHubFamily) -> tuple[list[Keras3Ob
             continue
         file, _, location = row_name.partition(":")
         group, _, index = location.rpartition("/vars/")
-        group = group.replace("/transformer_encoder_0/", "/transformer_encoder/")
+        group = group.replace(f"/{family.encoder_group}_0/", f"/{family.encoder_group}/")
         by_path.setdefault((file, group), []).append((int(index), _keras_shape(row_name, tensor, tree)))
     refuse_unwritten(tree, written, "a keras-hub preset")
     backbone, task = [], []
@@ -134,7 +135,11 @@ _SUBLAYER_NAMES = {"_self_attention_layer/query_dense": "query", "_self_attentio
                    "_feedforward_output_dense": "feedforward_output_dense",
                    "_feedforward_layer_norm": "feedforward_layer_norm",
                    "_intermediate_dense": "intermediate_dense", "_intermediate_layer_norm": "intermediate_layer_norm",
-                   "token_embedding": "token_embedding", "position_embedding": "position_embedding"}
+                   "token_embedding": "token_embedding", "position_embedding": "position_embedding",
+                   # DeBERTa-v3's attention and relative embeddings' LayerNorm
+                   "_self_attention_layer/_query_dense": "query", "_self_attention_layer/_key_dense": "key",
+                   "_self_attention_layer/_value_dense": "value",
+                   "_self_attention_layer/_output_dense": "attention_output", "layer_norm": "rel_embeddings_layer_norm"}
 
 
 def _object_name(family: KerasHubFamily, group: str, tree: ParameterTree) -> str:
@@ -145,8 +150,8 @@ def _object_name(family: KerasHubFamily, group: str, tree: ParameterTree) -> str
     layer = parts[0]
     if layer == "masked_lm_head":
         return "mlm_head"
-    if layer.startswith("transformer_encoder"):
-        index = int(layer.rpartition("_")[2]) if layer != "transformer_encoder" else 0
+    if layer.startswith(family.encoder_group):
+        index = int(layer.rpartition("_")[2]) if layer != family.encoder_group else 0
         return family.encoder_name(index, tree.config.inner_group_num or 1)
     return family.object_names[layer]
 
@@ -161,6 +166,7 @@ def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
         raise bad_input(tree.path, f"{tree['mlm.decoder'].source} is an MLM decoder of its own; keras-hub's "
                                    f"{family.task} decodes with the token embedding; nothing was written")
     refuse_sentence_head_without_pooler(tree, ("nsp", "sop"), "keras-hub has no sentence head")
+    refuse_unrepresented(tree, family)
     source = tree
     if not family.masked_lm:
         tree = _backbone_only(tree, family, getattr(options, "accept_loss", ()))
@@ -193,7 +199,7 @@ def tokenizer_assets(tree: ParameterTree, family: KerasHubFamily) -> dict[str, P
     name: all of them, or none (then the preset has no tokenizer); some without the others (a
     vocab.json without its merges.txt) is refused, naming what is missing."""
     source = companions.source_directory(tree.path)
-    found = {companions.carried_name(path): path for path in companions.find(source)}
+    found = {companions.carried_name(path, tree.config.model_type): path for path in companions.find(source)}
     if tree.vocab is not None:
         found.setdefault("vocab.txt", tree.vocab)
     for asset, name in family.vocabulary.items():  # a preset's own (XLM-R's vocabulary.spm is no spiece.model)
