@@ -40,7 +40,7 @@ SOURCES = {"hf-cls-predictions": V3 / "masked_lm", "hf-lm-predictions": V3 / "lm
 def _datasets(path: Path) -> dict[str, np.ndarray]:
     found = {}
     with h5py.File(path) as f:
-        f.visititems(lambda n, o: found.setdefault(n, o[()]) if isinstance(o, h5py.Dataset) and "optimizer" not in n
+        f.visititems(lambda n, o: found.update({n: o[()]}) if isinstance(o, h5py.Dataset) and "optimizer" not in n
                      else None)
     return found
 

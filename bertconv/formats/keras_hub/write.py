@@ -1,8 +1,10 @@
 """`convert --to keras-hub`: a preset directory that keras-hub 0.32's `from_preset` loads, as its
 `save_to_preset` writes one (keras_hub/src/utils/preset_utils.py `KerasPresetSaver`):
 config.json, metadata.json, model.weights.h5 and, for a model with its MLM head, task.json and
-task.weights.h5; with the source's vocabulary, its tokenizer's assets, tokenizer.json and
-preprocessor.json (the task's preprocessor), so that the preset tokenizes too.
+task.weights.h5; the backbone in shards past `--max-shard-size` (model.weights.json and
+model_00000.weights.h5, ..., as `save_to_preset(max_shard_size=...)` writes them); with the
+source's vocabulary, its tokenizer's assets, tokenizer.json and preprocessor.json (the task's
+preprocessor), so that the preset tokenizes too.
 
 keras-hub's code fixes what transformers' configs state: its BERT runs a tanh-GELU encoder under
 an erf-GELU head, every head normalizes with epsilon 1e-5. A source computed otherwise reads back
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import companions
+from ...containers.hdf5.keras3_shards import total_bytes, write_sharded
 from ...containers.hdf5.keras3_write import Keras3Object, write_keras3_file
 from . import positions as hub_positions
 from .deberta import caveats as relative_caveats, refuse_unrepresented
@@ -31,6 +34,7 @@ from .table import (
     METADATA_FILE,
     MODEL_WEIGHTS,
     PREPROCESSOR_FILE,
+    SHARDED_INDEX,
     TASK_FILE,
     TASK_WEIGHTS,
     TOKENIZER_ASSETS,
@@ -41,6 +45,8 @@ from ..table import Table, refuse_sentence_head_without_pooler, refuse_unwritten
 
 #: The keras-hub release whose layout this writes (metadata.json states it).
 KERAS_HUB_VERSION = "0.32.0"
+#: The backbone's weights past this many bytes are sharded (`--max-shard-size`; Hugging Face's default).
+DEFAULT_MAX_SHARD_BYTES = 5 * 10**9
 #: What a masked LM preprocessor masks when training (keras-hub's defaults).
 PREPROCESSOR_DEFAULTS = {"sequence_length": 512, "truncate": "round_robin", "mask_selection_rate": 0.15,
                          "mask_selection_length": 96, "mask_token_rate": 0.8, "random_token_rate": 0.1}
@@ -174,8 +180,12 @@ def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
         tree = hub_positions.to_preset(tree, family.position_offset)
     backbone, task = _objects(tree, family)
     dtype = tree["embeddings.word"].tensor.dtype.name
-    written = [directory / MODEL_WEIGHTS]
-    write_keras3_file(directory / MODEL_WEIGHTS, backbone, on_tensor=options.on_tensor)
+    max_shard_bytes = options.max_shard_bytes or DEFAULT_MAX_SHARD_BYTES
+    if total_bytes(backbone) > max_shard_bytes:  # as save_to_preset past its max_shard_size
+        written = write_sharded(directory / SHARDED_INDEX, backbone, max_shard_bytes, on_tensor=options.on_tensor)
+    else:
+        written = [directory / MODEL_WEIGHTS]
+        write_keras3_file(directory / MODEL_WEIGHTS, backbone, on_tensor=options.on_tensor)
     config = backbone_config(tree, family, dtype)
     written.append(_write_json(directory / CONFIG_FILE, config))
     parameters = sum(t.numel for obj in backbone for t in obj.variables)
