@@ -29,7 +29,7 @@ from test_keras_hub import KERAS_HUB, KERASHUB_PYTHON, LOGITS_ATOL, PRESET_ATOL,
 
 PRESET = KERAS_HUB / "deberta_v3"
 V3 = FIXTURES / "deberta" / "v3"
-ORACLE_SCRIPT = Path(__file__).resolve().parent / "oracle_kerashub_deberta.py"
+ORACLE_SCRIPT = Path(__file__).resolve().parent / "oracle_kerashub_extra.py"
 #: keras-hub's MaskedLMHead normalizes with 1e-5 where transformers' DeBERTa head takes layer_norm_eps (1e-7).
 HEAD = ("mlm_layer_norm_eps",)
 #: What keras-hub loads: transformers' two head layouts, and keras-hub's own preset through transformers.

@@ -1,9 +1,10 @@
 """keras-hub presets whose backbone is saved in shards (model.weights.json and
-model_0000N.weights.h5, `save_to_preset(max_shard_size=...)`), both ways.
+model_0000N.weights.h5, `save_to_preset(max_shard_size=...)`), and presets in bfloat16, both ways.
 
 fixtures/keras_hub/deberta_v3_sharded is fixtures/keras_hub/deberta_v3's model (the same weights)
-saved by keras-hub 0.32 in shards of at most 4 KB. The tests marked `kerashub` load what bertconv
-writes with keras-hub 0.32 (.cache/kerashub-venv), all in one subprocess for the module.
+saved by keras-hub 0.32 in shards of at most 4 KB; fixtures/keras_hub/bert_bfloat16 a BERT built
+with `dtype="bfloat16"`. The tests marked `kerashub` load what bertconv writes with keras-hub 0.32
+(.cache/kerashub-venv), all in one subprocess for the module.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import os
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import h5py
@@ -21,18 +23,26 @@ import pytest
 from bertconv import formats
 from bertconv.checks.audit import audit
 from bertconv.conversion import WriteOptions, convert
+from bertconv.errors import BadInput
+from bertconv.tree import Parameter
 from bertconv.containers.hdf5.keras3_shards import plan_shards
 from bertconv.containers.hdf5.keras3_write import Keras3Object
-from bertconv.tensor import ArrayTensor
 from bertconv import dtypes
+from bertconv.tensor import ArrayTensor
 from conftest import run_cli
-from test_keras_hub import KERAS_HUB, KERASHUB_PYTHON, LOGITS_ATOL, ORACLE_SCRIPT, PRESET_ATOL, _inputs, bits, \
-    kerashub, masked_logits
+from test_keras_hub import KERAS_HUB, KERASHUB_PYTHON, LOGITS_ATOL, PRESET_ATOL, _inputs, bits, kerashub, masked_logits
+from test_keras_hub_deberta import ORACLE_SCRIPT
 
 SHARDED = KERAS_HUB / "deberta_v3_sharded"
 WHOLE = KERAS_HUB / "deberta_v3"
 #: Small enough that the fixtures' 6.8 KB backbone takes three shards.
 SMALL_SHARDS = 3000
+BFLOAT16 = KERAS_HUB / "bert_bfloat16"
+#: keras-hub's BERT head (erf GELU, epsilon 1e-5), which transformers' config states otherwise.
+HEAD_NUMERICS = ("mlm_hidden_act", "mlm_layer_norm_eps")
+#: bertconv computes a bfloat16 model in float32, keras-hub in bfloat16 (8 bits of mantissa, each
+#: operation rounding by up to 2^-9 of its value): measured 0.014 on logits of magnitude 2.
+BFLOAT16_COMPUTE_ATOL = 0.05
 
 
 def _shards(directory: Path) -> list[str]:
@@ -147,20 +157,28 @@ def loaded(tmp_path_factory):
     if not KERASHUB_PYTHON.exists():
         pytest.skip(f"needs keras-hub 0.32 in {KERASHUB_PYTHON.parent.parent} (make kerashub)")
     root = tmp_path_factory.mktemp("shards")
-    cases = {"sharded-from-whole": (WHOLE, SMALL_SHARDS), "sharded-from-sharded": (SHARDED, 2000)}
-    jobs, out = [], {}
-    for name, (source, max_bytes) in cases.items():
+    convert(formats.read(BFLOAT16), root / "bfloat16-hf", "hf", accept_loss=HEAD_NUMERICS)
+    cases = {"sharded-from-whole": (WHOLE, SMALL_SHARDS, ""), "sharded-from-sharded": (SHARDED, 2000, ""),
+             "bfloat16-from-preset": (BFLOAT16, None, ""), "bfloat16-from-preset-in-float32": (BFLOAT16, None, "float32"),
+             "bfloat16-from-hf-in-float32": (root / "bfloat16-hf", None, "float32")}
+    jobs, names, out = [], [], {}
+    for name, (source, max_bytes, dtype) in cases.items():
         tree = formats.read(source)
-        convert(tree, root / name, "keras-hub", options=WriteOptions(max_shard_bytes=max_bytes))
-        inputs = _inputs(tree.config.vocab_size)
+        convert(tree, root / name, "keras-hub", options=WriteOptions(max_shard_bytes=max_bytes), accept_loss=HEAD_NUMERICS)
+        if name == "bfloat16-from-preset":  # keras-hub's loading of its own preset, beside bertconv's
+            jobs += [BFLOAT16, BFLOAT16 / "inputs.npz", root / "bfloat16-fixture-out.npz"]
+            names.append("bfloat16-fixture")
+            out["bfloat16-fixture"] = {}
+        inputs = dict(np.load(source / "inputs.npz")) if source == BFLOAT16 else _inputs(tree.config.vocab_size)
         np.savez(root / f"{name}-inputs.npz", **inputs)
-        jobs += [root / name, root / f"{name}-inputs.npz", root / f"{name}-out.npz"]
+        jobs += [f"{root / name}@{dtype}" if dtype else root / name, root / f"{name}-inputs.npz", root / f"{name}-out.npz"]
+        names.append(name)
         out[name] = {"source": tree, "written": formats.read(root / name), "inputs": inputs, "directory": root / name}
     env = {k: v for k, v in os.environ.items() if k not in ("TF_USE_LEGACY_KERAS", "TF_KERAS")}
-    proc = subprocess.run([str(KERASHUB_PYTHON), str(ORACLE_SCRIPT), *map(str, jobs)],
+    proc = subprocess.run([str(KERASHUB_PYTHON), str(ORACLE_SCRIPT), str(root / "buckets.npz"), *map(str, jobs)],
                           capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    for name, line in zip(cases, proc.stdout.strip().splitlines()[-len(cases):]):
+    for name, line in zip(names, proc.stdout.strip().splitlines()[-len(names):]):
         out[name].update(info=json.loads(line), outputs=dict(np.load(root / f"{name}-out.npz")))
     return out
 
@@ -186,3 +204,76 @@ def test_keras_hub_loads_the_sharded_preset(loaded, name):
                                atol=PRESET_ATOL)
     np.testing.assert_allclose(outputs["mlm_logits"], masked_logits(source, case["inputs"])["mlm_logits"],
                                atol=PRESET_ATOL)
+
+
+# --- bfloat16 ---------------------------------------------------------------------------------------
+
+
+def _stored(path: Path) -> dict[str, tuple[np.ndarray, str | None]]:
+    """Every dataset's raw bytes as unsigned integers and its `dtype` attribute."""
+    found = {}
+    with h5py.File(path) as f:
+        f.visititems(lambda n, o: found.update({n: (o[()].view(f"<u{o.dtype.itemsize}"), o.attrs.get("dtype"))})
+                     if isinstance(o, h5py.Dataset) and "optimizer" not in n else None)
+    return found
+
+
+def test_a_bfloat16_preset_reads_bit_for_bit():
+    tree = formats.read(BFLOAT16)
+    assert {p.tensor.dtype.name for p in tree} == {"bfloat16"}
+    stored = _stored(BFLOAT16 / "model.weights.h5")
+    assert np.array_equal(tree["embeddings.word"].tensor.read(), stored["layers/reversible_embedding/vars/0"][0])
+    assert stored["layers/reversible_embedding/vars/0"][1] == "bfloat16"
+    report = audit(tree)
+    assert report["ok"], report["problems"]
+    inputs = dict(np.load(BFLOAT16 / "inputs.npz"))
+    reference = dict(np.load(BFLOAT16 / "logits.npz"))  # keras-hub's, computed in bfloat16
+    np.testing.assert_allclose(masked_logits(tree, inputs)["mlm_logits"], reference["mlm_logits"],
+                               atol=BFLOAT16_COMPUTE_ATOL)
+
+
+def test_a_bfloat16_preset_is_written_as_keras_writes_it(tmp_path):
+    """Through Hugging Face's safetensors and back: every dataset the same bits, stored as Keras
+    stores bfloat16 (2-byte opaque data, `dtype` attribute "bfloat16")."""
+    convert(formats.read(BFLOAT16), tmp_path / "hf", "hf", accept_loss=HEAD_NUMERICS)
+    convert(formats.read(tmp_path / "hf"), tmp_path / "kh", "keras-hub", accept_loss=HEAD_NUMERICS)
+    for file in ("model.weights.h5", "task.weights.h5"):
+        source, written = _stored(BFLOAT16 / file), _stored(tmp_path / "kh" / file)
+        for name, (values, attribute) in source.items():
+            if name in written or attribute == "bfloat16":
+                assert np.array_equal(values, written[name][0]) and written[name][1] == attribute, (file, name)
+        with h5py.File(BFLOAT16 / file) as a, h5py.File(tmp_path / "kh" / file) as b:
+            assert a["layers/reversible_embedding/vars/0" if file.startswith("model") else
+                     "layers/masked_lm_head/vars/0"].id.get_type() == b[
+                "layers/reversible_embedding/vars/0" if file.startswith("model") else
+                "layers/masked_lm_head/vars/0"].id.get_type()
+    config = json.loads((tmp_path / "kh" / "config.json").read_text())["config"]
+    assert config["dtype"]["config"]["name"] == "bfloat16"
+
+
+def test_mixed_dtypes_are_refused(tmp_path):
+    tree = formats.read(BFLOAT16)
+    word = tree["embeddings.word"]
+    wide = ArrayTensor(dtypes.as_float32(word.tensor.read(), dtypes.BFLOAT16), dtypes.FLOAT32)
+    mixed = replace(tree, params={**tree.params, word.name: Parameter(word.name, wide, word.source, word.file)})
+    with pytest.raises(BadInput, match="bfloat16 and float32"):
+        formats.TARGETS["keras-hub"].write(mixed, tmp_path / "out", options=WriteOptions())
+
+
+@kerashub
+@pytest.mark.parametrize("name", ["bfloat16-from-preset", "bfloat16-from-preset-in-float32",
+                                  "bfloat16-from-hf-in-float32"])
+def test_keras_hub_loads_a_bfloat16_preset(loaded, name):
+    """Every weight keras-hub loads is the source's bfloat16 value; it computes the logits it
+    computes for its own preset (the same weights and inputs), and in float32 bertconv's."""
+    case = loaded[name]
+    source, written, info, outputs = case["source"], case["written"], case["info"], case["outputs"]
+    assert info["class"] == "BertMaskedLM" and info["parameters"] == audit(written)["parameters"]
+    embeddings = next(v for k, v in outputs.items() if k.endswith("token_embedding/embeddings"))
+    assert np.array_equal(bits(embeddings.astype(np.float32)),
+                          bits(dtypes.as_float32(source["embeddings.word"].tensor.read(), dtypes.BFLOAT16)))
+    if name == "bfloat16-from-preset":
+        np.testing.assert_array_equal(outputs["mlm_logits"], loaded["bfloat16-fixture"]["outputs"]["mlm_logits"])
+    else:
+        np.testing.assert_allclose(outputs["mlm_logits"], masked_logits(written, case["inputs"])["mlm_logits"],
+                                   atol=PRESET_ATOL)

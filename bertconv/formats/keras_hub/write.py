@@ -179,7 +179,7 @@ def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
     if not family.segments:
         tree = hub_positions.to_preset(tree, family.position_offset)
     backbone, task = _objects(tree, family)
-    dtype = tree["embeddings.word"].tensor.dtype.name
+    dtype = _one_dtype(tree, backbone + task)
     max_shard_bytes = options.max_shard_bytes or DEFAULT_MAX_SHARD_BYTES
     if total_bytes(backbone) > max_shard_bytes:  # as save_to_preset past its max_shard_size
         written = write_sharded(directory / SHARDED_INDEX, backbone, max_shard_bytes, on_tensor=options.on_tensor)
@@ -202,6 +202,17 @@ def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
             "config": {"backbone": config, "preprocessor": preprocessor, "name": f"{family.package}_masked_lm"},
             "registered_name": f"keras_hub>{family.task}"}))
     return written
+
+
+def _one_dtype(tree: ParameterTree, objects: list[Keras3Object]) -> str:
+    """The dtype of every variable: a keras-hub dtype policy gives all of them one, and would
+    round a tensor of another into it on loading."""
+    found = sorted({t.dtype.name for obj in objects for t in obj.variables})
+    if len(found) > 1:
+        raise bad_input(tree.path, f"its tensors are {' and '.join(found)}; a keras-hub preset's dtype policy holds "
+                                   f"every weight in one dtype, and keras-hub would round the others into it on "
+                                   f"loading; nothing was written")
+    return found[0]
 
 
 def tokenizer_assets(tree: ParameterTree, family: KerasHubFamily) -> dict[str, Path]:

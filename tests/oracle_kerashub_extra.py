@@ -1,9 +1,11 @@
-"""keras-hub 0.32's DeBERTa-v3, for tests/test_keras_hub_deberta.py: its relative-position rows,
-then the presets of tests/oracle_kerashub.py, in one process (TensorFlow starts slowly).
+"""keras-hub 0.32 for tests/test_keras_hub_deberta.py and test_keras_hub_shards.py: DeBERTa-v3's
+relative-position rows, then the presets of tests/oracle_kerashub.py, in one process (TensorFlow
+starts slowly).
 
-    python tests/oracle_kerashub_deberta.py BUCKETS.npz [DIRECTORY INPUTS.npz OUT.npz ...]
+    python tests/oracle_kerashub_extra.py BUCKETS.npz [DIRECTORY[@DTYPE] INPUTS.npz OUT.npz ...]
 
-BUCKETS.npz gets, for each (bucket_size, max_sequence_length) of `BUCKET_CASES`, the row
+A DIRECTORY@DTYPE is loaded with the dtype policy DTYPE in place of its config's (`from_preset(
+dtype=...)`: a bfloat16 preset computed in float32). BUCKETS.npz gets, for each (bucket_size, max_sequence_length) of `BUCKET_CASES`, the row
 `DisentangledSelfAttention` reads for query l and key r in its c2p term, [S, S] with S =
 max_sequence_length, under `<bucket_size>_<max_sequence_length>`.
 """
@@ -40,4 +42,5 @@ if __name__ == "__main__":
     np.savez(sys.argv[1], **{f"{b}_{s}": bucket_rows(b, s) for b, s in BUCKET_CASES})
     arguments = sys.argv[2:]
     for start in range(0, len(arguments), 3):
-        main(*map(Path, arguments[start:start + 3]))
+        directory, _, dtype = arguments[start].partition("@")
+        main(Path(directory), *map(Path, arguments[start + 1:start + 3]), dtype=dtype or None)
