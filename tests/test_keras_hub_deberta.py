@@ -135,13 +135,28 @@ def test_far_buckets_keras_hub_rounds_apart_are_noted():
 # --- keras-hub loads what bertconv writes ----------------------------------------------------------
 
 
+def run_oracle(root: Path, jobs: dict[str, tuple[str | Path, Path]]) -> tuple[dict[str, dict], dict[str, np.ndarray]]:
+    """keras-hub's loading of each job's preset (name -> its DIRECTORY[@DTYPE] and inputs.npz),
+    all in one process: per name the loaded model's `info` and `outputs`; and keras-hub's
+    relative-position rows (`BUCKET_CASES` of the oracle script)."""
+    arguments = [str(part) for name, (directory, inputs) in jobs.items()
+                 for part in (directory, inputs, root / f"{name}-out.npz")]
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_USE_LEGACY_KERAS", "TF_KERAS")}
+    proc = subprocess.run([str(KERASHUB_PYTHON), str(ORACLE_SCRIPT), str(root / "buckets.npz"), *arguments],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = {name: {"info": json.loads(line), "outputs": dict(np.load(root / f"{name}-out.npz"))}
+               for name, line in zip(jobs, proc.stdout.strip().splitlines()[-len(jobs):])}
+    return results, dict(np.load(root / "buckets.npz"))
+
+
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory):
     """Each source written as a preset, and keras-hub's loading of every one (one process)."""
     if not KERASHUB_PYTHON.exists():
         pytest.skip(f"needs keras-hub 0.32 in {KERASHUB_PYTHON.parent.parent} (make kerashub)")
     root = tmp_path_factory.mktemp("deberta")
-    jobs, out = [], {}
+    jobs, out = {}, {}
     for name, source in SOURCES.items():
         if source is None:
             convert(formats.read(PRESET), root / f"{name}-hf", "hf", accept_loss=HEAD)
@@ -152,15 +167,11 @@ def loaded(tmp_path_factory):
             tree = formats.read(PRESET)
         inputs = _inputs(tree.config.vocab_size)
         np.savez(root / f"{name}-inputs.npz", **inputs)
-        jobs += [root / name, root / f"{name}-inputs.npz", root / f"{name}-out.npz"]
+        jobs[name] = (root / name, root / f"{name}-inputs.npz")
         out[name] = {"source": tree, "written": formats.read(root / name), "inputs": inputs, "notes": result.notes}
-    env = {k: v for k, v in os.environ.items() if k not in ("TF_USE_LEGACY_KERAS", "TF_KERAS")}
-    proc = subprocess.run([str(KERASHUB_PYTHON), str(ORACLE_SCRIPT), str(root / "buckets.npz"), *map(str, jobs)],
-                          capture_output=True, text=True, timeout=600, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    for name, line in zip(SOURCES, proc.stdout.strip().splitlines()[-len(SOURCES):]):
-        out[name].update(info=json.loads(line), outputs=dict(np.load(root / f"{name}-out.npz")))
-    out["buckets"] = dict(np.load(root / "buckets.npz"))
+    results, out["buckets"] = run_oracle(root, jobs)
+    for name, result in results.items():
+        out[name].update(result)
     return out
 
 

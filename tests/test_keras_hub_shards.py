@@ -10,9 +10,7 @@ with `dtype="bfloat16"`. The tests marked `kerashub` load what bertconv writes w
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -31,7 +29,7 @@ from bertconv import dtypes
 from bertconv.tensor import ArrayTensor
 from conftest import run_cli
 from test_keras_hub import KERAS_HUB, KERASHUB_PYTHON, LOGITS_ATOL, PRESET_ATOL, _inputs, bits, kerashub, masked_logits
-from test_keras_hub_deberta import ORACLE_SCRIPT
+from test_keras_hub_deberta import run_oracle
 
 SHARDED = KERAS_HUB / "deberta_v3_sharded"
 WHOLE = KERAS_HUB / "deberta_v3"
@@ -161,25 +159,19 @@ def loaded(tmp_path_factory):
     cases = {"sharded-from-whole": (WHOLE, SMALL_SHARDS, ""), "sharded-from-sharded": (SHARDED, 2000, ""),
              "bfloat16-from-preset": (BFLOAT16, None, ""), "bfloat16-from-preset-in-float32": (BFLOAT16, None, "float32"),
              "bfloat16-from-hf-in-float32": (root / "bfloat16-hf", None, "float32")}
-    jobs, names, out = [], [], {}
+    jobs, out = {}, {}
     for name, (source, max_bytes, dtype) in cases.items():
         tree = formats.read(source)
         convert(tree, root / name, "keras-hub", options=WriteOptions(max_shard_bytes=max_bytes), accept_loss=HEAD_NUMERICS)
         if name == "bfloat16-from-preset":  # keras-hub's loading of its own preset, beside bertconv's
-            jobs += [BFLOAT16, BFLOAT16 / "inputs.npz", root / "bfloat16-fixture-out.npz"]
-            names.append("bfloat16-fixture")
+            jobs["bfloat16-fixture"] = (BFLOAT16, BFLOAT16 / "inputs.npz")
             out["bfloat16-fixture"] = {}
         inputs = dict(np.load(source / "inputs.npz")) if source == BFLOAT16 else _inputs(tree.config.vocab_size)
         np.savez(root / f"{name}-inputs.npz", **inputs)
-        jobs += [f"{root / name}@{dtype}" if dtype else root / name, root / f"{name}-inputs.npz", root / f"{name}-out.npz"]
-        names.append(name)
+        jobs[name] = (f"{root / name}@{dtype}" if dtype else root / name, root / f"{name}-inputs.npz")
         out[name] = {"source": tree, "written": formats.read(root / name), "inputs": inputs, "directory": root / name}
-    env = {k: v for k, v in os.environ.items() if k not in ("TF_USE_LEGACY_KERAS", "TF_KERAS")}
-    proc = subprocess.run([str(KERASHUB_PYTHON), str(ORACLE_SCRIPT), str(root / "buckets.npz"), *map(str, jobs)],
-                          capture_output=True, text=True, timeout=600, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    for name, line in zip(names, proc.stdout.strip().splitlines()[-len(names):]):
-        out[name].update(info=json.loads(line), outputs=dict(np.load(root / f"{name}-out.npz")))
+    for name, result in run_oracle(root, jobs)[0].items():
+        out[name].update(result)
     return out
 
 
