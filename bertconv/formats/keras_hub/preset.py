@@ -82,10 +82,11 @@ def sniff(path: Path) -> str | None:
     """FORMAT for a preset's `model.weights.h5`, `task.weights.h5` or a backbone shard (Keras 3
     layout), or its shards' index, beside a keras-hub config.json; None otherwise."""
     path = Path(path)
-    shard = path.name == SHARDED_INDEX or (SHARD_NAME.fullmatch(path.name) and (path.parent / SHARDED_INDEX).is_file())
-    if (path.name not in (MODEL_WEIGHTS, TASK_WEIGHTS) and not shard) or _backbone_class(path.parent) is None:
+    index = path.name == SHARDED_INDEX
+    shard = bool(SHARD_NAME.fullmatch(path.name)) and (path.parent / SHARDED_INDEX).is_file()
+    if not (index or shard or path.name in (MODEL_WEIGHTS, TASK_WEIGHTS)) or _backbone_class(path.parent) is None:
         return None
-    return FORMAT if path.name == SHARDED_INDEX or keras_h5.layout(path) == "keras3" else None
+    return FORMAT if index or keras_h5.layout(path) == "keras3" else None
 
 
 # --- reading --------------------------------------------------------------------------------
