@@ -36,6 +36,8 @@ KERAS_HUB_ASSETS = {
     "assets/tokenizer/vocabulary.json": "vocab.json",
     "assets/tokenizer/merges.txt": "merges.txt",
 }
+#: A preset's vocabulary.spm in a checkpoint directory of these families (others: ALBERT's spiece.model).
+_SENTENCEPIECE_NAMES = {"deberta-v2": "spm.model", "xlm-roberta": "sentencepiece.bpe.model"}
 #: What marks a keras-hub object's serialized config (a preset's own tokenizer.json is one, not
 #: the Hugging Face tokenizer file of that name).
 _KERAS_HUB_MARK = b'"registered_name": "keras_hub>'
@@ -55,9 +57,13 @@ def find(directory: Path) -> list[Path]:
     return found + [directory / asset for asset in KERAS_HUB_ASSETS if paths.file_problem(directory / asset) is None]
 
 
-def carried_name(file: Path) -> str:
-    """The name a companion file takes in a checkpoint directory (a keras-hub asset its own)."""
-    return KERAS_HUB_ASSETS.get(f"{file.parent.parent.name}/{file.parent.name}/{file.name}", file.name)
+def carried_name(file: Path, model_type: str | None = None) -> str:
+    """The name a companion file takes in a checkpoint directory of a `model_type` model (a
+    keras-hub asset its own: a SentencePiece model the name that family's tokenizer reads)."""
+    asset = f"{file.parent.parent.name}/{file.parent.name}/{file.name}"
+    if asset == "assets/tokenizer/vocabulary.spm" and model_type in _SENTENCEPIECE_NAMES:
+        return _SENTENCEPIECE_NAMES[model_type]
+    return KERAS_HUB_ASSETS.get(asset, file.name)
 
 
 def _is_keras_hub_config(path: Path) -> bool:

@@ -161,7 +161,7 @@ def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool 
                            replaceable=replaceable) as partial:
             written = fmt.write(written_tree, partial, options=options)
             if fmt.writes_directory:
-                written += _carry(extra, partial, written)
+                written += _carry(extra, partial, written, tree.config.model_type)
                 result.notes += _companions_not_rewritten(destination, written)
             if fmt.check_written is not None:  # an export, which its own check runs instead of a read-back
                 result.tensors, checked = fmt.check_written(written_tree, partial, options)
@@ -238,12 +238,12 @@ def with_one_token_type(tree: ParameterTree) -> ParameterTree:
     return with_zero_token_types(tree, 1)
 
 
-def _carry(files: list[Path], directory: Path, written: list[Path]) -> list[Path]:
+def _carry(files: list[Path], directory: Path, written: list[Path], model_type: str) -> list[Path]:
     """Copy the source's companion files the writer did not write itself into `directory`."""
     names = {p.name for p in written}
     carried = []
     for file in files:
-        name = companions.carried_name(file)
+        name = companions.carried_name(file, model_type)
         if name not in names:
             shutil.copyfile(file, directory / name)
             carried.append(directory / name)

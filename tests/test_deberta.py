@@ -140,7 +140,7 @@ def test_hf_output_loads_intact_in_the_default_class_with_the_same_outputs(path,
                                   _reference(path, ids, types, attention, **_loads_intact(path)))
 
 
-@pytest.mark.parametrize("target", ["tf", "bert4keras", "hf-tf", "hf-flax", "keras-hub"])  # onnx: test_onnx_deberta.py
+@pytest.mark.parametrize("target", ["tf", "bert4keras", "hf-tf", "hf-flax"])  # onnx, keras-hub: test_onnx_deberta, test_keras_hub_deberta
 def test_formats_without_the_model_refuse_it(target, tmp_path):
     out = tmp_path / "out"
     result = run_in_process("convert", V3, out, "--to", target)

@@ -30,7 +30,8 @@ ARGUMENTS = (
     option("--force", action="store_true",
            help="Replace DST if it is a checkpoint of the kind being written (its tokenizer files are kept)."),
     option("--max-shard-size", dest="max_shard_bytes", type=parse_size, default=MAX_SHARD_SIZE, metavar="SIZE",
-           help="Hugging Face shard size limit (default: %(default)s)."),
+           help="Shard size limit of Hugging Face checkpoints and keras-hub presets' backbone weights "
+                "(default: %(default)s)."),
     option("--dtype", choices=("float32", "float16"),
            help="Weights' dtype, for --to onnx: float32 (the default) or float16 (LayerNorm and softmax kept in "
                 "float32; refused if onnxruntime finds it overflows)."),

@@ -309,7 +309,7 @@ SAFETENSORS_JSON_AT = 8  # after the 8-byte header length
 CONTAINER_SUFFIXES: dict[str, tuple[str, ...]] = {
     "safetensors": (".safetensors",),
     "torch": (".bin", ".pt", ".pth"),
-    "hdf5": (".h5", ".hdf5", ".keras"),
+    "hdf5": (".h5", ".hdf5", ".keras", ".weights.json"),  # the last: Keras' index of sharded .weights.h5
     "msgpack": (".msgpack",),
     "shard-index": (".index.json",),
     "tf-bundle": (".index",),

@@ -142,7 +142,7 @@ class H5Tensor(LazyTensor):
         values = np.asarray(values)
         if values.shape != self.shape:
             raise bad_input(self.path, f"{self.what}: read shape {list(values.shape)}, header says {list(self.shape)}")
-        return values.astype(self.dtype.numpy, copy=False)
+        return values.view(self.dtype.numpy) if values.dtype.kind == "V" else values.astype(self.dtype.numpy, copy=False)
 
 
 # --- sniffing -------------------------------------------------------------------------------
@@ -386,7 +386,7 @@ def dataset_at(path: Path, f: h5py.File, name: str, size: int) -> LazyTensor:
 
 def dataset_tensor(path: Path, dataset: h5py.Dataset, size: int, where: str) -> LazyTensor:
     try:
-        dtype = dtypes.from_numpy(dataset.dtype)
+        dtype = _dtype_of(dataset)
     except (KeyError, TypeError):
         raise bad_input(path, f"{where} has dtype {dataset.dtype}, not a numeric type bertconv reads") from None
     if dataset.shape is None:
@@ -409,6 +409,13 @@ def dataset_tensor(path: Path, dataset: h5py.Dataset, size: int, where: str) -> 
     return H5Tensor(path, dataset.name, dtype, shape, where)
 
 
+def _dtype_of(dataset: h5py.Dataset) -> DType:
+    """Keras 3 stores bfloat16 as 2-byte opaque data marked by a `dtype` attribute (H5IOStore)."""
+    if dataset.dtype.kind == "V" and dataset.dtype.itemsize == 2 and dataset.attrs.get("dtype") == "bfloat16":
+        return dtypes.BFLOAT16
+    return dtypes.from_numpy(dataset.dtype)
+
+
 def _check_stored_size(path: Path, dataset: h5py.Dataset, plist, nbytes: int, where: str) -> None:
     """A dataset read through h5py must store what its shape claims: every byte when it is not
     compressed (unwritten chunks would read as fill values), and a plausible share when it is."""
@@ -425,7 +432,7 @@ def _is_plain(dataset: h5py.Dataset, dtype: DType) -> bool:
     """Stored as one contiguous little-endian run in this file: mappable at its offset."""
     plist = dataset.id.get_create_plist()
     return (dataset.chunks is None and plist.get_nfilters() == 0 and plist.get_layout() == h5py.h5d.CONTIGUOUS
-            and dataset.dtype == dtype.numpy)
+            and (dataset.dtype == dtype.numpy or dtype is dtypes.BFLOAT16))
 
 
 def _extra_weights(path: Path, f: h5py.File, group: h5py.Group, size: int) -> list[KerasWeight]:

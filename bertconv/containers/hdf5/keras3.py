@@ -3,6 +3,7 @@ lazy tensors; see `keras_h5` for the layout."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -52,14 +53,15 @@ class Keras3WeightsFile:
     nested: str | None = None
 
 
-def read_keras3_file(path: Path) -> Keras3WeightsFile:
+def read_keras3_file(path: Path, *, shard: bool = False) -> Keras3WeightsFile:
     """Parse a Keras 3 layout weights file: its layer groups and their datasets, as lazy tensors
-    (no data read). Which group is which layer the file does not say (see the module docstring)."""
-    return read_guarded(Path(path), _read_keras3_open)
+    (no data read). Which group is which layer the file does not say (see the module docstring).
+    A `shard` of sharded weights may hold sub-layers' variables alone (no `layers/<group>/vars`)."""
+    return read_guarded(Path(path), partial(_read_keras3_open, shard=shard))
 
 
-def _read_keras3_open(path: Path, f: h5py.File) -> Keras3WeightsFile:
-    if not is_keras3(f):
+def _read_keras3_open(path: Path, f: h5py.File, *, shard: bool = False) -> Keras3WeightsFile:
+    if not (is_keras3(f) or shard and isinstance(f.get(KERAS3_LAYERS), h5py.Group)):
         roots = ", ".join(sorted(f.keys())[:8]) or "nothing"
         raise bad_input(path, f"not in the Keras 3 weights layout (no /{KERAS3_LAYERS}/<group>/"
                               f"{KERAS3_VARS}; the root holds: {roots})")

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from ... import dtypes
-from ...errors import bad_input
 from ...lazy import lazy_module
 from ...records import record
 from ...tensor import LazyTensor
@@ -29,6 +28,9 @@ else:
     h5py = lazy_module("h5py")
 
 VARS = "vars"
+#: How h5py stores the ml_dtypes bfloat16 arrays Keras hands it: 2-byte opaque data (Keras marks
+#: the dataset with a `dtype` attribute "bfloat16" and reads it back by that mark).
+_BFLOAT16_STORED = "V2"
 
 
 @record
@@ -46,11 +48,6 @@ def write_keras3_file(path: Path, objects: Sequence[Keras3Object], *,
                       on_tensor: Callable[[int], None] | None = None) -> None:
     """Write `objects` as a Keras 3 weights file at `path` (a new file)."""
     path = Path(path)
-    for obj in objects:
-        for index, tensor in enumerate(obj.variables):
-            if tensor.dtype is dtypes.BFLOAT16:
-                raise bad_input(path, f"{obj.path}/{VARS}/{index} is bfloat16, which bertconv does not write to "
-                                      f"Keras 3 files; widen it to float32 first")
     check_free_space(path, data_bytes=sum(t.nbytes for obj in objects for t in obj.variables),
                      objects=sum(3 + len(obj.variables) for obj in objects),
                      name_bytes=sum(len(obj.path) + len(obj.name) for obj in objects))
@@ -60,7 +57,10 @@ def write_keras3_file(path: Path, objects: Sequence[Keras3Object], *,
             group = f.create_group(f"{obj.path}/{VARS}" if obj.path else VARS)
             group.attrs["name"] = obj.name
             for index, tensor in enumerate(obj.variables):
-                dataset = group.create_dataset(str(index), tuple(tensor.shape), dtype=tensor.dtype.numpy,
-                                               dcpl=allocated_unfilled())
+                bfloat16 = tensor.dtype is dtypes.BFLOAT16
+                dataset = group.create_dataset(str(index), tuple(tensor.shape), dtype=_BFLOAT16_STORED if bfloat16
+                                               else tensor.dtype.numpy, dcpl=allocated_unfilled())
+                if bfloat16:
+                    dataset.attrs["dtype"] = "bfloat16"
                 placed.append((dataset.id.get_offset(), f"{group.name}/{index}", tensor))
     write_at_offsets(path, placed, on_tensor)

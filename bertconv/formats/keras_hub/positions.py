@@ -89,7 +89,7 @@ def to_preset(tree: ParameterTree, offset: int) -> ParameterTree:
     if tree.config.type_vocab_size > 1:
         raise bad_input(tree.path, f"it has {tree.config.type_vocab_size} token types (type_vocab_size), and "
                                    f"keras-hub's {tree.config.model_type} has none; nothing was written")
-    if not offset and TOKEN_TYPE not in tree:
+    if not offset and (TOKEN_TYPE not in tree or POSITION not in tree):  # DeBERTa-v3 has neither
         return tree
     params = dict(tree.params)
     token_type = params.pop(TOKEN_TYPE, None)

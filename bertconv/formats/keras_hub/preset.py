@@ -1,5 +1,6 @@
 """keras-hub presets: the directory `task.save_to_preset(dir)` writes for a masked LM
-(`BertMaskedLM`, `AlbertMaskedLM`, `RobertaMaskedLM`, `XLMRobertaMaskedLM`, `DistilBertMaskedLM`)
+(`BertMaskedLM`, `AlbertMaskedLM`, `RobertaMaskedLM`, `XLMRobertaMaskedLM`, `DistilBertMaskedLM`,
+`DebertaV3MaskedLM`)
 and `backbone.save_to_preset(dir)` for its backbone (and ELECTRA's, which has no masked-LM task).
 
     config.json          the backbone, serialized by Keras (`registered_name` keras_hub>BertBackbone)
@@ -9,10 +10,13 @@ and `backbone.save_to_preset(dir)` for its backbone (and ELECTRA's, which has no
                          the optimizer's state
     metadata.json, preprocessor.json, tokenizer.json, assets/tokenizer/...
 
+A backbone past `save_to_preset`'s `max_shard_size` is saved in shards instead of
+model.weights.h5: model.weights.json and model_00000.weights.h5, ... (`containers/hdf5/
+keras3_shards.py`), read as keras-hub loads them (model.weights.h5 first, where both are).
+
 The families' tables, config keys and hard-coded numerics are `formats/keras_hub/table.py`; the
 writer is `formats/keras_hub/write.py`. A backbone config key no table knows is refused (its
-computation would be unknown), and so is a sharded preset (`model.weights.json`), which this
-reader does not read yet.
+computation would be unknown).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pathlib import Path
 from ...config import BertConfig
 from ...containers.hdf5 import keras as keras_h5
 from ...containers.hdf5 import keras3 as keras3_h5
+from ...containers.hdf5.keras3_shards import SHARD_NAME, read_sharded
 from ...errors import bad_input
 from ...records import replace
 from ...tensor import LazyTensor, ReshapedTensor
@@ -50,8 +55,6 @@ FORMAT = "keras-hub-preset"
 WRITES_FAMILIES = tuple(FAMILIES)
 #: The weights' dtype policies read; a mixed or quantized policy computes otherwise.
 DTYPE_POLICIES = ("float32", "float16", "bfloat16")
-#: The first encoder layer's group has no index; the table spells it with one.
-FIRST_ENCODER = ":layers/transformer_encoder/"
 
 
 # --- finding the files ----------------------------------------------------------------------
@@ -68,18 +71,22 @@ def _backbone_class(directory: Path) -> str | None:
 
 
 def candidates(directory: Path) -> list[Path]:
-    """A keras-hub preset's backbone weights (the reader finds the task's beside them)."""
-    path = Path(directory) / MODEL_WEIGHTS
-    return [path] if path.is_file() and _backbone_class(Path(directory)) else []
+    """A keras-hub preset's backbone weights, or their shards' index (the reader finds the
+    task's beside them)."""
+    directory = Path(directory)
+    path = directory / MODEL_WEIGHTS if (directory / MODEL_WEIGHTS).is_file() else directory / SHARDED_INDEX
+    return [path] if path.is_file() and _backbone_class(directory) else []
 
 
 def sniff(path: Path) -> str | None:
-    """FORMAT for a preset's `model.weights.h5` or `task.weights.h5` (Keras 3 layout, beside a
-    keras-hub config.json); None otherwise."""
+    """FORMAT for a preset's `model.weights.h5`, `task.weights.h5` or a backbone shard (Keras 3
+    layout), or its shards' index, beside a keras-hub config.json; None otherwise."""
     path = Path(path)
-    if path.name not in (MODEL_WEIGHTS, TASK_WEIGHTS) or _backbone_class(path.parent) is None:
+    index = path.name == SHARDED_INDEX
+    shard = bool(SHARD_NAME.fullmatch(path.name)) and (path.parent / SHARDED_INDEX).is_file()
+    if not (index or shard or path.name in (MODEL_WEIGHTS, TASK_WEIGHTS)) or _backbone_class(path.parent) is None:
         return None
-    return FORMAT if keras_h5.layout(path) == "keras3" else None
+    return FORMAT if index or keras_h5.layout(path) == "keras3" else None
 
 
 # --- reading --------------------------------------------------------------------------------
@@ -89,24 +96,30 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     """Read a keras-hub preset (its backbone's and, when there, its task's weights) into a tree."""
     directory = Path(path).parent
     model_path, task_path = directory / MODEL_WEIGHTS, directory / TASK_WEIGHTS
-    if (directory / SHARDED_INDEX).exists():
-        raise bad_input(directory / SHARDED_INDEX, "a sharded keras-hub preset (save_to_preset with max_shard_size); "
-                                                   "bertconv reads a preset's single model.weights.h5 only")
     if config_path is not None:
         raise bad_input(config_path, "a keras-hub preset's config is its config.json; --config does not apply")
     family, config = read_config(directory / CONFIG_FILE)
-    if not model_path.is_file():
-        raise bad_input(model_path, "is missing: a keras-hub preset keeps its backbone's weights there")
-    entries, files = _entries(model_path, MODEL_PREFIX, config), [model_path]
+    if model_path.is_file():  # keras-hub's order: the single file, else the shards
+        backbone = [keras3_h5.read_keras3_file(model_path)]
+    elif (directory / SHARDED_INDEX).is_file():
+        model_path = directory / SHARDED_INDEX
+        backbone = read_sharded(model_path)
+    else:
+        raise bad_input(directory / MODEL_WEIGHTS, "is missing: a keras-hub preset keeps its backbone's weights there "
+                                                   f"(or in shards listed by {SHARDED_INDEX})")
+    entries = [entry for weights in backbone for entry in _entries(weights, MODEL_PREFIX, config)]
+    files = [model_path, *(weights.path for weights in backbone if weights.path != model_path)]
     if task_path.is_file():
-        entries, files = entries + _entries(task_path, TASK_PREFIX, config), files + [task_path]
+        entries += _entries(keras3_h5.read_keras3_file(task_path), TASK_PREFIX, config)
+        files.append(task_path)
     else:  # a backbone preset: no head computes with the task's numerics
         config = replace(config, mlm_hidden_act=None, mlm_layer_norm_eps=None)
     vocab = directory / TOKENIZER_ASSETS / "vocabulary.txt"
+    first = f":layers/{family.encoder_group}/"  # the first encoder layer's group has no index; the table's has
     tree = assemble(format_name=FORMAT, path=model_path, entries=entries, table=family.table_for(config.embedding_projection),
                     config=config, default_activation=config.hidden_act, num_heads=num_heads, files=files,
                     vocab=vocab if vocab.is_file() else None,
-                    rename=lambda name: name.replace(FIRST_ENCODER, FIRST_ENCODER[:-1] + "_0/", 1),
+                    rename=lambda name: name.replace(first, first[:-1] + "_0/", 1),
                     family=family.model_type)
     return from_preset(tree, family.position_offset)
 
@@ -141,11 +154,12 @@ def read_config(path: Path) -> tuple[KerasHubFamily, BertConfig]:
             raise bad_input(path, f"{key} is {json.dumps(value)}, expected a non-negative integer")
         fields[field_name] = value
     stated = {name: value for name, value in family.stated.items() if value is not None}
-    provenance = {**{name: "file" for name in fields}, **{name: "format" for name in stated},
+    derived = {name: fields[source] for name, source in family.derived.items()}
+    provenance = {**{name: "file" for name in fields}, **{name: "format" for name in (*stated, *derived)},
                   "model_type": "format", "tie_word_embeddings": "format"}
     if "embedding_size" in fields:  # ALBERT projects always, ELECTRA when E < H (as bertconv's families)
         fields["embedding_projection"] = "num_groups" in family.config_keys or fields["embedding_size"] != fields["hidden_size"]
-    config = BertConfig(**fields, **stated, model_type=family.model_type, provenance=provenance, source=path)
+    config = BertConfig(**fields, **stated, **derived, model_type=family.model_type, provenance=provenance, source=path)
     if policy not in DTYPE_POLICIES:
         raise bad_input(path, f"dtype policy {policy!r}: a mixed or quantized model computes otherwise than its "
                               f"weights' dtype; bertconv reads {', '.join(DTYPE_POLICIES)}")
@@ -161,10 +175,10 @@ def _policy(path: Path, dtype) -> str:
         raise bad_input(path, f"dtype is {json.dumps(dtype)[:80]}, not a Keras dtype policy") from None
 
 
-def _entries(path: Path, prefix: str, config: BertConfig) -> list[Entry]:
+def _entries(weights: keras3_h5.Keras3WeightsFile, prefix: str, config: BertConfig) -> list[Entry]:
     """A Keras 3 file's variables named `<prefix><path in file>`, attention kernels reshaped to
     [H, H]; what lies outside its layers (an optimizer's state) as entries too, for the skips."""
-    weights = keras3_h5.read_keras3_file(path)
+    path = weights.path
     if weights.nested:
         raise bad_input(path, f"holds one nested model ({weights.nested}), not a keras-hub preset's layers")
     entries = [Entry(f"{prefix}{weights.container}/{layer.group}/{w.name}",

@@ -17,6 +17,11 @@ RoBERTa, XLM-RoBERTa and DistilBERT embed with a `TokenAndPositionEmbedding` (no
 pooler); RoBERTa's positions start past the padding index in transformers and at row 0 in
 keras-hub (`formats/keras_hub/positions.py`). ELECTRA has a backbone and no masked-LM task in
 keras-hub 0.32: its presets carry the encoder, never the MLM or replaced-token head.
+
+DeBERTa-v3 (`DebertaV3Backbone`) is transformers' DeBERTa-v2 computation with its settings fixed:
+shared keys, c2p and p2c, LayerNorm'd relative embeddings, log buckets up to `max_sequence_length`,
+no absolute positions, no token types (`stated`); of what a transformers config states, the
+fields without which the tensors themselves differ are required outright (`required`).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ...records import field, record
+from ...records import field, record, replace
 from ..table import Row, Skip, Table
 
 #: The files of a preset.
@@ -83,7 +88,7 @@ _SKIPS = (
 
 #: Attention sub-layers whose variables are stored per head: kernel [H, A, D] and bias [A, D]
 #: (query, key, value), kernel [A, D, H] (output); canonical [H, H] and [H].
-HEADWISE = re.compile(r"/_self_attention_layer/(query|key|value|output)_dense/vars/[01]$")
+HEADWISE = re.compile(r"/_self_attention_layer/(_?query|_?key|_?value|output)_dense/vars/[01]$")
 
 BERT_TABLE = Table("keras-hub", (
     Row("embeddings.word", MODEL_PREFIX + "layers/reversible_embedding/vars/0"),
@@ -136,6 +141,24 @@ def _electra_table(projected: bool) -> Table:
 
 ELECTRA_TABLE, ELECTRA_UNPROJECTED_TABLE = _electra_table(True), _electra_table(False)
 
+#: DeBERTa-v3's `DisentangledAttentionEncoder`: its attention's sub-layers are `_query_dense`, ...
+#: (query, key, value per head; the output [H, H] as a Dense), the rest as `TransformerEncoder`'s.
+_DEBERTA_LAYER = MODEL_PREFIX + "layers/disentangled_attention_encoder_{i}"
+_DEBERTA_ATTENTION = _DEBERTA_LAYER + "/_self_attention_layer"
+DEBERTA_V3_TABLE = Table("keras-hub", (
+    Row("embeddings.word", MODEL_PREFIX + "layers/reversible_embedding/vars/0"),
+    *_norm("embeddings.norm", MODEL_PREFIX + "layers/layer_normalization"),
+    Row("relative_embeddings", MODEL_PREFIX + "layers/relative_embedding/vars/0"),
+    *_norm("relative_norm", MODEL_PREFIX + "layers/relative_embedding/layer_norm"),
+    *(replace(row, name=row.name.replace(_LAYER, _DEBERTA_LAYER)) for row in _ENCODER_ROWS
+      if ".attention." not in row.canonical),
+    *_dense("layers.{i}.attention.query", f"{_DEBERTA_ATTENTION}/_query_dense"),
+    *_dense("layers.{i}.attention.key", f"{_DEBERTA_ATTENTION}/_key_dense"),
+    *_dense("layers.{i}.attention.value", f"{_DEBERTA_ATTENTION}/_value_dense"),
+    *_dense("layers.{i}.attention.output", f"{_DEBERTA_ATTENTION}/_output_dense"),
+    *_HEAD_ROWS,
+), skips=_SKIPS)
+
 
 @record
 class KerasHubFamily:
@@ -160,6 +183,11 @@ class KerasHubFamily:
         with E = H), if that differs from `table`.
       masked_lm: whether keras-hub has a masked-LM task for the family (ELECTRA's has none: its
         presets are the backbone's, with no head).
+      encoder_group: the encoder layers' group in the file (`<group>`, `<group>_1`, ...).
+      encoder_layer: the encoder layers' Keras name, `{i}` the layer.
+      derived: `BertConfig` fields its code sets from another's value (field -> that field).
+      required: `stated` fields a source must have as stated: keras-hub's layout has no place
+        for the tensors of another value, so no loss of them can be accepted.
     """
 
     model_type: str
@@ -178,6 +206,10 @@ class KerasHubFamily:
     position_offset: int = 0
     unprojected_table: Table | None = None
     masked_lm: bool = True
+    encoder_group: str = "transformer_encoder"
+    encoder_layer: str = "transformer_layer_{i}"
+    derived: dict[str, str] = field(default_factory=dict)
+    required: tuple[str, ...] = ()
 
     def table_for(self, projected: bool) -> Table:
         """The table of a model whose embeddings are (or are not) projected E -> H."""
@@ -187,7 +219,7 @@ class KerasHubFamily:
         """The Keras name of stored encoder layer `layer`."""
         if "num_groups" in self.config_keys:
             return f"group_{layer // inner_group_num}_inner_layer_{layer % inner_group_num}"
-        return f"transformer_layer_{layer}"
+        return self.encoder_layer.format(i=layer)
 
 
 _SIZES = {"vocabulary_size": "vocab_size", "num_layers": "num_hidden_layers", "num_heads": "num_attention_heads",
@@ -272,6 +304,27 @@ FAMILIES: dict[str, KerasHubFamily] = {family.model_type: family for family in (
         vocabulary={"vocabulary.txt": "vocab.txt"}, tokenizer_config=_WORDPIECE,
         object_names={**_NAMES, "dense": "embeddings_projection", "dense_1": "pooled_dense"},
         unprojected_table=ELECTRA_UNPROJECTED_TABLE, masked_lm=False,
+    ),
+    KerasHubFamily(
+        model_type="deberta-v2", package="deberta_v3", backbone="DebertaV3Backbone", task="DebertaV3MaskedLM",
+        preprocessor="DebertaV3MaskedLMPreprocessor", tokenizer="DebertaV3Tokenizer", table=DEBERTA_V3_TABLE,
+        config_keys={**_ROBERTA_SIZES, "bucket_size": "position_buckets"},
+        # deberta_v3_backbone.py: exact GELU, epsilon 1e-7 (embeddings, relative embeddings, encoder);
+        # disentangled_self_attention.py: the layer's own query and key project the relative
+        # embeddings, both terms, scale 1 / sqrt(3 D); deberta_v3_masked_lm.py: MaskedLMHead(gelu), 1e-5.
+        stated={"hidden_act": "gelu", "layer_norm_eps": 1e-7, "mlm_hidden_act": None,
+                "mlm_layer_norm_eps": HEAD_LAYER_NORM_EPS, "type_vocab_size": 0, "relative_attention": True,
+                "share_att_key": True, "pos_att_type": ("c2p", "p2c"), "relative_embedding_norm": True,
+                "position_biased_input": False},
+        # Its log buckets reach `max_sequence_length`, as transformers' `max_relative_positions`.
+        derived={"max_relative_positions": "max_position_embeddings"},
+        required=("relative_attention", "share_att_key", "relative_embedding_norm", "position_biased_input"),
+        vocabulary={"vocabulary.spm": "spm.model"},
+        tokenizer_config={"proto": None, "sequence_length": None, "add_bos": False, "add_eos": False},
+        object_names={"reversible_embedding": "token_embedding", "layer_normalization": "embeddings_layer_norm",
+                      "relative_embedding": "rel_embedding"},
+        segments=False, encoder_group="disentangled_attention_encoder",
+        encoder_layer="disentangled_attention_encoder_layer_{i}",
     ),
 )}
 

@@ -1,8 +1,10 @@
 """`convert --to keras-hub`: a preset directory that keras-hub 0.32's `from_preset` loads, as its
 `save_to_preset` writes one (keras_hub/src/utils/preset_utils.py `KerasPresetSaver`):
 config.json, metadata.json, model.weights.h5 and, for a model with its MLM head, task.json and
-task.weights.h5; with the source's vocabulary, its tokenizer's assets, tokenizer.json and
-preprocessor.json (the task's preprocessor), so that the preset tokenizes too.
+task.weights.h5; the backbone in shards past `--max-shard-size` (model.weights.json and
+model_00000.weights.h5, ..., as `save_to_preset(max_shard_size=...)` writes them); with the
+source's vocabulary, its tokenizer's assets, tokenizer.json and preprocessor.json (the task's
+preprocessor), so that the preset tokenizes too.
 
 keras-hub's code fixes what transformers' configs state: its BERT runs a tanh-GELU encoder under
 an erf-GELU head, every head normalizes with epsilon 1e-5. A source computed otherwise reads back
@@ -17,9 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from ... import companions
+from ...containers.hdf5.keras3_shards import total_bytes, write_sharded
 from ...containers.hdf5.keras3_write import Keras3Object, write_keras3_file
 from ...records import replace
 from . import positions as hub_positions
+from .deberta import caveats as relative_caveats, refuse_unrepresented
 from ...errors import bad_input
 from ...tensor import ArrayTensor, LazyTensor, ReshapedTensor
 from ...tree import ParameterTree, role_of
@@ -30,6 +34,7 @@ from .table import (
     METADATA_FILE,
     MODEL_WEIGHTS,
     PREPROCESSOR_FILE,
+    SHARDED_INDEX,
     TASK_FILE,
     TASK_WEIGHTS,
     TOKENIZER_ASSETS,
@@ -40,6 +45,8 @@ from ..table import Table, refuse_sentence_head_without_pooler, refuse_unwritten
 
 #: The keras-hub release whose layout this writes (metadata.json states it).
 KERAS_HUB_VERSION = "0.32.0"
+#: The backbone's weights past this many bytes are sharded (`--max-shard-size`; Hugging Face's default).
+DEFAULT_MAX_SHARD_BYTES = 5 * 10**9
 #: What a masked LM preprocessor masks when training (keras-hub's defaults).
 PREPROCESSOR_DEFAULTS = {"sequence_length": 512, "truncate": "round_robin", "mask_selection_rate": 0.15,
                          "mask_selection_length": 96, "mask_token_rate": 0.8, "random_token_rate": 0.1}
@@ -50,7 +57,7 @@ def write_caveats(tree: ParameterTree) -> list[str]:
     """What the preset computes otherwise than the source: a pooler the source lacks (BERT's,
     ALBERT's and ELECTRA's backbones have one), RoBERTa's positions (`hub_positions`)."""
     family = FAMILIES[tree.config.model_type]
-    notes = []
+    notes = relative_caveats(tree)
     if not family.segments:
         notes += hub_positions.caveats(tree, family.position_offset)
     if not family.masked_lm and _heads(tree):
@@ -97,7 +104,7 @@ def _objects(tree: ParameterTree, family: KerasHubFamily) -> tuple[list[Keras3Ob
             continue
         file, _, location = row_name.partition(":")
         group, _, index = location.rpartition("/vars/")
-        group = group.replace("/transformer_encoder_0/", "/transformer_encoder/")
+        group = group.replace(f"/{family.encoder_group}_0/", f"/{family.encoder_group}/")
         by_path.setdefault((file, group), []).append((int(index), _keras_shape(row_name, tensor, tree)))
     refuse_unwritten(tree, written, "a keras-hub preset")
     backbone, task = [], []
@@ -134,7 +141,11 @@ _SUBLAYER_NAMES = {"_self_attention_layer/query_dense": "query", "_self_attentio
                    "_feedforward_output_dense": "feedforward_output_dense",
                    "_feedforward_layer_norm": "feedforward_layer_norm",
                    "_intermediate_dense": "intermediate_dense", "_intermediate_layer_norm": "intermediate_layer_norm",
-                   "token_embedding": "token_embedding", "position_embedding": "position_embedding"}
+                   "token_embedding": "token_embedding", "position_embedding": "position_embedding",
+                   # DeBERTa-v3's attention and relative embeddings' LayerNorm
+                   "_self_attention_layer/_query_dense": "query", "_self_attention_layer/_key_dense": "key",
+                   "_self_attention_layer/_value_dense": "value",
+                   "_self_attention_layer/_output_dense": "attention_output", "layer_norm": "rel_embeddings_layer_norm"}
 
 
 def _object_name(family: KerasHubFamily, group: str, tree: ParameterTree) -> str:
@@ -145,8 +156,8 @@ def _object_name(family: KerasHubFamily, group: str, tree: ParameterTree) -> str
     layer = parts[0]
     if layer == "masked_lm_head":
         return "mlm_head"
-    if layer.startswith("transformer_encoder"):
-        index = int(layer.rpartition("_")[2]) if layer != "transformer_encoder" else 0
+    if layer.startswith(family.encoder_group):
+        index = int(layer.rpartition("_")[2]) if layer != family.encoder_group else 0
         return family.encoder_name(index, tree.config.inner_group_num or 1)
     return family.object_names[layer]
 
@@ -161,15 +172,20 @@ def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
         raise bad_input(tree.path, f"{tree['mlm.decoder'].source} is an MLM decoder of its own; keras-hub's "
                                    f"{family.task} decodes with the token embedding; nothing was written")
     refuse_sentence_head_without_pooler(tree, ("nsp", "sop"), "keras-hub has no sentence head")
+    refuse_unrepresented(tree, family)
     source = tree
     if not family.masked_lm:
         tree = _backbone_only(tree, family, getattr(options, "accept_loss", ()))
     if not family.segments:
         tree = hub_positions.to_preset(tree, family.position_offset)
     backbone, task = _objects(tree, family)
-    dtype = tree["embeddings.word"].tensor.dtype.name
-    written = [directory / MODEL_WEIGHTS]
-    write_keras3_file(directory / MODEL_WEIGHTS, backbone, on_tensor=options.on_tensor)
+    dtype = _one_dtype(tree, backbone + task)
+    max_shard_bytes = options.max_shard_bytes or DEFAULT_MAX_SHARD_BYTES
+    if total_bytes(backbone) > max_shard_bytes:  # as save_to_preset past its max_shard_size
+        written = write_sharded(directory / SHARDED_INDEX, backbone, max_shard_bytes, on_tensor=options.on_tensor)
+    else:
+        written = [directory / MODEL_WEIGHTS]
+        write_keras3_file(directory / MODEL_WEIGHTS, backbone, on_tensor=options.on_tensor)
     config = backbone_config(tree, family, dtype)
     written.append(_write_json(directory / CONFIG_FILE, config))
     parameters = sum(t.numel for obj in backbone for t in obj.variables)
@@ -188,12 +204,23 @@ def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
     return written
 
 
+def _one_dtype(tree: ParameterTree, objects: list[Keras3Object]) -> str:
+    """The dtype of every variable: a keras-hub dtype policy gives all of them one, and would
+    round a tensor of another into it on loading."""
+    found = sorted({t.dtype.name for obj in objects for t in obj.variables})
+    if len(found) > 1:
+        raise bad_input(tree.path, f"its tensors are {' and '.join(found)}; a keras-hub preset's dtype policy holds "
+                                   f"every weight in one dtype, and keras-hub would round the others into it on "
+                                   f"loading; nothing was written")
+    return found[0]
+
+
 def tokenizer_assets(tree: ParameterTree, family: KerasHubFamily) -> dict[str, Path]:
     """The source's files that keras-hub's tokenizer of `family` takes as its assets, by asset
     name: all of them, or none (then the preset has no tokenizer); some without the others (a
     vocab.json without its merges.txt) is refused, naming what is missing."""
     source = companions.source_directory(tree.path)
-    found = {companions.carried_name(path): path for path in companions.find(source)}
+    found = {companions.carried_name(path, tree.config.model_type): path for path in companions.find(source)}
     if tree.vocab is not None:
         found.setdefault("vocab.txt", tree.vocab)
     for asset, name in family.vocabulary.items():  # a preset's own (XLM-R's vocabulary.spm is no spiece.model)

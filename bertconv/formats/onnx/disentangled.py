@@ -23,12 +23,12 @@ per (token, row) gathered per pair, returned in float32 for the scores; the scal
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ...config import BertConfig
+from ...records import record
 from ...runtime.disentangled import distance_rows
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 _FAR = 2**24
 
 
-@dataclass(frozen=True)
+@record
 class Relative:
     """Graph values every layer reads: the row index int64 [S, S] (query, key) and the relative
     embeddings [K, H] in the export's precision."""
