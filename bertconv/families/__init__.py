@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 FAMILIES: dict[str, Family] = {f.model_type: f for f in (bert.FAMILY, albert.FAMILY, electra.FAMILY,
                                                           roberta.FAMILY, xlm_roberta.FAMILY, camembert.FAMILY,
                                                           distilbert.FAMILY, megatron_bert.FAMILY, esm.FAMILY,
-                                                          modernbert.FAMILY, roformer.FAMILY, nezha.FAMILY,
+                                                          modernbert.FAMILY, roformer.FAMILY, roformer.FAMILY_V2,
+                                                          nezha.FAMILY,
                                                           deberta_v2.FAMILY)}
 #: The family of a config that names none (google-research/bert's `bert_config.json`).
 DEFAULT = bert.FAMILY

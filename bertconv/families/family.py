@@ -133,6 +133,8 @@ class Family:
         `BertConfig` fields (DeBERTa's disentangled attention), after the generic reader; raises
         ValueError naming a key it refuses.
       config_keys: the inverse, a `BertConfig`'s fields as those keys (for the configs bertconv writes).
+      fields: `BertConfig` fields its computation fixes, whatever a config says (RoFormer-v2's
+        bias-free layers, unscaled RMS norms and transform-free MLM head).
     """
 
     model_type: str
@@ -172,6 +174,7 @@ class Family:
     holds_no_token_types: bool = False
     config_fields: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     config_keys: Callable[[Any], dict[str, Any]] | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
 
     def projects(self, embedding_size: int, hidden_size: int) -> bool:
         """Whether a model of this family with E = `embedding_size` projects its embeddings to H."""
