@@ -202,13 +202,14 @@ def _refuse_other_family(tree: ParameterTree, target: str, destination: Path) ->
         return
     able = [name for name, fmt in formats.TARGETS.items() if family in fmt.families or name in as_bert_targets(family)]
     instead = f"convert it --to {' or --to '.join(able)}" if able else "no target writes it yet"
-    if (why := getattr(formats.TARGETS[target].module, "REFUSED_FAMILIES", {}).get(family)) is not None:
+    why = getattr(formats.TARGETS[target].module, "REFUSED_FAMILIES", {}).get(family)
+    if why is not None:
         instead = f"{why}; {instead}"
     if tree.config.position_offset:
         # What no table could fix: the target's model looks positions up from row 0.
         instead = (f"its positions start at row {tree.config.position_offset} of the position table (past the "
                    f"padding index), and the {target} writer's models count them from row 0; {instead}")
-    if not tree.config.position_table:
+    if not tree.config.position_table and why is None:
         instead = (f"its positions ({tree.config.position_embedding_type}) are computed, with no parameters, and the "
                    f"{target} writer's models look positions up in a learned table: a change of computation; {instead}")
     raise bad_input(destination, f"{tree.path} holds {_a(families.display_name(family))} model (model_type "

@@ -110,6 +110,9 @@ NOT_COMPUTED = (
     ("relative_attention", lambda config: config.relative_attention),
     ("pos_att_type", lambda config: bool(config.pos_att_type)),
     ("position_biased_input", lambda config: not config.position_biased_input),
+    # RoFormer-v2's RMS norms and its head without a transform.
+    ("rms_norm", lambda config: config.rms_norm),
+    ("mlm_transform", lambda config: not config.mlm_transform),
 )
 
 
