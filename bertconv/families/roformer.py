@@ -40,12 +40,16 @@ ROFORMER_V2_EPSILON = 1e-7
 def _roformer_v2_fields(data: dict) -> dict:
     """Refuses what bertconv does not compute of a RoFormer-v2 config: embeddings narrower than the
     hidden size (bert4keras then maps them by `Embedding-Mapping` and the MLM input back by
-    `Output-Mapping`, two bias-free matrices keras-hub's RoFormer-v2 does not have)."""
+    `Output-Mapping`, two bias-free matrices keras-hub's RoFormer-v2 does not have), and an untied
+    decoder (neither library has one)."""
     embedding_size = data.get("embedding_size", data["hidden_size"])
     if embedding_size != data["hidden_size"]:
         raise ValueError(f"embedding_size is {embedding_size} and hidden_size {data['hidden_size']}: RoFormer-v2 then "
                          f"maps its embeddings by Embedding-Mapping and its MLM input back by Output-Mapping, which "
                          f"bertconv does not compute")
+    if data.get("tie_word_embeddings", True) is not True:
+        raise ValueError(f"tie_word_embeddings is {data['tie_word_embeddings']!r}: RoFormer-v2's MLM decoder is its "
+                         f"token embedding (bert4keras and keras-hub alike), tied by construction")
     return {}
 
 
