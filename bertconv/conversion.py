@@ -166,9 +166,13 @@ def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool 
                 dropped = ("mlm.decoder", "mlm.decoder_bias") if options.drop_untied_decoder else ()
                 accepted = (*accept_loss, "tie_word_embeddings") if dropped else accept_loss
                 heads = tuple(n for n in tree.params if role_of(n).head in accept_loss and n not in output.params)
-                result.notes += _kept_computation(written_tree, output, destination, accepted, dropped + heads)
+                # RoFormer-v2's norm scales, all ones (its writer checked), which a target without them drops.
+                scales = tuple(n for n in tree.params if tree.config.rms_norm and not output.config.norm_scale
+                               and n.endswith(".gamma"))
+                result.notes += _kept_computation(written_tree, output, destination, accepted, dropped + heads + scales)
                 result.tensors = [p.source for p in output]
-                result.ignored = _set_aside(tree, set(output.params), absent=_HEAD_NOT_WRITTEN if heads else None)
+                result.ignored = _set_aside(tree, set(output.params),
+                                            absent=_HEAD_NOT_WRITTEN if heads else _UNIT_SCALE if scales else None)
             result.notes += fmt.caveats(tree)
     except OSError as exc:
         raise bad_input(destination, f"cannot write: {_write_failure(exc)}; nothing was left at the "
@@ -271,7 +275,8 @@ def _kept_computation(source: ParameterTree, output: ParameterTree, destination:
                       accept_loss: tuple[str, ...], dropped: tuple[str, ...]) -> list[str]:
     """Notes for accepted losses; `BadInput` for any other field or tensor the output lost."""
     changed = [(name, getattr(source.config, name), getattr(output.config, name))
-               for name in COMPUTATION_FIELDS if getattr(source.config, name) != getattr(output.config, name)]
+               for name in families.computation_fields(source.config)
+               if getattr(source.config, name) != getattr(output.config, name)]
     refused = [c for c in changed if c[0] not in accept_loss]
     if refused:
         fields = "; ".join(f"{name} is {a!r} in the source, {b!r} in the output" for name, a, b in refused)
@@ -286,6 +291,7 @@ def _kept_computation(source: ParameterTree, output: ParameterTree, destination:
 
 _HEAD_NOT_WRITTEN = "a head the target has no place for, left out (--accept-loss)"
 _NOT_EXPORTED = "not part of the export, which computes the MLM logits alone"
+_UNIT_SCALE = "a norm scale of all ones, which the target's norms (without a scale) compute the same without"
 
 
 def _set_aside(source: ParameterTree, written: set[str], absent: str | None = None) -> list[Ignored]:

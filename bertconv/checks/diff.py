@@ -42,7 +42,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..config import COMPUTATION_FIELDS
+from ..families import computation_fields
 from ..tensor import LazyTensor
 from ..tree import Parameter, ParameterTree, model_order_key, role_of
 from .arrays import BIT_EXACT, Comparison, compare_arrays, format_value
@@ -127,7 +127,7 @@ def _config_differences(a: ParameterTree, b: ParameterTree) -> list[dict]:
     whose values differ: the library that reads them may compute otherwise, so they differ too."""
     fields = [{"field": f, "a": getattr(a.config, f), "b": getattr(b.config, f),
                "a_from": a.config.provenance.get(f, "default"), "b_from": b.config.provenance.get(f, "default")}
-              for f in COMPUTATION_FIELDS if getattr(a.config, f) != getattr(b.config, f)]
+              for f in computation_fields(a.config) if getattr(a.config, f) != getattr(b.config, f)]
     unread_a, unread_b = dict(a.config.unread), dict(b.config.unread)
     for key in sorted(unread_a.keys() | unread_b.keys()):
         if unread_a.get(key) != unread_b.get(key):

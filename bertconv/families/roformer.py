@@ -72,6 +72,8 @@ FAMILY_V2 = Family(
     layer_norm_eps=ROFORMER_V2_EPSILON,
     tokenizer_unsupported=FAMILY.tokenizer_unsupported,
     config_fields=_roformer_v2_fields,
+    # Both its libraries compute the sinusoids at any position: the config's bound caps bertconv's inputs only.
+    uncomputed=("max_position_embeddings",),
     fields={"rms_norm": True, "norm_scale": False, "norm_bias": False, "attention_bias": False, "ffn_bias": False,
             "mlm_transform": False, "mlm_transform_bias": False, "output_bias": False,
             "layer_norm_eps": ROFORMER_V2_EPSILON},

@@ -21,6 +21,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+from ... import families
 from ...config import BertConfig
 from ...containers.hdf5 import keras as keras_h5
 from ...containers.hdf5 import keras3 as keras3_h5
@@ -50,8 +51,6 @@ FORMAT = "keras-hub-preset"
 WRITES_FAMILIES = tuple(FAMILIES)
 #: The weights' dtype policies read; a mixed or quantized policy computes otherwise.
 DTYPE_POLICIES = ("float32", "float16", "bfloat16")
-#: The first encoder layer's group has no index; the table spells it with one.
-FIRST_ENCODER = ":layers/transformer_encoder/"
 
 
 # --- finding the files ----------------------------------------------------------------------
@@ -106,7 +105,8 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     tree = assemble(format_name=FORMAT, path=model_path, entries=entries, table=family.table_for(config.embedding_projection),
                     config=config, default_activation=config.hidden_act, num_heads=num_heads, files=files,
                     vocab=vocab if vocab.is_file() else None,
-                    rename=lambda name: name.replace(FIRST_ENCODER, FIRST_ENCODER[:-1] + "_0/", 1),
+                    rename=lambda name: name.replace(f":layers/{family.encoder_group}/",
+                                                     f":layers/{family.encoder_group}_0/", 1),
                     family=family.model_type)
     return from_preset(tree, family.position_offset)
 
@@ -126,11 +126,11 @@ def read_config(path: Path) -> tuple[KerasHubFamily, BertConfig]:
     if family is None:
         known = ", ".join(BY_BACKBONE)
         raise bad_input(path, f"holds a {registered}; bertconv reads keras-hub presets of {known}")
-    unknown = sorted(set(values) - set(family.config_keys) - set(KERAS_INERT) - {"dtype"})
+    unknown = sorted(set(values) - set(family.config_keys) - set(family.extra_keys) - set(KERAS_INERT) - {"dtype"})
     if unknown:
         raise bad_input(path, f"states {', '.join(unknown)}, which bertconv does not know {family.backbone} to read: "
                               f"its computation with them is unknown; nothing was read")
-    missing = sorted(set(family.config_keys) - set(values))
+    missing = sorted({*family.config_keys, *family.extra_keys} - set(values))
     if missing:
         raise bad_input(path, f"lacks {', '.join(missing)}, which a {family.backbone} config states")
     policy = _policy(path, values.get("dtype", "float32"))
@@ -145,7 +145,13 @@ def read_config(path: Path) -> tuple[KerasHubFamily, BertConfig]:
                   "model_type": "format", "tie_word_embeddings": "format"}
     if "embedding_size" in fields:  # ALBERT projects always, ELECTRA when E < H (as bertconv's families)
         fields["embedding_projection"] = "num_groups" in family.config_keys or fields["embedding_size"] != fields["hidden_size"]
-    config = BertConfig(**fields, **stated, model_type=family.model_type, provenance=provenance, source=path)
+    try:  # RoFormer-v2's activation, head size, biases and rotary base
+        extra = family.read_extra(values) if family.read_extra else {}
+    except ValueError as exc:
+        raise bad_input(path, f"{exc}; nothing was read") from None
+    provenance.update({**{name: "file" for name in extra}, **{name: "default" for name in family.defaults}})
+    config = BertConfig(**{**families.named(family.model_type).fields, **fields, **stated, **extra, **family.defaults},
+                        model_type=family.model_type, provenance=provenance, source=path)
     if policy not in DTYPE_POLICIES:
         raise bad_input(path, f"dtype policy {policy!r}: a mixed or quantized model computes otherwise than its "
                               f"weights' dtype; bertconv reads {', '.join(DTYPE_POLICIES)}")

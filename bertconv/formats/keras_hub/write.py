@@ -50,7 +50,7 @@ def write_caveats(tree: ParameterTree) -> list[str]:
     """What the preset computes otherwise than the source: a pooler the source lacks (BERT's,
     ALBERT's and ELECTRA's backbones have one), RoBERTa's positions (`hub_positions`)."""
     family = FAMILIES[tree.config.model_type]
-    notes = []
+    notes = list(family.caveats)
     if not family.segments:
         notes += hub_positions.caveats(tree, family.position_offset)
     if not family.masked_lm and _heads(tree):
@@ -72,10 +72,14 @@ def _dtype_policy(name: str) -> dict[str, Any]:
 def backbone_config(tree: ParameterTree, family: KerasHubFamily, dtype: str) -> dict[str, Any]:
     """config.json: the backbone as Keras serializes it."""
     sizes = {key: getattr(tree.config, field) for key, field in family.config_keys.items()}
+    try:  # RoFormer-v2's activation, head size, biases and rotary base
+        extra = family.write_extra(tree.config) if family.write_extra else {}
+    except ValueError as exc:
+        raise bad_input(tree.path, f"{exc}; nothing was written") from None
     return {"module": f"keras_hub.src.models.{family.package}.{family.package}_backbone",
             "class_name": family.backbone,
             "config": {"name": f"{family.package}_backbone", "trainable": True, "dtype": _dtype_policy(dtype),
-                       **sizes, "dropout": 0.1},
+                       **sizes, "dropout": 0.1, **extra},
             "registered_name": f"keras_hub>{family.backbone}"}
 
 
@@ -88,16 +92,17 @@ def _objects(tree: ParameterTree, family: KerasHubFamily) -> tuple[list[Keras3Ob
         if canonical in tree:
             tensor = tree[canonical].tensor
             written.add(canonical)
-        elif canonical.startswith("pooler."):  # keras-hub's backbone always has one: zeros
+        elif canonical.startswith("pooler.") or canonical.endswith(".gamma") and not tree.config.norm_scale:
+            # keras-hub's backbone always has a pooler (zeros) or, RoFormer-v2's, norm scales (ones).
             import numpy as np
 
             shape = role_of(canonical).expected_shape(tree.config)
-            tensor = ArrayTensor(np.zeros(shape, dtype=dtype.numpy), dtype)
+            tensor = ArrayTensor(np.full(shape, canonical.endswith(".gamma"), dtype=dtype.numpy), dtype)
         else:
             continue
         file, _, location = row_name.partition(":")
         group, _, index = location.rpartition("/vars/")
-        group = group.replace("/transformer_encoder_0/", "/transformer_encoder/")
+        group = group.replace(f"/{family.encoder_group}_0/", f"/{family.encoder_group}/")
         by_path.setdefault((file, group), []).append((int(index), _keras_shape(row_name, tensor, tree)))
     refuse_unwritten(tree, written, "a keras-hub preset")
     backbone, task = [], []
@@ -134,7 +139,12 @@ _SUBLAYER_NAMES = {"_self_attention_layer/query_dense": "query", "_self_attentio
                    "_feedforward_output_dense": "feedforward_output_dense",
                    "_feedforward_layer_norm": "feedforward_layer_norm",
                    "_intermediate_dense": "intermediate_dense", "_intermediate_layer_norm": "intermediate_layer_norm",
-                   "token_embedding": "token_embedding", "position_embedding": "position_embedding"}
+                   "token_embedding": "token_embedding", "position_embedding": "position_embedding",
+                   # RoFormer-v2's encoder
+                   **{f"attention_layer/{part}_dense": f"{part}_dense_layer" for part in "qkvo"},
+                   "attention_norm": "attention_norm", "feedforward_norm": "feedforward_norm",
+                   "feedforward_intermediate_dense": "feedforward_intermediate_dense",
+                   "feedforward_output_dense": "feedforward_output_dense"}
 
 
 def _object_name(family: KerasHubFamily, group: str, tree: ParameterTree) -> str:
@@ -145,8 +155,8 @@ def _object_name(family: KerasHubFamily, group: str, tree: ParameterTree) -> str
     layer = parts[0]
     if layer == "masked_lm_head":
         return "mlm_head"
-    if layer.startswith("transformer_encoder"):
-        index = int(layer.rpartition("_")[2]) if layer != "transformer_encoder" else 0
+    if layer.startswith(family.encoder_group):
+        index = int(layer.rpartition("_")[2]) if layer != family.encoder_group else 0
         return family.encoder_name(index, tree.config.inner_group_num or 1)
     return family.object_names[layer]
 
@@ -177,9 +187,10 @@ def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
         "keras_version": None, "keras_hub_version": KERAS_HUB_VERSION, "parameter_count": parameters,
         "saved_by": "bertconv", "tasks": ["MaskedLM"] if family.masked_lm else []}))
     preprocessor = _write_tokenizer(source, family, directory, written)
-    if task:
-        write_keras3_file(directory / TASK_WEIGHTS, task, on_tensor=options.on_tensor)
-        written.append(directory / TASK_WEIGHTS)
+    if task or family.masked_lm and tree.heads.mlm:  # RoFormer-v2's head has no weights: task.json alone
+        if task:
+            write_keras3_file(directory / TASK_WEIGHTS, task, on_tensor=options.on_tensor)
+            written.append(directory / TASK_WEIGHTS)
         written.append(_write_json(directory / TASK_FILE, {
             "module": f"keras_hub.src.models.{family.package}.{family.package}_masked_lm",
             "class_name": family.task,
