@@ -86,6 +86,7 @@ fixtures: $(VENV)/.test $(TF2_VENV)/.done
 	$(ORACLE_VENV)/bin/python fixtures/make_nezha_fixtures.py
 	$(MAKE) $(KERASHUB)
 	$(KERASHUB_VENV)/bin/python fixtures/make_kerashub_fixtures.py
+	$(KERASHUB_VENV)/bin/python fixtures/make_roformer_v2_fixtures.py kerashub
 
 # The core: numpy, h5py, google-crc32c, cramjam, rich, msgpack, threadpoolctl.
 $(VENV)/.core: pyproject.toml

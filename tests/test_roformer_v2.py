@@ -1,13 +1,18 @@
-"""RoFormer-v2 (bert4keras `model='roformer_v2'`) against bert4keras' own `predict`, on a fixture
-bert4keras made (fixtures/make_roformer_v2_fixtures.py): read, run by both runtimes (padded too),
-written back for bert4keras (the same layers and weights, bit for bit), and refused by every target
-that has no RoFormer-v2, naming why.
+"""RoFormer-v2 (bert4keras `model='roformer_v2'`, keras-hub `RoformerV2MaskedLM`) against its
+libraries, on fixtures each made (fixtures/make_roformer_v2_fixtures.py): bert4keras' weights read,
+run by both runtimes against its `predict` (padded too), written back (the same layers and weights,
+bit for bit), refused by every target that has no RoFormer-v2, naming why; keras-hub's preset read
+and computed against its own outputs, presets written from both loaded by keras-hub 0.32
+(`kerashub`: its own environment), and conversions both ways.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -15,7 +20,7 @@ import pytest
 from bertconv import formats
 from bertconv.config import expected_parameters
 from bertconv.runtime.numpy_bert import NumpyBert
-from conftest import FIXTURES, needs, run_in_process
+from conftest import FIXTURES, ROOT, needs, run_in_process
 
 NAME = "roformer_v2/bert4keras/mlm"
 SOURCE = FIXTURES / NAME
@@ -129,3 +134,133 @@ def test_a_config_it_does_not_compute_is_refused(tmp_path):
         (directory / "bert_config.json").write_text(json.dumps({**config, key: value}))
         result = run_in_process("audit", directory)
         assert result.exit_code == 2 and key in result.stderr, result.stderr
+
+
+# --- keras-hub presets --------------------------------------------------------------------------
+
+PRESET = FIXTURES / "keras_hub" / "roformer_v2"
+KERASHUB_PYTHON = ROOT / ".cache" / "kerashub-venv" / "bin" / "python"
+#: bertconv's runtimes against keras-hub's own outputs on its preset (logits.npz): measured 8.3e-7.
+PRESET_ATOL = 1e-5
+#: Written presets loaded by keras-hub against bert4keras' predict (probabilities), the issue's bound (measured 5.5e-8).
+ISSUE_ATOL = 1e-4
+kerashub = pytest.mark.skipif(not KERASHUB_PYTHON.exists(),
+                              reason=f"needs keras-hub 0.32 in {KERASHUB_PYTHON.parent.parent} (make kerashub)")
+
+
+def _keras_hub(tmp_path, *jobs) -> list[tuple[dict, dict]]:
+    """keras-hub 0.32's `from_preset` of each (preset, inputs) job in one process
+    (tests/oracle_kerashub.py): what it says it loaded, and its weights and outputs."""
+    arguments = []
+    for index, (directory, inputs) in enumerate(jobs):
+        np.savez(tmp_path / f"in{index}.npz", **inputs)
+        arguments += [directory, tmp_path / f"in{index}.npz", tmp_path / f"out{index}.npz"]
+    # Keras 3 alone: the suite's TF_USE_LEGACY_KERAS (for bert4keras) would send TensorFlow to tf-keras.
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_USE_LEGACY_KERAS", "TF_KERAS")}
+    proc = subprocess.run([str(KERASHUB_PYTHON), str(ROOT / "tests" / "oracle_kerashub.py"), *map(str, arguments)],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    infos = [json.loads(line) for line in proc.stdout.strip().splitlines()[-len(jobs):]]
+    return [(info, dict(np.load(tmp_path / f"out{index}.npz"))) for index, info in enumerate(infos)]
+
+
+def _feed(vocab_size: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(3)
+    token_ids = rng.integers(1, vocab_size, size=(2, 9)).astype("int32")  # no id 0: keras-hub masks it
+    segment_ids = np.zeros_like(token_ids)
+    segment_ids[:, 5:] = 1
+    return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": np.ones_like(token_ids),
+            "mask_positions": np.array([[1, 3, 8], [0, 2, 4]], dtype="int32")}
+
+
+def _masked(logits: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    return np.take_along_axis(np.asarray(logits), positions[..., None], axis=1)
+
+
+def test_a_keras_hub_preset_is_read_and_computes_its_outputs():
+    from bertconv.runtime.torch_bert import TorchBert
+
+    needs("torch")
+    tree = formats.read(PRESET)
+    config = tree.config
+    assert (config.model_type, config.rms_norm, config.norm_scale, config.mlm_transform) == ("roformer_v2", True,
+                                                                                              True, False)
+    assert config.hidden_act == "relu" and config.layer_norm_eps == 1e-7 and config.provenance[
+        "max_position_embeddings"] == "default"
+    metadata = json.loads((PRESET / "metadata.json").read_text())
+    assert expected_parameters(config, tree.heads) == metadata["parameter_count"]
+    inputs, expected = dict(np.load(PRESET / "inputs.npz")), dict(np.load(PRESET / "logits.npz"))
+    for model in (NumpyBert(tree), TorchBert(tree)):
+        out = model(inputs["token_ids"], inputs["segment_ids"], inputs["padding_mask"])
+        assert np.abs(np.asarray(out.sequence_output) - expected["sequence_output"]).max() <= PRESET_ATOL
+        assert np.abs(_masked(out.mlm_logits, inputs["mask_positions"]) - expected["mlm_logits"]).max() <= PRESET_ATOL
+    assert run_in_process("verify", PRESET).exit_code == 0
+    assert run_in_process("audit", PRESET).exit_code == 0
+
+
+@kerashub
+def test_keras_hub_loads_what_bertconv_writes(oracle, tmp_path):
+    """From bert4keras: RoformerV2MaskedLM.from_preset computes bert4keras' predict at the masked
+    positions (unit scales written for its norms); from keras-hub's own preset: every weight back
+    bit for bit, and keras-hub's outputs."""
+    from_b4k, from_hub = tmp_path / "from-b4k", tmp_path / "from-hub"
+    for source, out in ((SOURCE, from_b4k), (PRESET, from_hub)):
+        result = run_in_process("convert", source, out, "--to", "keras-hub")
+        assert result.exit_code == 0, result.stderr
+        assert "masks padded queries" in result.stderr
+    feed = _feed(40)
+    (info, loaded), (hub_info, hub_loaded), (own_info, own_loaded) = _keras_hub(
+        tmp_path, (from_b4k, feed), (from_hub, dict(np.load(PRESET / "inputs.npz"))),
+        (PRESET, dict(np.load(PRESET / "inputs.npz"))))
+    assert info["class"] == hub_info["class"] == "RoformerV2MaskedLM"
+    predicted = _predict(oracle, SOURCE, [feed["token_ids"], feed["segment_ids"]])
+    assert np.abs(_softmax(loaded["mlm_logits"]) - _masked(predicted, feed["mask_positions"])).max() <= ISSUE_ATOL
+    assert hub_info["parameters"] == own_info["parameters"]
+    params = sorted(k for k in own_loaded if k.startswith("param:"))
+    assert params == sorted(k for k in hub_loaded if k.startswith("param:"))
+    for key in params:
+        assert np.array_equal(hub_loaded[key], own_loaded[key]), key
+    np.testing.assert_array_equal(hub_loaded["mlm_logits"], own_loaded["mlm_logits"])
+
+
+@kerashub
+def test_keras_hub_computes_padded_batches_otherwise(tmp_path):
+    """What the caveat says, measured: keras-hub's outputs at the real tokens of a padded row are not
+    bertconv's (nor bert4keras', which both runtimes match padded), its unpadded row is."""
+    feed = _feed(30)
+    feed["token_ids"][1, 6:] = 0
+    feed["padding_mask"] = (feed["token_ids"] != 0).astype("int32")
+    [(_, loaded)] = _keras_hub(tmp_path, (PRESET, feed))
+    ours = NumpyBert(formats.read(PRESET))(feed["token_ids"], feed["segment_ids"], feed["padding_mask"])
+    gap = np.abs(ours.sequence_output - loaded["sequence_output"])
+    assert gap[0].max() <= PRESET_ATOL and gap[1, :6].max() > 0.1
+
+
+def test_bert4keras_and_keras_hub_convert_both_ways(tmp_path):
+    preset, back = tmp_path / "preset", tmp_path / "back"
+    assert run_in_process("convert", SOURCE, preset, "--to", "keras-hub").exit_code == 0
+    result = run_in_process("convert", preset, back, "--to", "bert4keras")
+    assert result.exit_code == 0, result.stderr
+    assert "a norm scale of all ones" in result.stderr
+    assert run_in_process("diff", SOURCE, back).exit_code == 0  # bit for bit, and the same config
+    assert json.loads((back / "bert_config.json").read_text())["max_position_embeddings"] == 512
+
+
+def test_trained_norm_scales_are_refused_by_bert4keras(tmp_path):
+    result = run_in_process("convert", PRESET, tmp_path / "out", "--to", "bert4keras")
+    assert result.exit_code == 2 and "embeddings.norm.gamma" in result.stderr and "scale" in result.stderr
+    assert not (tmp_path / "out").exists()
+    hf = run_in_process("convert", PRESET, tmp_path / "hf", "--to", "hf")
+    assert hf.exit_code == 2 and "transformers has no RoFormer-v2" in hf.stderr
+
+
+@pytest.mark.parametrize("key, value", [("use_bias", True), ("max_wavelength", 500), ("head_size", 2),
+                                        ("activation", "silu")])
+def test_a_preset_bertconv_does_not_compute_is_refused(key, value, tmp_path):
+    preset = tmp_path / "preset"
+    shutil.copytree(PRESET, preset)
+    config = json.loads((preset / "config.json").read_text())
+    config["config"][key] = value
+    (preset / "config.json").write_text(json.dumps(config))
+    result = run_in_process("audit", preset)
+    assert result.exit_code == 2 and key in result.stderr, result.stderr
