@@ -65,7 +65,6 @@ fixtures: $(VENV)/.test $(TF2_VENV)/.done
 	$(MAKE) $(FAIR_ESM)/.done && PYTHONPATH=$(FAIR_ESM) $(BIN)/python fixtures/make_fair_esm_fixtures.py
 	$(BIN)/python fixtures/make_bert4keras_pretraining_fixtures.py
 	$(BIN)/python fixtures/make_bert4keras_position_fixtures.py
-	$(BIN)/python fixtures/make_roformer_v2_fixtures.py
 	$(BIN)/python fixtures/make_verify_fixtures.py
 	$(BIN)/python fixtures/make_runtime_fixtures.py
 	$(BIN)/python fixtures/make_trained_fixtures.py
@@ -86,7 +85,7 @@ fixtures: $(VENV)/.test $(TF2_VENV)/.done
 	$(ORACLE_VENV)/bin/python fixtures/make_nezha_fixtures.py
 	$(MAKE) $(KERASHUB)
 	$(KERASHUB_VENV)/bin/python fixtures/make_kerashub_fixtures.py
-	$(KERASHUB_VENV)/bin/python fixtures/make_roformer_v2_fixtures.py kerashub
+	$(KERASHUB_VENV)/bin/python fixtures/make_roformer_v2_fixtures.py
 
 # The core: numpy, h5py, google-crc32c, cramjam, rich, msgpack, threadpoolctl.
 $(VENV)/.core: pyproject.toml

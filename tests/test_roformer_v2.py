@@ -1,5 +1,5 @@
 """RoFormer-v2 (bert4keras `model='roformer_v2'`, keras-hub `RoformerV2MaskedLM`) against its
-libraries, on fixtures each made (fixtures/make_roformer_v2_fixtures.py): bert4keras' weights read,
+libraries, on fixtures each made (fixtures/make_bert4keras_position_fixtures.py, make_roformer_v2_fixtures.py): bert4keras' weights read,
 run by both runtimes against its `predict` (padded too), written back (the same layers and weights,
 bit for bit), refused by every target that has no RoFormer-v2, naming why; keras-hub's preset read
 and computed against its own outputs, presets written from both loaded by keras-hub 0.32
@@ -21,24 +21,14 @@ from bertconv import formats
 from bertconv.config import expected_parameters
 from bertconv.runtime.numpy_bert import NumpyBert
 from conftest import FIXTURES, ROOT, needs, run_in_process
+from test_bert4keras_positions import _predict as positions_predict
+from test_bert4keras_positions import _softmax, oracle  # noqa: F401 (the fixture: bert4keras' build)
 
 NAME = "roformer_v2/bert4keras/mlm"
 SOURCE = FIXTURES / NAME
 #: Probabilities (bert4keras' MLM output is a softmax): both runtimes measured within 8e-8 of its
 #: predict (float32 sinusoids, RMS norms and products in another order); the issue's bound is 1e-4.
 ATOL = 1e-6
-
-
-@pytest.fixture(scope="module")
-def oracle():
-    """The fixture generator's `build` (bert4keras' `build_transformer_model`)."""
-    needs("tensorflow")
-    needs("bert4keras")
-    path = FIXTURES / "make_roformer_v2_fixtures.py"
-    spec = importlib.util.spec_from_file_location("make_roformer_v2_fixtures", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _inputs(padded: bool) -> list[np.ndarray]:
@@ -50,15 +40,10 @@ def _inputs(padded: bool) -> list[np.ndarray]:
 
 
 def _predict(oracle, directory, inputs, with_mlm: bool = True) -> np.ndarray:
-    model = oracle.build(directory / "bert_config.json", "roformer_v2", {"with_mlm": with_mlm})
-    model.load_weights(str(directory / "bert4keras_model.h5"))
-    return model.predict(inputs, verbose=0)
-
-
-def _softmax(logits) -> np.ndarray:
-    logits = np.asarray(logits, dtype=np.float64)
-    shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
-    return shifted / shifted.sum(axis=-1, keepdims=True)
+    """bert4keras' predict of the RoFormer-v2 in `directory`: probabilities [B, S, V] (with_mlm)."""
+    manifest = {"model": "roformer_v2", "with_pool": False, "with_nsp": False, "with_mlm": with_mlm}
+    return positions_predict(oracle, directory / "bert_config.json", manifest, directory / "bert4keras_model.h5",
+                             inputs)["mlm"]
 
 
 def test_it_is_read_as_roformer_v2_with_its_closed_form():
