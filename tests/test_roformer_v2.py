@@ -224,6 +224,8 @@ def test_keras_hub_computes_padded_batches_otherwise(tmp_path):
 def test_bert4keras_and_keras_hub_convert_both_ways(tmp_path):
     preset, back = tmp_path / "preset", tmp_path / "back"
     assert run_in_process("convert", SOURCE, preset, "--to", "keras-hub").exit_code == 0
+    # keras-hub's unit scales stand against bert4keras' scale-free norms: the same model.
+    assert json.loads(run_in_process("diff", SOURCE, preset, "--json").stdout)["identical"]
     result = run_in_process("convert", preset, back, "--to", "bert4keras")
     assert result.exit_code == 0, result.stderr
     assert "a norm scale of all ones" in result.stderr
