@@ -129,6 +129,8 @@ KERASHUB_PYTHON = ROOT / ".cache" / "kerashub-venv" / "bin" / "python"
 PRESET_ATOL = 1e-5
 #: Written presets loaded by keras-hub against bert4keras' predict (probabilities), the issue's bound (measured 5.5e-8).
 ISSUE_ATOL = 1e-4
+#: A character vocabulary as the released RoFormer-v2 models have (chinese_roformer-v2-char_*), 40 tokens.
+CHAR_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *(chr(0x4E00 + i) for i in range(35))]
 kerashub = pytest.mark.skipif(not KERASHUB_PYTHON.exists(),
                               reason=f"needs keras-hub 0.32 in {KERASHUB_PYTHON.parent.parent} (make kerashub)")
 
@@ -189,7 +191,10 @@ def test_keras_hub_loads_what_bertconv_writes(oracle, tmp_path):
     positions (unit scales written for its norms); from keras-hub's own preset: every weight back
     bit for bit, and keras-hub's outputs."""
     from_b4k, from_hub = tmp_path / "from-b4k", tmp_path / "from-hub"
-    for source, out in ((SOURCE, from_b4k), (PRESET, from_hub)):
+    source_with_vocab = tmp_path / "b4k"
+    shutil.copytree(SOURCE, source_with_vocab)
+    (source_with_vocab / "vocab.txt").write_text("\n".join(CHAR_VOCAB) + "\n")
+    for source, out in ((source_with_vocab, from_b4k), (PRESET, from_hub)):
         result = run_in_process("convert", source, out, "--to", "keras-hub")
         assert result.exit_code == 0, result.stderr
         assert "masks padded queries" in result.stderr
@@ -198,6 +203,7 @@ def test_keras_hub_loads_what_bertconv_writes(oracle, tmp_path):
         tmp_path, (from_b4k, feed), (from_hub, dict(np.load(PRESET / "inputs.npz"))),
         (PRESET, dict(np.load(PRESET / "inputs.npz"))))
     assert info["class"] == hub_info["class"] == "RoformerV2MaskedLM"
+    assert (info["preprocessor"], info["vocabulary_size"]) == ("RoformerV2MaskedLMPreprocessor", len(CHAR_VOCAB))
     predicted = _predict(oracle, SOURCE, [feed["token_ids"], feed["segment_ids"]])
     assert np.abs(_softmax(loaded["mlm_logits"]) - _masked(predicted, feed["mask_positions"])).max() <= ISSUE_ATOL
     assert hub_info["parameters"] == own_info["parameters"]
@@ -251,3 +257,18 @@ def test_a_preset_bertconv_does_not_compute_is_refused(key, value, tmp_path):
     (preset / "config.json").write_text(json.dumps(config))
     result = run_in_process("audit", preset)
     assert result.exit_code == 2 and key in result.stderr, result.stderr
+
+
+def test_fill_mask_splits_as_bert_does(tmp_path):
+    """Its tokenizer is BERT's WordPiece (keras-hub's RoformerV2Tokenizer is a BertTokenizer), not
+    RoFormer's jieba: fill-mask runs, a Chinese character a token."""
+    source = tmp_path / "b4k"
+    shutil.copytree(SOURCE, source)
+    (source / "vocab.txt").write_text("\n".join(CHAR_VOCAB) + "\n")
+    result = run_in_process("fill-mask", source, "\u4e00\u4e01[MASK]\u4e03", "--json")
+    assert result.exit_code == 0, result.stderr
+    tree = formats.read(source)
+    ids = np.array([[2, 5, 6, 4, 8, 3]])  # [CLS] 一 丁 [MASK] 七 [SEP]
+    logits = NumpyBert(tree)(ids, np.zeros_like(ids)).mlm_logits[0, 3]
+    report = json.loads(result.stdout)
+    assert report["masks"][0]["predictions"][0]["id"] == int(np.argmax(logits)), report

@@ -70,7 +70,8 @@ FAMILY_V2 = Family(
     # Its libraries take the epsilon from Keras, whatever a config says (bertconv's configs state it).
     inert={HF: ("layer_norm_eps",), GOOGLE: ("layer_norm_eps",)},
     layer_norm_eps=ROFORMER_V2_EPSILON,
-    tokenizer_unsupported=FAMILY.tokenizer_unsupported,
+    # Its tokenizer is BERT's WordPiece (keras-hub's RoformerV2Tokenizer is a BertTokenizer; the
+    # released char models split Chinese into characters, as BERT does): not RoFormer's jieba.
     config_fields=_roformer_v2_fields,
     # Both its libraries compute the sinusoids at any position: the config's bound caps bertconv's inputs only.
     uncomputed=("max_position_embeddings",),
