@@ -85,6 +85,7 @@ fixtures: $(VENV)/.test $(TF2_VENV)/.done
 	$(ORACLE_VENV)/bin/python fixtures/make_nezha_fixtures.py
 	$(MAKE) $(KERASHUB)
 	$(KERASHUB_VENV)/bin/python fixtures/make_kerashub_fixtures.py
+	$(KERASHUB_VENV)/bin/python fixtures/make_roformer_v2_fixtures.py
 
 # The core: numpy, h5py, google-crc32c, cramjam, rich, msgpack, threadpoolctl.
 $(VENV)/.core: pyproject.toml

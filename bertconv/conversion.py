@@ -172,9 +172,13 @@ def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool 
                 dropped = ("mlm.decoder", "mlm.decoder_bias") if options.drop_untied_decoder else ()
                 accepted = (*accept_loss, "tie_word_embeddings") if dropped else accept_loss
                 heads = tuple(n for n in tree.params if role_of(n).head in accept_loss and n not in output.params)
-                result.notes += _kept_computation(written_tree, output, destination, accepted, dropped + heads)
+                # RoFormer-v2's norm scales, all ones (its writer checked), which a target without them drops.
+                scales = tuple(n for n in tree.params if tree.config.rms_norm and not output.config.norm_scale
+                               and n.endswith(".gamma"))
+                result.notes += _kept_computation(written_tree, output, destination, accepted, dropped + heads + scales)
                 result.tensors = [p.source for p in output]
-                result.ignored = _set_aside(tree, set(output.params), absent=_HEAD_NOT_WRITTEN if heads else None)
+                result.ignored = _set_aside(tree, set(output.params),
+                                            absent=_HEAD_NOT_WRITTEN if heads else _UNIT_SCALE if scales else None)
             result.notes += fmt.caveats(tree)
     except OSError as exc:
         raise bad_input(destination, f"cannot write: {_write_failure(exc)}; nothing was left at the "
@@ -208,13 +212,14 @@ def _refuse_other_family(tree: ParameterTree, target: str, destination: Path) ->
         return
     able = [name for name, fmt in formats.TARGETS.items() if family in fmt.families or name in as_bert_targets(family)]
     instead = f"convert it --to {' or --to '.join(able)}" if able else "no target writes it yet"
-    if (why := getattr(formats.TARGETS[target].module, "REFUSED_FAMILIES", {}).get(family)) is not None:
+    why = getattr(formats.TARGETS[target].module, "REFUSED_FAMILIES", {}).get(family)
+    if why is not None:
         instead = f"{why}; {instead}"
     if tree.config.position_offset:
         # What no table could fix: the target's model looks positions up from row 0.
         instead = (f"its positions start at row {tree.config.position_offset} of the position table (past the "
                    f"padding index), and the {target} writer's models count them from row 0; {instead}")
-    if not tree.config.position_table:
+    if not tree.config.position_table and why is None:
         instead = (f"its positions ({tree.config.position_embedding_type}) are computed, with no parameters, and the "
                    f"{target} writer's models look positions up in a learned table: a change of computation; {instead}")
     raise bad_input(destination, f"{tree.path} holds {_a(families.display_name(family))} model (model_type "
@@ -276,7 +281,8 @@ def _kept_computation(source: ParameterTree, output: ParameterTree, destination:
                       accept_loss: tuple[str, ...], dropped: tuple[str, ...]) -> list[str]:
     """Notes for accepted losses; `BadInput` for any other field or tensor the output lost."""
     changed = [(name, getattr(source.config, name), getattr(output.config, name))
-               for name in COMPUTATION_FIELDS if getattr(source.config, name) != getattr(output.config, name)]
+               for name in families.computation_fields(source.config)
+               if getattr(source.config, name) != getattr(output.config, name)]
     refused = [c for c in changed if c[0] not in accept_loss]
     if refused:
         fields = "; ".join(f"{name} is {a!r} in the source, {b!r} in the output" for name, a, b in refused)
@@ -291,6 +297,7 @@ def _kept_computation(source: ParameterTree, output: ParameterTree, destination:
 
 _HEAD_NOT_WRITTEN = "a head the target has no place for, left out (--accept-loss)"
 _NOT_EXPORTED = "not part of the export, which computes the MLM logits alone"
+_UNIT_SCALE = "a norm scale of all ones, which the target's norms (without a scale) compute the same without"
 
 
 def _set_aside(source: ParameterTree, written: set[str], absent: str | None = None) -> list[Ignored]:

@@ -234,7 +234,9 @@ def _has_role(config: BertConfig, template: str) -> bool:
     gated = template.startswith("layers.{i}.ffn.gated_intermediate.")
     if template.startswith("layers.{i}.ffn.intermediate.") and config.gated_ffn or gated and not config.gated_ffn:
         return False
-    if template.endswith(".beta") and not config.norm_bias:
+    if template.endswith(".beta") and not config.norm_bias or template.endswith(".gamma") and not config.norm_scale:
+        return False
+    if template.startswith(("mlm.transform.", "mlm.norm.")) and not config.mlm_transform:
         return False
     if _disentangled_role_absent(template, config):
         return False
@@ -382,6 +384,8 @@ class ParameterTree:
     def heads(self) -> Heads:
         """The heads present, judged from which canonical names the file holds."""
         heads_present = {role_of(name).head for name in self.params}
+        if self.config.parameter_free_mlm:  # RoFormer-v2's: the tied table alone, nothing to find
+            heads_present.add("mlm")
         return Heads(
             **{head: head in heads_present for head in HEAD_NAMES},
             untied_decoder=self.has_untied_decoder,

@@ -22,6 +22,7 @@ FIXTURES_OF: dict[str, tuple[str, ...]] = {
         "family_google/bert4keras/*",
         "roformer/bert4keras/*",
         "nezha/bert4keras/*",
+        "roformer_v2/bert4keras/*",
     ),
     "bert4keras-tf": ("bert4keras_pretraining/*/bert_model.ckpt.index",),
     "hf-tf": ("hf_tf/*", "family_hf_tf/*/*"),

@@ -180,13 +180,3 @@ def test_nezha_clipping_elsewhere_than_64_is_refused_by_bert4keras(tmp_path):
     assert result.exit_code == 2 and "max_relative_position 6" in result.stderr
     assert not (tmp_path / "out").exists()
 
-
-def test_roformer_v2_is_refused_naming_it(oracle, tmp_path):
-    """RoFormer-v2 (bias-free layers, parameter-free norms, no MLM transform) is no model bertconv holds."""
-    from bert4keras.models import build_transformer_model
-    config = tmp_path / "bert_config.json"
-    config.write_text((FIXTURES / "roformer/bert4keras/pool-nsp-mlm/bert_config.json").read_text())
-    build_transformer_model(str(config), model="roformer_v2", with_mlm=True).save_weights(
-        str(tmp_path / "bert4keras_model.h5"))
-    result = run_in_process("audit", tmp_path / "bert4keras_model.h5")
-    assert result.exit_code == 2 and "RoFormer-v2" in result.stderr, result.stderr

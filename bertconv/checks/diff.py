@@ -23,7 +23,8 @@ stand for: a side that does not store the copy stands for it with the tensor it 
 decoder *is* the word-embedding table when tied). So a tied copy stored in only one side is not
 a difference as long as it equals the other side's table; a decoder that differs from it is.
 A copy with nothing to stand for it on the other side (that side has no MLM head) is listed as
-only in its side.
+only in its side. A RoFormer-v2 norm scale (keras-hub stores one) stands against ones on a side
+whose norms have none (bert4keras').
 
 A tensor that cannot be read (a TF checksum mismatch, a truncated file) raises `BadInput` from
 its `read()`: for diff that is bad input (exit 2), unlike `verify --deep`, whose job is to find it.
@@ -41,9 +42,10 @@ from typing import Callable
 
 import numpy as np
 
-from ..config import COMPUTATION_FIELDS
+from ..dtypes import FLOAT32
+from ..families import computation_fields
 from ..records import record
-from ..tensor import LazyTensor
+from ..tensor import ArrayTensor, LazyTensor
 from ..tree import Parameter, ParameterTree, model_order_key, role_of
 from .arrays import BIT_EXACT, Comparison, compare_arrays, format_value
 from .report import checkpoint
@@ -78,7 +80,13 @@ class Stand:
     def label(self) -> str:
         if self.stored:
             return self.param.source
+        if self.param.source == _NO_SCALE:
+            return _NO_SCALE
         return f"not stored (tied: {self.param.source})"
+
+
+#: What stands for a RoFormer-v2 norm scale in a tree whose norms have none (bert4keras'): ones.
+_NO_SCALE = "not stored (a norm without a scale: ones)"
 
 
 def stand_in(tree: ParameterTree, name: str) -> Stand | None:
@@ -89,6 +97,9 @@ def stand_in(tree: ParameterTree, name: str) -> Stand | None:
     copy_of = role_of(name).copy_of
     if copy_of and tree.heads.mlm and copy_of in tree.params:
         return Stand(tree[copy_of], stored=False)
+    if tree.config.rms_norm and not tree.config.norm_scale and name.endswith(".gamma"):
+        ones = ArrayTensor(np.ones(role_of(name).expected_shape(tree.config), np.float32), FLOAT32)
+        return Stand(Parameter(name, ones, _NO_SCALE, tree.path), stored=False)
     return None
 
 
@@ -127,7 +138,7 @@ def _config_differences(a: ParameterTree, b: ParameterTree) -> list[dict]:
     whose values differ: the library that reads them may compute otherwise, so they differ too."""
     fields = [{"field": f, "a": getattr(a.config, f), "b": getattr(b.config, f),
                "a_from": a.config.provenance.get(f, "default"), "b_from": b.config.provenance.get(f, "default")}
-              for f in COMPUTATION_FIELDS if getattr(a.config, f) != getattr(b.config, f)]
+              for f in computation_fields(a.config) if getattr(a.config, f) != getattr(b.config, f)]
     unread_a, unread_b = dict(a.config.unread), dict(b.config.unread)
     for key in sorted(unread_a.keys() | unread_b.keys()):
         if unread_a.get(key) != unread_b.get(key):

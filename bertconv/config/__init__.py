@@ -152,6 +152,15 @@ class BertConfig:
     #: Whether the position table is added to the embeddings (DeBERTa's `position_biased_input`;
     #: DeBERTa-v3 has none: its positions are the relative terms alone).
     position_biased_input: bool = True
+    #: RoFormer-v2's norms (bert4keras `LayerNormalization(zero_mean=False)`, keras-hub `RoformerNorm`):
+    #: x / sqrt(mean(x^2) + eps), not centred, scaled by gamma where `norm_scale` (keras-hub stores
+    #: a scale, bert4keras none); without `norm_scale` the `.gamma` parameters do not exist. Whether
+    #: the scale is stored is a matter of storage (a unit scale computes the same), not a computation field.
+    rms_norm: bool = False
+    norm_scale: bool = True
+    #: Whether the MLM head transforms before its decoder (BERT's `mlm.transform`, activation and
+    #: `mlm.norm`); RoFormer-v2's decodes the last hidden states directly with the tied table.
+    mlm_transform: bool = True
     #: Config keys the file states that this model's computation in bertconv would not honour,
     #: with their values as JSON (`config.dialects.unread_keys`): every command that computes
     #: or converts refuses them unless the user accepts the loss.
@@ -229,6 +238,12 @@ class BertConfig:
         if not self.relative_attention:
             return 0
         return self.position_buckets if self.position_buckets > 0 else self.max_relative_positions
+
+    @property
+    def parameter_free_mlm(self) -> bool:
+        """Whether the MLM head has no parameter of its own (RoFormer-v2's: the tied table, no
+        transform, no output bias): a model has it whatever its file holds."""
+        return not self.mlm_transform and not self.output_bias and self.tie_word_embeddings
 
     @property
     def relative_positions(self) -> bool:
@@ -314,7 +329,8 @@ COMPUTATION_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_att
                       "attention_bias", "ffn_bias", "mlm_transform_bias", "output_bias", "first_attention_norm",
                       "rotary_value", "max_relative_position",
                       "relative_attention", "position_buckets", "max_relative_positions", "pos_att_type",
-                      "share_att_key", "relative_embedding_norm", "position_biased_input")
+                      "share_att_key", "relative_embedding_norm", "position_biased_input", "rms_norm",
+                      "mlm_transform")
 
 #: transformers 4's relative `position_embedding_type` values (transformers 5's BERT knows "absolute" only).
 RELATIVE_POSITION_TYPES = ("relative_key", "relative_key_query")
@@ -383,7 +399,7 @@ def expected_components(config: BertConfig, heads: Heads) -> dict[str, int]:
                               config.conditional_size or 0, config.embedding_width, config.summed_width)
     R, D = 2 * P - 1, config.hidden_size // max(config.num_attention_heads, 1)
     # A LayerNorm's gamma and (unless `norm_bias` is false) beta; a linear layer's kernel and bias.
-    norm_terms = 2 if config.norm_bias else 1
+    norm_terms = int(config.norm_scale) + int(config.norm_bias)
     norm = norm_terms * H + 2 * C * H
     attention_biases = 4 * H if config.attention_bias else 0
     ffn_inner = 2 * I if config.gated_ffn else I
@@ -417,8 +433,9 @@ def expected_components(config: BertConfig, heads: Heads) -> dict[str, int]:
     if heads.pooler:
         out["pooler"] = H * H + H
     if heads.mlm:
-        out["mlm.transform"] = H * W + (W if config.mlm_transform_bias else 0)
-        out["mlm.norm"] = norm_terms * W + 2 * C * W
+        if config.mlm_transform:
+            out["mlm.transform"] = H * W + (W if config.mlm_transform_bias else 0)
+            out["mlm.norm"] = norm_terms * W + 2 * C * W
         if config.output_bias:
             out["mlm.output_bias"] = V
         if heads.untied_decoder:

@@ -189,6 +189,7 @@ def _family_fields(data: dict[str, Any], family: Family, dialect: str) -> dict[s
     out.update(_modern_fields(data, family, computes))
     if family.config_fields is not None:
         out.update(family.config_fields(data))
+    out.update(family.fields)
     if "add_cross_attention" in computes and data.get("add_cross_attention", False):
         raise ValueError("add_cross_attention is true: the model has cross-attention layers over an encoder's "
                          "outputs, which bertconv's canonical tree does not hold")

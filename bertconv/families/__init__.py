@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from . import (albert, bert, camembert, deberta_v2, distilbert, electra, esm, megatron_bert, modernbert, nezha,
                roberta, roformer, xlm_roberta)
+from ..config import COMPUTATION_FIELDS
 from .family import DIALECTS, FAIRSEQ, GOOGLE, HF, Family, Projection, Variant
 
 if TYPE_CHECKING:
@@ -20,13 +21,14 @@ if TYPE_CHECKING:
 FAMILIES: dict[str, Family] = {f.model_type: f for f in (bert.FAMILY, albert.FAMILY, electra.FAMILY,
                                                           roberta.FAMILY, xlm_roberta.FAMILY, camembert.FAMILY,
                                                           distilbert.FAMILY, megatron_bert.FAMILY, esm.FAMILY,
-                                                          modernbert.FAMILY, roformer.FAMILY, nezha.FAMILY,
+                                                          modernbert.FAMILY, roformer.FAMILY, roformer.FAMILY_V2,
+                                                          nezha.FAMILY,
                                                           deberta_v2.FAMILY)}
 #: The family of a config that names none (google-research/bert's `bert_config.json`).
 DEFAULT = bert.FAMILY
 
 __all__ = ["DEFAULT", "DIALECTS", "FAIRSEQ", "FAMILIES", "GOOGLE", "HF", "Family", "Projection", "Variant",
-           "display_name", "member", "named", "of"]
+           "computation_fields", "display_name", "member", "named", "of"]
 
 
 def named(model_type: str) -> Family | None:
@@ -37,6 +39,11 @@ def named(model_type: str) -> Family | None:
 def of(config: "BertConfig") -> Family:
     """The family of a config (its `model_type`, which every reader has checked)."""
     return FAMILIES[config.model_type]
+
+
+def computation_fields(config: "BertConfig") -> tuple[str, ...]:
+    """The `COMPUTATION_FIELDS` a model of the config's family computes with (`Family.uncomputed` apart)."""
+    return tuple(name for name in COMPUTATION_FIELDS if name not in of(config).uncomputed)
 
 
 def member(config: "BertConfig") -> str:

@@ -134,6 +134,11 @@ class Family:
         `BertConfig` fields (DeBERTa's disentangled attention), after the generic reader; raises
         ValueError naming a key it refuses.
       config_keys: the inverse, a `BertConfig`'s fields as those keys (for the configs bertconv writes).
+      fields: `BertConfig` fields its computation fixes, whatever a config says (RoFormer-v2's
+        bias-free layers, unscaled RMS norms and transform-free MLM head).
+      uncomputed: fields of `config.COMPUTATION_FIELDS` its libraries never compute with
+        (RoFormer-v2's `max_position_embeddings`: bert4keras and keras-hub rotate at any position):
+        a conversion may change them and `diff` does not count them.
     """
 
     model_type: str
@@ -173,6 +178,8 @@ class Family:
     holds_no_token_types: bool = False
     config_fields: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     config_keys: Callable[[Any], dict[str, Any]] | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+    uncomputed: tuple[str, ...] = ()
 
     def projects(self, embedding_size: int, hidden_size: int) -> bool:
         """Whether a model of this family with E = `embedding_size` projects its embeddings to H."""

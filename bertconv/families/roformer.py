@@ -30,3 +30,52 @@ FAMILY = Family(
                            "WordPiece, and keeps a word whole where the vocabulary has it; bertconv has no jieba "
                            "segmenter, and BERT's splitting would give other ids for the same text"),
 )
+
+
+#: The epsilon of RoFormer-v2's norms: Keras' `K.epsilon()` in bert4keras (`LayerNormalization`'s
+#: default) and keras-hub (`keras.backend.epsilon()`); neither reads one from a config.
+ROFORMER_V2_EPSILON = 1e-7
+
+
+def _roformer_v2_fields(data: dict) -> dict:
+    """Refuses what bertconv does not compute of a RoFormer-v2 config: embeddings narrower than the
+    hidden size (bert4keras then maps them by `Embedding-Mapping` and the MLM input back by
+    `Output-Mapping`, two bias-free matrices keras-hub's RoFormer-v2 does not have), and an untied
+    decoder (neither library has one)."""
+    embedding_size = data.get("embedding_size", data["hidden_size"])
+    if embedding_size != data["hidden_size"]:
+        raise ValueError(f"embedding_size is {embedding_size} and hidden_size {data['hidden_size']}: RoFormer-v2 then "
+                         f"maps its embeddings by Embedding-Mapping and its MLM input back by Output-Mapping, which "
+                         f"bertconv does not compute")
+    if data.get("tie_word_embeddings", True) is not True:
+        raise ValueError(f"tie_word_embeddings is {data['tie_word_embeddings']!r}: RoFormer-v2's MLM decoder is its "
+                         f"token embedding (bert4keras and keras-hub alike), tied by construction")
+    return {}
+
+
+#: RoFormer-v2 (ZhuiyiTechnology/roformer-v2; bert4keras `model='roformer_v2'`, keras-hub
+#: `RoformerV2Backbone`): RoFormer's rotary positions and post-norm layers without any bias, each
+#: norm x / sqrt(mean(x^2) + 1e-7), neither centred nor shifted (bert4keras: `zero_mean=False`, no
+#: scale; keras-hub's `RoformerNorm` multiplies by a stored `scale`, ones unless trained otherwise).
+#: Embeddings are word + token type, normalized; layer i computes x = N(x + Attention(x)),
+#: x = N(x + FFN(x)); the MLM logits are x @ word^T, with no transform and no output bias.
+#: transformers has no RoFormer-v2: its `RoFormerModel` computes biases, centred LayerNorms and a
+#: transform, another function.
+FAMILY_V2 = Family(
+    model_type="roformer_v2",
+    display="RoFormer-v2",
+    heads=("mlm",),
+    position_embedding_types=("rotary_interleaved",),
+    computes={HF: ("embedding_size",), GOOGLE: ("embedding_size",)},
+    # Its libraries take the epsilon from Keras, whatever a config says (bertconv's configs state it).
+    inert={HF: ("layer_norm_eps",), GOOGLE: ("layer_norm_eps",)},
+    layer_norm_eps=ROFORMER_V2_EPSILON,
+    # Its tokenizer is BERT's WordPiece (keras-hub's RoformerV2Tokenizer is a BertTokenizer; the
+    # released char models split Chinese into characters, as BERT does): not RoFormer's jieba.
+    config_fields=_roformer_v2_fields,
+    # Both its libraries compute the sinusoids at any position: the config's bound caps bertconv's inputs only.
+    uncomputed=("max_position_embeddings",),
+    fields={"rms_norm": True, "norm_scale": False, "norm_bias": False, "attention_bias": False, "ffn_bias": False,
+            "mlm_transform": False, "mlm_transform_bias": False, "output_bias": False,
+            "layer_norm_eps": ROFORMER_V2_EPSILON},
+)

@@ -167,6 +167,8 @@ def config_from_shapes(path: Path, params: dict[str, Parameter], activation: str
     provenance.update(num_attention_heads="default", hidden_act="default", layer_norm_eps="default",
                       tie_word_embeddings="default", model_type="format",
                       position_offset="format" if declared.position_offset_key else "default")
+    if "layer_norm_eps" in declared.fields:  # fixed by its library's code (RoFormer-v2's Keras epsilon)
+        provenance["layer_norm_eps"] = "family"
     shared: dict[str, int] = {}
     if not declared.shapes_give_layer_count:
         # How many times the stored layers are applied, and how they group, only a config says;
@@ -190,6 +192,7 @@ def config_from_shapes(path: Path, params: dict[str, Parameter], activation: str
         position_offset=position_offset(declared),
         **shared,
         **declared.layer_norms("embeddings.norm.gamma" in params),
+        **declared.fields,
         provenance=provenance,
     )
 

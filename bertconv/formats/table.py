@@ -191,3 +191,19 @@ def no_place_for(tree: ParameterTree, target: str, unwritten: list[str]) -> str:
     behind = "".join(f"; {name} is {getattr(tree.config, name)!r}, which {target} does not compute"
                      for name in fields)
     return f"{target} has no place for {', '.join(unwritten)}{behind}; nothing was written"
+
+
+def unit_norm_scales(tree: ParameterTree, target: str) -> frozenset[str]:
+    """The norm scales (`.gamma`) of a RoFormer-v2 tree whose `target` stores none (bert4keras'
+    norms have no weights): each must be all ones, computing what no scale computes, and is then
+    dropped; refuses the first that is not, naming it."""
+    import numpy as np  # noqa: PLC0415 (read only for such trees)
+
+    scales = sorted(n for n in tree.params if tree.config.rms_norm and n.endswith(".gamma"))
+    for name in scales:
+        values = np.asarray(tree[name].tensor.read())
+        if not np.all(values == 1):
+            raise bad_input(tree[name].file, f"tensor {name} ({tree[name].source}) is a trained norm scale (not all "
+                                             f"ones); {target} has norms without a scale, so it would compute "
+                                             f"another model; nothing was written")
+    return frozenset(scales)

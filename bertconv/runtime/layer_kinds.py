@@ -1,5 +1,7 @@
 """ModernBERT's two kinds of layer, decided once for both runtimes (in NumPy): global attention,
-and sliding-window attention, each with its own rotary base (`BertConfig.local_attention_layers`).
+and sliding-window attention, each with its own rotary base (`BertConfig.local_attention_layers`);
+and the parts of a layer that differ by family, for both runtimes: the feed-forward's input,
+queries, keys and values, and RoFormer-v2's RMS norms.
 
 Shape legend: B batch, S sequence length.
 
@@ -51,3 +53,16 @@ def queries_keys_values(model, x, prefix: str) -> tuple:
     fused = model._dense(x, f"{prefix}.qkv")  # [B, S, 3H]
     hidden = model.config.hidden_size
     return fused[..., :hidden], fused[..., hidden:2 * hidden], fused[..., 2 * hidden:]
+
+
+def rms_norm(x, scale, eps: float):
+    """RoFormer-v2's norm (`BertConfig.rms_norm`) of a NumPy array or torch tensor [..., H]:
+    x / sqrt(mean(x^2) + eps) over the last axis, neither centred nor shifted, times the stored
+    scale [H] where there is one (keras-hub's `RoformerNorm`; bert4keras' has none)."""
+    square = x * x
+    if isinstance(x, np.ndarray):
+        mean_square = square.mean(axis=-1, keepdims=True)
+        normed = x / np.sqrt(mean_square + np.float32(eps))
+    else:  # torch
+        normed = x * (square.mean(dim=-1, keepdim=True) + eps).rsqrt()
+    return normed if scale is None else normed * scale

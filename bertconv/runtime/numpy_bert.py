@@ -332,8 +332,8 @@ class NumpyBert:
         """The MLM head on hidden states [..., H] -> logits [..., V]."""
         weights.require_head(self._plan, "mlm", self.path, "masked-LM prediction")
         activation = ACTIVATIONS[self.config.mlm_hidden_act] if self.config.mlm_hidden_act else self._activation
-        h = self._layer_norm(activation(self._dense(hidden, "mlm.transform")), "mlm.norm",
-                             eps=self.config.mlm_layer_norm_eps)
+        h = hidden if not self.config.mlm_transform else self._layer_norm(  # RoFormer-v2 decodes directly
+            activation(self._dense(hidden, "mlm.transform")), "mlm.norm", eps=self.config.mlm_layer_norm_eps)
         if self.config.word_projection:
             h = _matmul(h, self.params["embeddings.word_projection.kernel"].T)  # [..., E]: back through it
         decoder = self.params[self.decoder]  # [V, E]: the word-embedding table itself when tied
@@ -414,7 +414,9 @@ class NumpyBert:
 
     def _layer_norm(self, x: np.ndarray, prefix: str, eps: float | None = None) -> np.ndarray:
         """(x - mean) / sqrt(var + eps) * gamma + beta over the last axis (biased variance); eps the
-        numerics' unless given."""
+        numerics' unless given; RoFormer-v2's RMS norm where the config says so."""
+        if self.config.rms_norm:
+            return kinds.rms_norm(x, self.params.get(f"{prefix}.gamma"), self.numerics.layer_norm_eps)
         mean = x.mean(axis=-1, keepdims=True)
         centered = x - mean
         variance = np.mean(centered * centered, axis=-1, keepdims=True)

@@ -238,8 +238,9 @@ class TorchBert:
     def mlm_logits(self, hidden: "torch.Tensor") -> "torch.Tensor":
         """The MLM head on hidden states [..., H] -> logits [..., V]."""
         weights.require_head(self._plan, "mlm", self.path, "masked-LM prediction")
-        h = self._layer_norm(self._activation(self._dense(hidden, "mlm.transform"), self.config.mlm_hidden_act),
-                             "mlm.norm", eps=self.config.mlm_layer_norm_eps)
+        h = hidden if not self.config.mlm_transform else self._layer_norm(  # RoFormer-v2 decodes directly
+            self._activation(self._dense(hidden, "mlm.transform"), self.config.mlm_hidden_act), "mlm.norm",
+            eps=self.config.mlm_layer_norm_eps)
         if self.config.word_projection:
             h = h @ self.params["embeddings.word_projection.kernel"].T  # [..., E]: back through it
         decoder = self.params[self.decoder]  # [V, E]: the word-embedding table itself when tied
@@ -307,6 +308,8 @@ class TorchBert:
         return out.view(*x.shape[:-1], -1)
 
     def _layer_norm(self, x: "torch.Tensor", prefix: str, eps: float | None = None) -> "torch.Tensor":
+        if self.config.rms_norm:  # RoFormer-v2's
+            return kinds.rms_norm(x, self.params.get(f"{prefix}.gamma"), self.numerics.layer_norm_eps)
         return F.layer_norm(x, x.shape[-1:], self.params[f"{prefix}.gamma"], self.params.get(f"{prefix}.beta"),
                             eps=eps if eps is not None else self.numerics.layer_norm_eps)
 

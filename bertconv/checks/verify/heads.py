@@ -54,6 +54,8 @@ MISSING_RTD = (
 def mlm_head(tree: ParameterTree) -> tuple[str, list[str]]:
     """(`complete` | `partial` | `missing`, the canonical names a partial head lacks)."""
     stored = [name for name in tree.params if role_of(name).head == "mlm"]
+    if not stored and tree.config.parameter_free_mlm and WORD in tree.params:
+        return COMPLETE, []  # RoFormer-v2's head is the tied word table alone
     if not stored:
         return MISSING, []
     missing = [name for name in MLM_REQUIRED if name not in tree.params and has_parameter(tree.config, name)]

@@ -47,6 +47,10 @@ SAFETENSORS_FILE = "model.safetensors"
 BIN_FILE = "pytorch_model.bin"
 INDEX_SUFFIX = ".index.json"
 CONFIG_FILE = "config.json"
+#: Families transformers has no class of, and why `--to hf` refuses them.
+REFUSED_FAMILIES = {"roformer_v2": "transformers has no RoFormer-v2 class, and its RoFormer (RoFormerForMaskedLM) "
+                                   "computes biases, centred LayerNorms with a scale and a shift, and an MLM "
+                                   "transform: another function"}
 VOCAB_FILE = "vocab.txt"
 #: The files of a Hugging Face checkpoint directory (what `convert --force` may replace).
 OWNED_FILES = ("model.safetensors", "model-*-of-*.safetensors", "model.safetensors.index.json",

@@ -51,7 +51,7 @@ from .bert4keras_write import WEIGHTS_FILE, write  # noqa: F401 - the registry c
 FORMAT = "bert4keras-h5"
 FORMATS = (FORMAT, FORMAT_KERAS3)
 #: The families bert4keras builds and this module writes (`build_transformer_model(model=...)`).
-WRITES_FAMILIES = ("bert", "albert", "electra", "roformer", "nezha")
+WRITES_FAMILIES = ("bert", "albert", "electra", "roformer", "roformer_v2", "nezha")
 #: The files of the checkpoint directory this module writes (what `convert --force` may replace).
 OWNED_FILES = (WEIGHTS_FILE, CONFIG_FILE)
 
@@ -96,7 +96,8 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
         return read_keras3(path, config_path=config_path, num_heads=num_heads)
     weights_file = keras_h5.read_weights_file(path)
     weighted = [layer for layer in weights_file.layers if layer.weights]
-    family = family_of(layer.name for layer in weights_file.layers)  # RoFormer's mark has no weights
+    # RoFormer's mark has no weights; RoFormer-v2's norms hold none.
+    family = family_of([layer.name for layer in weights_file.layers], [layer.name for layer in weighted])
     refuse_non_bert(path, [layer.name for layer in weighted], what="a Keras weights file",
                     saved_by="build_transformer_model(...).save_weights", family=family)
     entries: list[Entry] = []
@@ -157,9 +158,6 @@ def _slots(path: Path, layer: KerasLayer, kind: LayerKind) -> tuple[Slot, ...]:
     if slots is None:
         hint = (" (a conditional LayerNorm with a hidden layer, layer_norm_cond_hidden_size, has no BERT "
                 "equivalent)" if kind is LAYER_NORM and len(names) == 5 else "")
-        if kind in (ATTENTION, FEED_FORWARD) and len(names) * 2 == len(kind.slots):
-            hint = (" (kernels without biases: bert4keras' RoFormer-v2, model='roformer_v2', whose norms have no "
-                    "parameters and whose MLM head has no transform; bertconv does not hold it)")
         raise bad_input(path, f"layer {layer.name!r} ({kind.keras_class}) holds {len(names)} weights "
                               f"({', '.join(names)}), expected {kind.expected()}{hint}")
     for slot, name in zip(slots, names, strict=True):

@@ -12,6 +12,7 @@ from .bert4keras_table import (
     ATTENTION_LAYER,
     BERT,
     FEED_FORWARD_LAYER,
+    ROFORMER_V2,
     SHARED_ATTENTION_LAYER,
     SHARED_FEED_FORWARD_LAYER,
     Family,
@@ -63,7 +64,10 @@ def model_layers(num_layers: int, heads: Heads, *, segments: bool = True, condit
         y = g.call(f"{block}-Add", residual, maybe_dropout(f"{block}-Dropout", y))
         return g.call(f"{block}-Norm", y, *condition)
 
-    x = maybe_dropout("Embedding-Dropout", g.call("Embedding-Norm", x, *condition))
+    if family is ROFORMER_V2:  # RoFormerV2.apply_embeddings: dropout, then its norm
+        x = g.call("Embedding-Norm", maybe_dropout("Embedding-Dropout", x))
+    else:
+        x = maybe_dropout("Embedding-Dropout", g.call("Embedding-Norm", x, *condition))
     if projection:
         x = g.call("Embedding-Mapping", x)
     shared = family is ALBERT
@@ -74,6 +78,11 @@ def model_layers(num_layers: int, heads: Heads, *, segments: bool = True, condit
         feed_forward = SHARED_FEED_FORWARD_LAYER if shared else FEED_FORWARD_LAYER.format(i=i)
         x = add_and_norm(attention, g.call(attention, x, x, x, *positions), x)  # query, key, value
         x = add_and_norm(feed_forward, g.call(feed_forward, x), x)
+    if family is ROFORMER_V2:  # its MLM head: the token embedding in "dense" mode on the last hidden states
+        if not heads.mlm:
+            return functional_layer_order(g.nodes, [x], g.inputs)
+        y = g.call("Embedding-Token", maybe_dropout("Output-MLM-Dropout", x))
+        return functional_layer_order(g.nodes, [g.call("Output-MLM-Activation", y)], g.inputs)
     outputs = [x]
     if heads.rtd:  # ELECTRA's discriminator: its head alone (model='electra' builds no other)
         y = g.call("Discriminator-Prediction", g.call("Discriminator-Dense", x))

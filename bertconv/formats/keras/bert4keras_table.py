@@ -209,6 +209,23 @@ NEZHA_LAYERS: tuple[tuple[str, LayerKind], ...] = (
     (RELATIVE_POSITION_LAYER, RELATIVE_POSITION),
 )
 NEZHA_MAX_RELATIVE_POSITION = 64
+#: `build_transformer_model(model='roformer_v2')` (bert4keras' `RoFormerV2`): RoFormer's rotary layer,
+#: no bias anywhere (bias-free kernels: attention q, k, v, o; feed-forward i0, o) and norms without
+#: weights (`Embedding-Norm`, `*-Norm`: built, weightless); its MLM head is `Embedding-Token` called
+#: again, with neither MLM-Dense, MLM-Norm nor MLM-Bias. E = H only (the family refuses
+#: Embedding-Mapping and Output-Mapping by name).
+ATTENTION_WITHOUT_BIAS = LayerKind("MultiHeadAttention", tuple(
+    slot for slot in ATTENTION.slots if slot.role.endswith("/kernel")))
+FEED_FORWARD_WITHOUT_BIAS = LayerKind("FeedForward", tuple(
+    slot for slot in FEED_FORWARD.slots if slot.role.endswith("/kernel")))
+ROFORMER_V2_LAYERS: tuple[tuple[str, LayerKind], ...] = (
+    ("Embedding-Token", EMBEDDING),
+    ("Embedding-Segment", EMBEDDING),
+    (ATTENTION_LAYER, ATTENTION_WITHOUT_BIAS),
+    (FEED_FORWARD_LAYER, FEED_FORWARD_WITHOUT_BIAS),
+)
+#: Its norms, which every bert4keras RoFormer-v2 file names and none stores a weight of.
+ROFORMER_V2_WEIGHTLESS = ("Embedding-Norm",)
 RELATIVE_SINUSOIDS = ("NEZHA's relative sinusoids (trainable=False), sin and cos of k / 10000^(2j / D) for k <= 2K: "
                       "computed from the config, and checked to be these, to float32 rounding")
 
@@ -292,6 +309,11 @@ NEZHA_TABLE = Table("bert4keras nezha", tuple(row for row in ROFORMER_TABLE.rows
                                               if not row.canonical.startswith("embeddings.projection")),
                     skips=(Skip(f"{RELATIVE_POSITION_LAYER}/*", RELATIVE_SINUSOIDS),))
 
+ROFORMER_V2_TABLE = Table("bert4keras roformer_v2", tuple(
+    row for row in ROFORMER_TABLE.rows
+    if row.canonical in ("embeddings.word", "embeddings.token_type")
+    or row.canonical.startswith("layers.") and row.canonical.endswith(".kernel")))
+
 
 def _patterns(layers: tuple[tuple[str, LayerKind], ...]) -> tuple[tuple[re.Pattern, LayerKind], ...]:
     return tuple((re.compile(re.escape(template).replace(re.escape("{i}"), r"(?:0|[1-9]\d*)") + r"\Z"), kind)
@@ -303,7 +325,8 @@ class Family:
     """A model `build_transformer_model(model=...)` builds: its layers with weights and its table.
 
     `marks`: layers only this family has (among those read here, weightless ones included); a file
-    holding one is of it. `position_layer`: the layer that computes positions from the embeddings'
+    holding one is of it, if it also holds the `weightless` layers without weights (RoFormer-v2's
+    norms, which RoFormer's hold weights in). `position_layer`: the layer that computes positions from the embeddings'
     output for every attention layer (RoFormer's rotary sinusoids), in place of `Embedding-Position`.
     """
 
@@ -312,6 +335,7 @@ class Family:
     table: Table
     marks: tuple[str, ...] = ()
     position_layer: str | None = None
+    weightless: tuple[str, ...] = ()
 
     def kind_of(self, layer: str) -> LayerKind | None:
         for pattern, kind in _patterns(self.layers):
@@ -331,14 +355,19 @@ ROFORMER = Family("roformer", ROFORMER_LAYERS, ROFORMER_TABLE, marks=(ROTARY_POS
                   position_layer=ROTARY_POSITION_LAYER)
 NEZHA = Family("nezha", NEZHA_LAYERS, NEZHA_TABLE, marks=(RELATIVE_POSITION_LAYER,),
                position_layer=RELATIVE_POSITION_LAYER)
+ROFORMER_V2 = Family("roformer_v2", ROFORMER_V2_LAYERS, ROFORMER_V2_TABLE, marks=(ROTARY_POSITION_LAYER,),
+                     position_layer=ROTARY_POSITION_LAYER, weightless=ROFORMER_V2_WEIGHTLESS)
 #: The families read and written here; a file is of the first whose marks it holds, else BERT.
-FAMILIES = (ROFORMER, NEZHA, ALBERT, ELECTRA, BERT)
+FAMILIES = (ROFORMER_V2, ROFORMER, NEZHA, ALBERT, ELECTRA, BERT)
 FAMILY_BY_TYPE = {family.model_type: family for family in FAMILIES}
 
 
-def family_of(layer_names: Iterable[str]) -> Family:
+def family_of(layer_names: Iterable[str], weighted: Iterable[str] | None = None) -> Family:
+    """The family of a file naming `layer_names`, of which `weighted` hold weights (all, when not said)."""
     names = set(layer_names)
-    return next((family for family in FAMILIES if names & set(family.marks)), BERT)
+    weighted = names if weighted is None else set(weighted)
+    return next((family for family in FAMILIES if names & set(family.marks)
+                 and all(layer in names and layer not in weighted for layer in family.weightless)), BERT)
 
 
 def kind_of(layer: str) -> LayerKind | None:
@@ -365,7 +394,7 @@ def refuse_non_bert(path: Path, names: list[str], *, what: str, saved_by: str, f
         what_model = f"bert4keras' {families.display_name(family.model_type)}"
         raise bad_input(path, f"holds bert4keras layers that {what_model} does not have: {', '.join(foreign)} "
                               f"(another bert4keras model?); bertconv reads bert4keras' "
-                              f"BERT, ALBERT, ELECTRA, RoFormer and NEZHA")
+                              f"BERT, ALBERT, ELECTRA, RoFormer, RoFormer-v2 and NEZHA")
 
 
 def foreign_layer_reason(layer: str) -> str:

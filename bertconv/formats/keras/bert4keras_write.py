@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ... import families
 from ...containers.hdf5 import keras_write as keras_h5_write
 from ...containers.hdf5.keras_write import LayerToWrite
 from ...dtypes import BFLOAT16, FLOAT32
@@ -26,6 +27,7 @@ from ..table import (
     refuse_sentence_head_without_pooler,
     refuse_untied_decoder,
     refuse_unwritten,
+    unit_norm_scales,
 )
 
 WEIGHTS_FILE = "bert4keras_model.h5"
@@ -41,7 +43,8 @@ def layers_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) -
     family = FAMILY_BY_TYPE.get(tree.config.model_type)
     if family is None:
         raise bad_input(tree.path, f"is a {tree.config.model_type} model; bert4keras builds BERT, ALBERT, ELECTRA, "
-                                   f"RoFormer and NEZHA here (model='bert', 'albert', 'electra', 'roformer', 'nezha'): "
+                                   f"RoFormer, RoFormer-v2 and NEZHA here (model='bert', 'albert', 'electra', "
+                                   f"'roformer', 'roformer_v2', 'nezha'): "
                                    f"convert it --to hf")
     _refuse_what_family_cannot_hold(tree, family)
     refuse_sentence_head_without_pooler(tree, ("nsp", "sop"), "bert4keras' NSP-Proba sits on Pooler-Dense (with_nsp "
@@ -70,8 +73,9 @@ def layers_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) -
     if missing:
         raise bad_input(tree.path, f"cannot write --to bert4keras: missing {', '.join(sorted(missing))}")
     # A dropped decoder goes with its own bias; MLM-Bias holds the output bias.
-    refuse_unwritten(tree, written, f"bert4keras' {family.model_type.upper()}",
-                     dropped=UNTIED_DECODER if drop_untied_decoder else frozenset())
+    target = f"bert4keras' {families.display_name(family.model_type)}"
+    dropped = (UNTIED_DECODER if drop_untied_decoder else frozenset()) | unit_norm_scales(tree, target)
+    refuse_unwritten(tree, written, target, dropped=dropped)
     return layers
 
 

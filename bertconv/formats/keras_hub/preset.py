@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ... import families
 from ...config import BertConfig
 from ...containers.hdf5 import keras as keras_h5
 from ...containers.hdf5 import keras3 as keras3_h5
@@ -139,11 +140,11 @@ def read_config(path: Path) -> tuple[KerasHubFamily, BertConfig]:
     if family is None:
         known = ", ".join(BY_BACKBONE)
         raise bad_input(path, f"holds a {registered}; bertconv reads keras-hub presets of {known}")
-    unknown = sorted(set(values) - set(family.config_keys) - set(KERAS_INERT) - {"dtype"})
+    unknown = sorted(set(values) - set(family.config_keys) - set(family.extra_keys) - set(KERAS_INERT) - {"dtype"})
     if unknown:
         raise bad_input(path, f"states {', '.join(unknown)}, which bertconv does not know {family.backbone} to read: "
                               f"its computation with them is unknown; nothing was read")
-    missing = sorted(set(family.config_keys) - set(values))
+    missing = sorted({*family.config_keys, *family.extra_keys} - set(values))
     if missing:
         raise bad_input(path, f"lacks {', '.join(missing)}, which a {family.backbone} config states")
     policy = _policy(path, values.get("dtype", "float32"))
@@ -159,7 +160,13 @@ def read_config(path: Path) -> tuple[KerasHubFamily, BertConfig]:
                   "model_type": "format", "tie_word_embeddings": "format"}
     if "embedding_size" in fields:  # ALBERT projects always, ELECTRA when E < H (as bertconv's families)
         fields["embedding_projection"] = "num_groups" in family.config_keys or fields["embedding_size"] != fields["hidden_size"]
-    config = BertConfig(**fields, **stated, **derived, model_type=family.model_type, provenance=provenance, source=path)
+    try:  # RoFormer-v2's activation, head size, biases and rotary base
+        extra = family.read_extra(values) if family.read_extra else {}
+    except ValueError as exc:
+        raise bad_input(path, f"{exc}; nothing was read") from None
+    provenance.update({**{name: "file" for name in extra}, **{name: "default" for name in family.defaults}})
+    config = BertConfig(**{**families.named(family.model_type).fields, **fields, **stated, **derived, **extra,
+                           **family.defaults}, model_type=family.model_type, provenance=provenance, source=path)
     if policy not in DTYPE_POLICIES:
         raise bad_input(path, f"dtype policy {policy!r}: a mixed or quantized model computes otherwise than its "
                               f"weights' dtype; bertconv reads {', '.join(DTYPE_POLICIES)}")

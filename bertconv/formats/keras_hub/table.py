@@ -27,7 +27,7 @@ fields without which the tensors themselves differ are required outright (`requi
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Callable
 
 from ...records import field, record, replace
 from ..table import Row, Skip, Table
@@ -188,6 +188,13 @@ class KerasHubFamily:
       derived: `BertConfig` fields its code sets from another's value (field -> that field).
       required: `stated` fields a source must have as stated: keras-hub's layout has no place
         for the tensors of another value, so no loss of them can be accepted.
+      extra_keys, read_extra, write_extra: backbone config keys beyond the sizes (RoFormer-v2's
+        `head_size`, `use_bias`, `activation`, `max_wavelength`), read into `BertConfig` fields
+        (raising ValueError for a value bertconv does not compute) and written from them.
+      defaults: `BertConfig` fields no preset states, at the value bertconv takes (RoFormer-v2's
+        `max_position_embeddings`: its rotary positions have no bound in keras-hub).
+      caveats: what keras-hub's code of the family computes otherwise than its source for any tree
+        (notes of every `convert --to keras-hub`).
     """
 
     model_type: str
@@ -210,6 +217,11 @@ class KerasHubFamily:
     encoder_layer: str = "transformer_layer_{i}"
     derived: dict[str, str] = field(default_factory=dict)
     required: tuple[str, ...] = ()
+    extra_keys: tuple[str, ...] = ()
+    read_extra: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    write_extra: Callable[[Any], dict[str, Any]] | None = None
+    defaults: dict[str, Any] = field(default_factory=dict)
+    caveats: tuple[str, ...] = ()
 
     def table_for(self, projected: bool) -> Table:
         """The table of a model whose embeddings are (or are not) projected E -> H."""
@@ -239,6 +251,64 @@ _NAMES = {"reversible_embedding": "token_embedding", "position_embedding": "posi
 _WORDPIECE = {"vocabulary": None, "sequence_length": None, "lowercase": False, "strip_accents": False,
               "split": True, "suffix_indicator": "##", "oov_token": "[UNK]", "special_tokens": None,
               "special_tokens_in_strings": False}
+
+#: RoFormer-v2 (roformer_v2_backbone.py, roformer_v2_encoder.py, roformer_v2_layers.py): bias-free
+#: kernels stored [in, out] whole (not per head), one `RoformerNorm` scale per norm, no head weights
+#: (its `RoformerV2MaskedLMHead` decodes with the token embedding: save_to_preset writes no task.weights.h5).
+_V2_LAYER = MODEL_PREFIX + "layers/roformer_v2_encoder_{i}"
+ROFORMER_V2_TABLE = Table("keras-hub", (
+    Row("embeddings.word", MODEL_PREFIX + "layers/reversible_embedding/vars/0"),
+    Row("embeddings.token_type", MODEL_PREFIX + "layers/embedding/vars/0"),
+    Row("embeddings.norm.gamma", MODEL_PREFIX + "layers/roformer_norm/vars/0"),
+    *(Row(f"layers.{{i}}.attention.{part}.kernel", f"{_V2_LAYER}/attention_layer/{short}_dense/vars/0")
+      for part, short in (("query", "q"), ("key", "k"), ("value", "v"), ("output", "o"))),
+    Row("layers.{i}.attention_norm.gamma", _V2_LAYER + "/attention_norm/vars/0"),
+    Row("layers.{i}.ffn.intermediate.kernel", _V2_LAYER + "/feedforward_intermediate_dense/vars/0"),
+    Row("layers.{i}.ffn.output.kernel", _V2_LAYER + "/feedforward_output_dense/vars/0"),
+    Row("layers.{i}.ffn_norm.gamma", _V2_LAYER + "/feedforward_norm/vars/0"),
+), skips=_SKIPS)
+#: keras' serialized activation names RoFormer-v2's backbone computes as bertconv's ("gelu" is
+#: keras.activations.gelu, approximate=False by default: the erf form).
+_KERAS_ACTIVATIONS = {"relu": "relu", "gelu": "gelu"}
+#: The base of its rotary positions bertconv computes (`runtime/sinusoids.py`), bert4keras' too.
+ROTARY_BASE = 10000
+#: The bound bertconv's runtimes take for a preset's inputs (keras-hub has none): bert4keras'
+#: `max_position` when a config states no `max_position_embeddings`.
+ROFORMER_V2_MAX_POSITIONS = 512
+
+
+#: roformer_v2_attention.py reshapes `token_ids != 0` to [B, 1, S, 1] and hands it to
+#: `dot_product_attention` as it is (transposed to a key mask on the torch backend only): a mask
+#: over queries (measured on TensorFlow: the real tokens' hidden states of a padded row move by 1.7).
+PADDED_QUERIES = ("keras-hub 0.32's RoFormer-v2 masks padded queries instead of padded keys (on TensorFlow and "
+                  "JAX; its torch backend masks keys): in a batch padded with id 0 its outputs at the real tokens "
+                  "differ from bert4keras' and bertconv's, which hide padded keys; unpadded inputs compute the same")
+
+
+def _roformer_v2_fields(values: dict[str, Any]) -> dict[str, Any]:
+    """RoFormer-v2's backbone keys beyond the sizes, as `BertConfig` fields; ValueError naming a
+    value bertconv does not compute (biases, another rotary base, heads narrower than hidden_dim / num_heads)."""
+    if values["use_bias"] is not False:
+        raise ValueError(f"use_bias is {values['use_bias']!r}: RoFormer-v2 with biases is another model")
+    if values["max_wavelength"] != ROTARY_BASE:
+        raise ValueError(f"max_wavelength is {values['max_wavelength']!r}: bertconv rotates with base {ROTARY_BASE}")
+    if values["head_size"] * values["num_heads"] != values["hidden_dim"]:
+        raise ValueError(f"head_size {values['head_size']!r} x num_heads {values['num_heads']} is not hidden_dim "
+                         f"{values['hidden_dim']}: attention of another width than the hidden size")
+    if values["activation"] not in _KERAS_ACTIVATIONS:
+        raise ValueError(f"activation is {values['activation']!r}, expected one of {', '.join(_KERAS_ACTIVATIONS)}")
+    return {"hidden_act": _KERAS_ACTIVATIONS[values["activation"]]}
+
+
+def _roformer_v2_keys(config: Any) -> dict[str, Any]:
+    """The inverse of `_roformer_v2_fields`; ValueError for an activation keras has no name for."""
+    names = {act: name for name, act in _KERAS_ACTIVATIONS.items()}
+    if config.hidden_act not in names:
+        raise ValueError(f"hidden_act is {config.hidden_act!r}; keras-hub's RoFormer-v2 computes "
+                         f"{', '.join(names)} (keras' own names) only")
+    return {"head_size": config.head_size, "use_bias": False, "activation": names[config.hidden_act],
+            "max_wavelength": ROTARY_BASE}
+
 
 FAMILIES: dict[str, KerasHubFamily] = {family.model_type: family for family in (
     KerasHubFamily(
@@ -325,6 +395,22 @@ FAMILIES: dict[str, KerasHubFamily] = {family.model_type: family for family in (
                       "relative_embedding": "rel_embedding"},
         segments=False, encoder_group="disentangled_attention_encoder",
         encoder_layer="disentangled_attention_encoder_layer_{i}",
+    ),
+    KerasHubFamily(
+        model_type="roformer_v2", package="roformer_v2", backbone="RoformerV2Backbone", task="RoformerV2MaskedLM",
+        preprocessor="RoformerV2MaskedLMPreprocessor", tokenizer="RoformerV2Tokenizer", table=ROFORMER_V2_TABLE,
+        config_keys={key: name for key, name in _SIZES.items() if key != "max_sequence_length"},
+        # Its norms' epsilon is keras.backend.epsilon(); every norm stores a scale.
+        stated={"layer_norm_eps": 1e-7, "mlm_hidden_act": None, "mlm_layer_norm_eps": None,
+                "position_embedding_type": "rotary_interleaved", "norm_scale": True},
+        vocabulary={"vocabulary.txt": "vocab.txt"}, tokenizer_config=_WORDPIECE,
+        object_names={"reversible_embedding": "token_embedding", "embedding": "segment_embedding",
+                      "roformer_norm": "embeddings_layer_norm"},
+        encoder_group="roformer_v2_encoder",
+        extra_keys=("head_size", "use_bias", "activation", "max_wavelength"),
+        read_extra=_roformer_v2_fields, write_extra=_roformer_v2_keys,
+        defaults={"max_position_embeddings": ROFORMER_V2_MAX_POSITIONS},
+        caveats=(PADDED_QUERIES,),
     ),
 )}
 

@@ -57,7 +57,7 @@ def write_caveats(tree: ParameterTree) -> list[str]:
     """What the preset computes otherwise than the source: a pooler the source lacks (BERT's,
     ALBERT's and ELECTRA's backbones have one), RoBERTa's positions (`hub_positions`)."""
     family = FAMILIES[tree.config.model_type]
-    notes = relative_caveats(tree)
+    notes = [*family.caveats, *relative_caveats(tree)]
     if not family.segments:
         notes += hub_positions.caveats(tree, family.position_offset)
     if not family.masked_lm and _heads(tree):
@@ -79,10 +79,14 @@ def _dtype_policy(name: str) -> dict[str, Any]:
 def backbone_config(tree: ParameterTree, family: KerasHubFamily, dtype: str) -> dict[str, Any]:
     """config.json: the backbone as Keras serializes it."""
     sizes = {key: getattr(tree.config, field) for key, field in family.config_keys.items()}
+    try:  # RoFormer-v2's activation, head size, biases and rotary base
+        extra = family.write_extra(tree.config) if family.write_extra else {}
+    except ValueError as exc:
+        raise bad_input(tree.path, f"{exc}; nothing was written") from None
     return {"module": f"keras_hub.src.models.{family.package}.{family.package}_backbone",
             "class_name": family.backbone,
             "config": {"name": f"{family.package}_backbone", "trainable": True, "dtype": _dtype_policy(dtype),
-                       **sizes, "dropout": 0.1},
+                       **sizes, "dropout": 0.1, **extra},
             "registered_name": f"keras_hub>{family.backbone}"}
 
 
@@ -95,11 +99,12 @@ def _objects(tree: ParameterTree, family: KerasHubFamily) -> tuple[list[Keras3Ob
         if canonical in tree:
             tensor = tree[canonical].tensor
             written.add(canonical)
-        elif canonical.startswith("pooler."):  # keras-hub's backbone always has one: zeros
+        elif canonical.startswith("pooler.") or canonical.endswith(".gamma") and not tree.config.norm_scale:
+            # keras-hub's backbone always has a pooler (zeros) or, RoFormer-v2's, norm scales (ones).
             import numpy as np
 
             shape = role_of(canonical).expected_shape(tree.config)
-            tensor = ArrayTensor(np.zeros(shape, dtype=dtype.numpy), dtype)
+            tensor = ArrayTensor(np.full(shape, canonical.endswith(".gamma"), dtype=dtype.numpy), dtype)
         else:
             continue
         file, _, location = row_name.partition(":")
@@ -145,7 +150,12 @@ _SUBLAYER_NAMES = {"_self_attention_layer/query_dense": "query", "_self_attentio
                    # DeBERTa-v3's attention and relative embeddings' LayerNorm
                    "_self_attention_layer/_query_dense": "query", "_self_attention_layer/_key_dense": "key",
                    "_self_attention_layer/_value_dense": "value",
-                   "_self_attention_layer/_output_dense": "attention_output", "layer_norm": "rel_embeddings_layer_norm"}
+                   "_self_attention_layer/_output_dense": "attention_output", "layer_norm": "rel_embeddings_layer_norm",
+                   # RoFormer-v2's encoder
+                   **{f"attention_layer/{part}_dense": f"{part}_dense_layer" for part in "qkvo"},
+                   "attention_norm": "attention_norm", "feedforward_norm": "feedforward_norm",
+                   "feedforward_intermediate_dense": "feedforward_intermediate_dense",
+                   "feedforward_output_dense": "feedforward_output_dense"}
 
 
 def _object_name(family: KerasHubFamily, group: str, tree: ParameterTree) -> str:
@@ -193,9 +203,10 @@ def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
         "keras_version": None, "keras_hub_version": KERAS_HUB_VERSION, "parameter_count": parameters,
         "saved_by": "bertconv", "tasks": ["MaskedLM"] if family.masked_lm else []}))
     preprocessor = _write_tokenizer(source, family, directory, written)
-    if task:
-        write_keras3_file(directory / TASK_WEIGHTS, task, on_tensor=options.on_tensor)
-        written.append(directory / TASK_WEIGHTS)
+    if task or family.masked_lm and tree.heads.mlm:  # RoFormer-v2's head has no weights: task.json alone
+        if task:
+            write_keras3_file(directory / TASK_WEIGHTS, task, on_tensor=options.on_tensor)
+            written.append(directory / TASK_WEIGHTS)
         written.append(_write_json(directory / TASK_FILE, {
             "module": f"keras_hub.src.models.{family.package}.{family.package}_masked_lm",
             "class_name": family.task,

@@ -107,6 +107,9 @@ class Graph:
 NOT_COMPUTED = (
     # DeBERTa's relative buckets that never settle with distance.
     *disentangled.NOT_COMPUTED,
+    # RoFormer-v2's RMS norms and its head without a transform.
+    ("rms_norm", lambda config: config.rms_norm),
+    ("mlm_transform", lambda config: not config.mlm_transform),
 )
 
 
