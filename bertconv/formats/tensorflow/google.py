@@ -198,21 +198,21 @@ def _positionless(path: Path, reading: _Reading, names: list[str], prefix: Path,
                               f"(rotary) or Huawei's NEZHA (relative); pass its bert_config.json with --config "
                               f"(NEZHA's states use_relative_position), or one stating \"model_type\": "
                               f"\"roformer\" or \"nezha\"")
-    family = None if data is None else _positionless_family(data)
-    return reading if family is None else _reading(path, names, {"roformer": ROFORMER, "nezha": NEZHA}[family], None)
+    model = None if data is None else _positionless_model(data)
+    return reading if model is None else _reading(path, names, model, None)
 
 
-def _positionless_family(data: dict) -> str | None:
-    """"roformer" or "nezha" for the config of a checkpoint without a position table, or None (a
-    BERT's config: its missing table is reported). Huawei's code builds the table unless its config
-    states `use_relative_position`; google-research/bert's always builds it; RoFormer's authors
-    released plain `bert_config.json` files."""
+def _positionless_model(data: dict) -> Model | None:
+    """RoFormer or NEZHA for the config of a checkpoint without a position table, or None (a BERT's
+    config: its missing table is reported). Huawei's code builds the table unless its config states
+    `use_relative_position`; google-research/bert's always builds it; RoFormer's authors released
+    plain `bert_config.json` files."""
     model_type = data.get("model_type")
     if model_type is not None:
-        return model_type if model_type in ("roformer", "nezha") else None
+        return next((model for model in (ROFORMER, NEZHA) if model.family == model_type), None)
     if data.get("use_relative_position") is True or "max_relative_position" in data:
-        return "nezha"
-    return None if "use_relative_position" in data else "roformer"
+        return NEZHA
+    return None if "use_relative_position" in data else ROFORMER
 
 
 def _config_data(prefix: Path, config_path: Path | None, model: Model) -> tuple[Path | None, dict | None]:
@@ -355,7 +355,7 @@ def _refuse_what_authors_code_cannot_compute(tree: ParameterTree, model: Model) 
 def write_caveats(tree: ParameterTree) -> list[str]:
     """What a library that reads the output computes otherwise: transformers' RoFormer TF loader
     has no place for the embedding projection."""
-    if families.member(tree.config) == "roformer" and "embeddings.projection.kernel" in tree:
+    if MODELS_TO_WRITE.get(families.member(tree.config)) == (ROFORMER,) and "embeddings.projection.kernel" in tree:
         return ["transformers' load_tf_weights_in_roformer (convert_roformer_original_tf_checkpoint_to_pytorch.py) "
                 "has no place for bert/encoder/embedding_hidden_mapping_in (the projection E -> H) and stops on it; "
                 "bert4keras (model='roformer') loads it: convert --to hf for transformers"]
