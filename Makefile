@@ -65,6 +65,7 @@ fixtures: $(VENV)/.test $(TF2_VENV)/.done
 	$(MAKE) $(FAIR_ESM)/.done && PYTHONPATH=$(FAIR_ESM) $(BIN)/python fixtures/make_fair_esm_fixtures.py
 	$(BIN)/python fixtures/make_bert4keras_pretraining_fixtures.py
 	$(BIN)/python fixtures/make_bert4keras_position_fixtures.py
+	$(BIN)/python fixtures/make_positionless_tf_fixtures.py
 	$(BIN)/python fixtures/make_verify_fixtures.py
 	$(BIN)/python fixtures/make_runtime_fixtures.py
 	$(BIN)/python fixtures/make_trained_fixtures.py

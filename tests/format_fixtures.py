@@ -14,7 +14,7 @@ from bertconv.formats.registry import Format
 FIXTURES_OF: dict[str, tuple[str, ...]] = {
     "hf": ("hf/*", "family_hf/*/*", "prenorm/*/*", "modernbert/*", "roformer/hf/*", "nezha/hf/*",
            "deberta/*/*"),
-    "tf": ("tf/*", "tf_hub/*", "family_google/tf/*", "albert_zh/tf"),
+    "tf": ("tf/*", "tf_hub/*", "family_google/tf/*", "albert_zh/tf", "roformer/tf/*", "nezha/tf/*"),
     "bert4keras": (
         "bert4keras/*",
         "bert4keras_pretraining/nested/bert_model.h5",

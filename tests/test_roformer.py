@@ -1,13 +1,15 @@
 """RoFormer against transformers 5 (fixtures made by it: fixtures/make_roformer_fixtures.py): logits of
 both runtimes (rotary pairs, rotary values, a projection E -> H), byte-identical Hugging Face round
 trips with the frozen sinusoid table computed again, a stored table unlike the config's unread,
-refusals of the formats without rotary positions, and fill-mask refused for want of jieba.
+refusals of the formats without rotary positions, and its tokenizer (jieba's words, then WordPiece)
+giving transformers 5's ids, fill-mask its pipeline's predictions.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import sys
 
 import numpy as np
 import pytest
@@ -15,7 +17,7 @@ import pytest
 from bertconv import formats
 from bertconv.runtime.numpy_bert import NumpyBert
 from bertconv.runtime.sinusoids import roformer_position_table
-from conftest import FIXTURES, needs, run_in_process
+from conftest import FIXTURES, assert_fill_mask_ranks_as_pipeline, needs, run_in_process
 
 HF = FIXTURES / "roformer" / "hf"
 MASKED_LMS = [HF / "masked_lm", HF / "rotary_value"]
@@ -95,10 +97,11 @@ def test_hf_output_loads_whole_in_transformers_5(tmp_path):
 @pytest.mark.parametrize("source, scheme", [(HF / "masked_lm", "rotary_interleaved"),
                                             (FIXTURES / "nezha" / "hf" / "pretraining", "sinusoidal_relative")],
                          ids=["roformer", "nezha"])
-@pytest.mark.parametrize("target", ["tf", "hf-tf", "hf-flax", "keras-hub"])
+@pytest.mark.parametrize("target", ["hf-tf", "hf-flax", "keras-hub"])
 def test_formats_without_computed_positions_refuse_them_naming_why(source, scheme, target, tmp_path):
-    """RoFormer's rotary and NEZHA's functional relative positions have no parameters to write
-    (the ONNX graph computes them: tests/test_onnx_positions.py)."""
+    """RoFormer's rotary and NEZHA's functional relative positions have no parameters to write (the
+    ONNX graph computes them: tests/test_onnx_positions.py; Google's TF names hold both, as their
+    authors released them: tests/test_positionless_tf.py)."""
     out = tmp_path / "out"
     result = run_in_process("convert", source, out, "--to", target)
     assert result.exit_code == 2 and scheme in result.stderr, result.stderr
@@ -119,9 +122,94 @@ def test_a_stored_table_unlike_the_config_is_unread(tmp_path):
     assert run_in_process("verify", HF / "masked_lm").exit_code == 0
 
 
-def test_fill_mask_refuses_for_want_of_jieba():
+#: Chinese, mixed and cased text: words jieba finds that the vocabulary holds (天气, 北京) and does not
+#: (今天, 欢迎), Latin words and word pieces, punctuation, accents, spaces and a mask.
+TEXTS = ["今天天气非常好。", "北京欢迎你!我们在北京", "the cats sat, 他说：Hello World 123",
+         "Café 中国人 is a [MASK]。", "  今天   [MASK]气\t好  "]
+_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"今天气非常好。的是我你他在有一个中国人北京欢迎们!说：,",
+          "天气", "非常", "中国", "北京", "中国人", "the", "cat", "sat", "##s", "a", "is", "hello", "world", "cafe",
+          "1", "##2", "##3", "he", "##llo"]
+
+
+def _vocab_dir(tmp_path, settings: dict | None = None):
+    directory = tmp_path / "tokenizer"
+    directory.mkdir(exist_ok=True)
+    (directory / "vocab.txt").write_text("".join(token + "\n" for token in _VOCAB), encoding="utf-8")
+    if settings is not None:
+        (directory / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "RoFormerTokenizer",
+                                                                     **settings}))
+    return directory
+
+
+def _theirs(settings: dict | None, directory):
+    """transformers 5's RoFormerTokenizer as it loads a tokenizer.json (its vocabulary a dict): built
+    from the vocabulary, saved, loaded back."""
+    transformers = needs("transformers")
+    built = transformers.RoFormerTokenizer(vocab={token: i for i, token in enumerate(_VOCAB)}, **(settings or {}))
+    built.save_pretrained(directory / "saved")
+    loaded = transformers.AutoTokenizer.from_pretrained(directory / "saved")
+    assert type(loaded) is transformers.RoFormerTokenizerFast  # one class in transformers 5
+    return loaded
+
+
+@pytest.mark.parametrize("settings", [None, {"do_lower_case": False}], ids=["uncased", "cased"])
+def test_tokenizer_ids_are_transformers_5s_roformer_tokenizers(tmp_path, settings):
+    needs("rjieba")
+    from bertconv.runtime.tokenization.select import open_tokenizer
+    directory = _vocab_dir(tmp_path, settings)
+    ours = open_tokenizer(directory / "vocab.txt", family="roformer")
+    theirs = _theirs(settings, tmp_path)
+    for text in TEXTS:
+        expected = theirs(text, return_token_type_ids=True)
+        got = ours.encode(text)
+        assert got.ids == expected["input_ids"], (text, got.tokens)
+        assert got.type_ids == expected["token_type_ids"]
+    pair = ours.encode(TEXTS[0], TEXTS[2])
+    assert pair.ids == theirs(TEXTS[0], TEXTS[2])["input_ids"]
+    # jieba's words decide: BERT's WordPiece over the same vocabulary splits 天气 and 北京 apart.
+    from bertconv.runtime.tokenization.files import wordpiece
+    assert wordpiece(directory / "vocab.txt").encode(TEXTS[1]).ids != ours.encode(TEXTS[1]).ids
+
+
+def test_transformers_5_from_a_vocab_txt_alone_splits_the_words_as_the_note_says(tmp_path):
+    """transformers 5.24 hands JiebaPreTokenizer the vocab.txt's path for its vocabulary: `word in
+    vocab` tests the path's text, so jieba's words are split; the note tells fill-mask's users."""
+    needs("rjieba")
+    transformers = needs("transformers")
+    from bertconv.runtime.tokenization.select import open_tokenizer
+    directory = _vocab_dir(tmp_path)
+    from_vocab_txt = transformers.AutoTokenizer.from_pretrained(directory, tokenizer_type="roformer")
+    assert from_vocab_txt.tokenize("北京") == ["北", "京"]
+    assert _theirs(None, tmp_path).tokenize("北京") == ["北京"]
+    assert any("path" in note for note in open_tokenizer(directory / "vocab.txt", family="roformer").notes)
+
+
+def test_fill_mask_ranks_as_transformers_5s_pipeline(tmp_path):
+    needs("rjieba")
+    directory = tmp_path / "roformer"
+    shutil.copytree(HF / "masked_lm", directory)
+    transformers = needs("transformers")
+    vocab = (directory / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    transformers.RoFormerTokenizer(vocab={token: i for i, token in enumerate(vocab)}).save_pretrained(directory)
+    for text in ("今天[MASK]气非常好。", "北京[MASK]你, the cat sat"):
+        assert_fill_mask_ranks_as_pipeline(directory, text)
+
+
+def test_the_model_says_roformer_where_its_files_do_not(tmp_path):
+    """A Google TF RoFormer names no model type beside it: the tree's family picks jieba's words."""
+    needs("rjieba")
+    vocab = tmp_path / "vocab.txt"  # the model's 40 rows
+    vocab.write_text("".join(token + "\n" for token in _VOCAB[:40]), encoding="utf-8")
+    result = run_in_process("fill-mask", FIXTURES / "roformer" / "tf" / "mlm", "今天[MASK]气", "--json",
+                            "--vocab", vocab)
+    assert result.exit_code == 0, result.stderr
+    assert "jieba" in json.loads(result.stdout)["tokenizer"]["kind"]
+
+
+def test_fill_mask_without_rjieba_refuses_naming_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "rjieba", None)  # import rjieba raises ImportError
     result = run_in_process("fill-mask", HF / "masked_lm", "今天[MASK]气")
-    assert result.exit_code == 2 and "jieba" in result.stderr, result.stderr
+    assert result.exit_code == 2 and "bertconv[roformer]" in result.stderr, result.stderr
 
 
 def test_inspect_and_audit_name_the_family():

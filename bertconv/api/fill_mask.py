@@ -110,7 +110,8 @@ def fill_mask(checkpoint: Source, texts: str | Sequence[str], *, vocab: PathArg 
     if vocab_path is None:
         raise bad_input(tree.path, "no tokenizer.json, vocab.txt, vocab.json + merges.txt or spiece.model beside the "
                                    "checkpoint; pass --vocab FILE")
-    tokenizer = open_tokenizer(vocab_path, lower_case=None if cased is None else not cased)
+    tokenizer = open_tokenizer(vocab_path, lower_case=None if cased is None else not cased,
+                               family=tree.config.model_type)
     runner = _model(runtime, tree, numerics, on_tensor)
     check_vocabulary(runner, tokenizer)
     notes = (*accepted, *tokenizer.notes, *filter(None, [vocabulary_shortfall(runner, tokenizer)]))

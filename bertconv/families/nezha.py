@@ -6,10 +6,11 @@ scores before their 1 / sqrt(D) scaling and p_lr R[d] to the context, R a fixed 
 (`runtime/sinusoids.py`); nothing about positions is a parameter.
 
 transformers 4.57 computes R as a buffer it does not save; bert4keras stores it as the weights of
-`Embedding-Relative-Position` (trainable=False), with K fixed at 64.
+`Embedding-Relative-Position` (trainable=False), with K fixed at 64, as Huawei's own TF code
+(google-research/bert's, its "gelu" the tanh form) fixes it.
 """
 
-from .family import HF, Family
+from .family import GOOGLE, HF, Family
 
 FAMILY = Family(
     model_type="nezha",
@@ -17,6 +18,10 @@ FAMILY = Family(
     heads=("pooler", "mlm", "nsp"),
     position_embedding_types=("sinusoidal_relative",),
     computes={HF: ("max_relative_position", "is_decoder", "add_cross_attention")},
+    # Huawei's code (Google's configs) builds a position table unless `use_relative_position`, and
+    # clips distances at 64 whatever its config says; bert4keras clips at 64 too. bertconv's own
+    # Google-style configs name the model type (transformers' dialect) and state the flag.
+    fixed={GOOGLE: {"use_relative_position": True, "max_relative_position": 64}, HF: {"use_relative_position": True}},
     hf_marks=(".nezha.",),
     shares_hf_marks_with=("bert",),  # its heads are BERT's `cls.`
 )

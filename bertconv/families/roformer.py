@@ -8,7 +8,7 @@ H -> E, as ELECTRA's generator does.
 transformers stores the sinusoids it rotates by as `encoder.embed_positions.weight` [P, D], a
 frozen table computed from the config: read, it is checked equal to the computed one and set
 aside; written, it is computed again. Its `RoFormerTokenizer` splits Chinese text into words with
-jieba (rjieba's dictionary) before WordPiece, which bertconv does not reproduce: fill-mask refuses.
+jieba (rjieba's dictionary) before WordPiece: `runtime/tokenization/jieba.py`, with rjieba an extra.
 """
 
 from .family import GOOGLE, HF, Family, Projection
@@ -26,9 +26,8 @@ FAMILY = Family(
     hf_marks=(".roformer.",),
     # Its MLM head is BERT's `cls.predictions`, its projection ELECTRA's `embeddings_project`.
     shares_hf_marks_with=("bert", "electra"),
-    tokenizer_unsupported=("RoFormerTokenizer segments text into words with jieba (the rjieba dictionary) before "
-                           "WordPiece, and keeps a word whole where the vocabulary has it; bertconv has no jieba "
-                           "segmenter, and BERT's splitting would give other ids for the same text"),
+    # Its vocab.txt is BERT's file; transformers splits text into jieba's words before WordPiece.
+    tokenizer_class="RoFormerTokenizer",
 )
 
 

@@ -24,6 +24,18 @@ of them; a config beside the checkpoint then says the sizes):
     electra discriminator `electra/embeddings/*`, `electra/embeddings_project`,
                           `electra/encoder/layer_{i}/*`, `discriminator_predictions/dense` [H, H]
                           and `dense_1` [H, 1]: replaced-token detection
+    roformer              ZhuiyiTechnology's RoFormer (trained with bert4keras, saved through its
+                          `variable_mapping`): BERT's names without `position_embeddings` (rotary
+                          positions), the embeddings projected E -> H by
+                          `bert/encoder/embedding_hidden_mapping_in` when E differs; "gelu" is erf
+    nezha                 Huawei's NEZHA (google-research/bert's code with relative positions,
+                          clipped at 64): BERT's names without `position_embeddings`
+
+BERT's names without a position table are RoFormer's or NEZHA's; the config says which: its
+`model_type`, else NEZHA when it states `use_relative_position` true (Huawei's code builds a
+position table without it) or `max_relative_position`, else RoFormer (its authors' configs are
+plain `bert_config.json` files); `use_relative_position` false says BERT. Without a config the
+names cannot tell the two apart, and reading refuses.
 
 An ELECTRA pre-training checkpoint holds both models (sharing the embeddings); `read` gives one,
 the generator unless `model="discriminator"` (the generator is the masked LM), and reports the
@@ -41,7 +53,6 @@ model alone, since it cannot say which of two models it describes.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from ... import json_text
@@ -56,13 +67,16 @@ from ...tree import Ignored, ParameterTree
 from ..assemble import Entry, assemble
 from ..configs import config_beside, find_config
 from ..scope import find_scope, unscoped
-from ..table import TRANSPOSE, Row, Skip, Table, dense_rows, no_place_for, norm_rows, refuse_untied_decoder
+from ..table import no_place_for, refuse_untied_decoder
+from .google_tables import (  # noqa: F401 (TABLE, CONFIG_FILE, WRITES_FAMILIES: the tests' and the registry's)
+    ALBERT, ALBERT_ZH, ALL_MODELS, BERT, CONFIG_FILE, MODELS_TO_WRITE, NEZHA, NEZHA_MAX_RELATIVE_POSITION,
+    POSITION_NAME, ROFORMER, TABLE, WRITES_FAMILIES, Model, _BERT_CONFIGS, _albert_names, albert_name,
+)
 
 FORMAT = "google-tf"
 #: google-research/bert's, albert's and electra's "gelu" are all the tanh approximation.
 DEFAULT_ACTIVATION = "gelu_tanh"
 PREFIX_NAME = "bert_model.ckpt"
-CONFIG_FILE = "bert_config.json"
 VOCAB_FILE = "vocab.txt"
 #: The files of the checkpoint directory this module writes (what `convert --force` may replace).
 OWNED_FILES = (f"{PREFIX_NAME}.index", f"{PREFIX_NAME}.data-*", f"{PREFIX_NAME}.meta", "checkpoint", CONFIG_FILE)
@@ -70,191 +84,6 @@ OWNED_FILES = (f"{PREFIX_NAME}.index", f"{PREFIX_NAME}.data-*", f"{PREFIX_NAME}.
 KERAS_OBJECT_KEY_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 #: The models an ELECTRA pre-training checkpoint holds, the default (the masked LM) first.
 MODELS = ("generator", "discriminator")
-#: The sizes brightmart/albert_zh released, each with its `albert_config_{size}.json`.
-ALBERT_ZH_SIZES = ("tiny", "base", "large", "xlarge", "xxlarge")
-
-
-def _layer_rows(prefix: str, *, attention: str = "attention", ffn_in: str = "intermediate/dense",
-                ffn_out: str = "output/dense", attention_norm: str = "attention/output/LayerNorm",
-                ffn_norm: str = "output/LayerNorm") -> tuple[Row, ...]:
-    """The rows of one transformer layer at `prefix` (which holds `{i}`)."""
-    return (
-        *dense_rows("layers.{i}.attention.query", f"{prefix}/{attention}/self/query"),
-        *dense_rows("layers.{i}.attention.key", f"{prefix}/{attention}/self/key"),
-        *dense_rows("layers.{i}.attention.value", f"{prefix}/{attention}/self/value"),
-        *dense_rows("layers.{i}.attention.output", f"{prefix}/{attention}/output/dense"),
-        *norm_rows("layers.{i}.attention_norm", f"{prefix}/{attention_norm}"),
-        *dense_rows("layers.{i}.ffn.intermediate", f"{prefix}/{ffn_in}"),
-        *dense_rows("layers.{i}.ffn.output", f"{prefix}/{ffn_out}"),
-        *norm_rows("layers.{i}.ffn_norm", f"{prefix}/{ffn_norm}"),
-    )
-
-
-def _embedding_rows(scope: str) -> tuple[Row, ...]:
-    return (
-        Row("embeddings.word", f"{scope}/word_embeddings"),
-        Row("embeddings.token_type", f"{scope}/token_type_embeddings"),
-        Row("embeddings.position", f"{scope}/position_embeddings"),
-        *norm_rows("embeddings.norm", f"{scope}/LayerNorm"),
-    )
-
-
-def _mlm_rows(scope: str, *, transform: str, norm: str) -> tuple[Row, ...]:
-    return (*dense_rows("mlm.transform", f"{scope}/{transform}"), *norm_rows("mlm.norm", f"{scope}/{norm}"),
-            Row("mlm.output_bias", f"{scope}/output_bias"))
-
-
-_SKIPS = (
-    Skip("global_step", "training step counter, not a parameter"),
-    Skip("*/adam_m", "Adam optimizer slot (first moment)"),
-    Skip("*/adam_v", "Adam optimizer slot (second moment)"),
-    Skip("*/Momentum", "optimizer slot (momentum)"),
-    Skip("AdamWeightDecayOptimizer*", "optimizer state"),
-    Skip("output_weights", "fine-tuned classifier head, not part of BERT pre-training"),
-    Skip("output_bias", "fine-tuned classifier head, not part of BERT pre-training"),
-    Skip("cls/squad/*", "fine-tuned SQuAD head, not part of BERT pre-training"),
-    Skip("cls/classifier/*", "fine-tuned classifier head, not part of BERT pre-training"),
-)
-
-TABLE = Table("google-tf", (
-    *_embedding_rows("bert/embeddings"),
-    *_layer_rows("bert/encoder/layer_{i}"),
-    *dense_rows("pooler", "bert/pooler/dense"),
-    *_mlm_rows("cls/predictions", transform="transform/dense", norm="transform/LayerNorm"),
-    Row("nsp.kernel", "cls/seq_relationship/output_weights", TRANSPOSE),
-    Row("nsp.bias", "cls/seq_relationship/output_bias"),
-), skips=_SKIPS)
-
-#: ALBERT's layers are spelled by stored index in the table; `_albert_names` translates
-#: `group_{g}/inner_group_{j}` to and from it.
-_ALBERT_STORED = "bert/encoder/transformer/stored_layer_{i}"
-_ALBERT_GROUP = re.compile(r"(?<=bert/encoder/transformer/)group_(0|[1-9]\d*)/inner_group_(0|[1-9]\d*)(?=/)")
-
-ALBERT_TABLE = Table("google-tf albert", (
-    *_embedding_rows("bert/embeddings"),
-    *dense_rows("embeddings.projection", "bert/encoder/embedding_hidden_mapping_in"),
-    *_layer_rows(_ALBERT_STORED, attention="attention_1", ffn_in="ffn_1/intermediate/dense",
-                 ffn_out="ffn_1/intermediate/output/dense", attention_norm="LayerNorm", ffn_norm="LayerNorm_1"),
-    *dense_rows("pooler", "bert/pooler/dense"),
-    *_mlm_rows("cls/predictions", transform="transform/dense", norm="transform/LayerNorm"),
-    # ALBERT pre-trains this head on sentence order (SOP), with NSP's shape and name.
-    Row("sop.kernel", "cls/seq_relationship/output_weights", TRANSPOSE),
-    Row("sop.bias", "cls/seq_relationship/output_bias"),
-), skips=_SKIPS)
-
-#: brightmart/albert_zh's modeling.py: BERT's names, its one shared layer at `layer_shared`
-#: (stored layer 0, applied L times), the bias-free word-only projection `word_embeddings_2`
-#: [E, H] (the position and token-type tables and the embedding LayerNorm are H wide, the MLM
-#: transform H -> H), and sentence-order prediction in `cls/seq_relationship`.
-ALBERT_ZH_TABLE = Table("google-tf albert_zh (brightmart)", (
-    Row("embeddings.word", "bert/embeddings/word_embeddings"),
-    Row("embeddings.word_projection.kernel", "bert/embeddings/word_embeddings_2"),
-    *_embedding_rows("bert/embeddings")[1:],
-    *(Row(row.canonical.replace("{i}", "0"), row.name, row.layout)
-      for row in _layer_rows("bert/encoder/layer_shared")),
-    *dense_rows("pooler", "bert/pooler/dense"),
-    *_mlm_rows("cls/predictions", transform="transform/dense", norm="transform/LayerNorm"),
-    Row("sop.kernel", "cls/seq_relationship/output_weights", TRANSPOSE),
-    Row("sop.bias", "cls/seq_relationship/output_bias"),
-), skips=_SKIPS)
-
-_GENERATOR_SKIPS = (
-    Skip("electra/*", "the discriminator (--model discriminator)"),
-    Skip("discriminator_predictions/*", "the discriminator's replaced-token head (--model discriminator)"),
-)
-_DISCRIMINATOR_SKIPS = (
-    Skip("generator/*", "the generator (--model generator)"),
-    Skip("generator_predictions/*", "the generator's masked-LM head (--model generator)"),
-)
-
-
-def _generator_table(embeddings: str) -> Table:
-    return Table("google-tf electra generator", (
-        *_embedding_rows(embeddings),
-        *dense_rows("embeddings.projection", "generator/embeddings_project"),
-        *_layer_rows("generator/encoder/layer_{i}"),
-        *_mlm_rows("generator_predictions", transform="dense", norm="LayerNorm"),
-    ), skips=_SKIPS + _GENERATOR_SKIPS)
-
-
-#: The generator with the discriminator's embeddings (ELECTRA's default, shared embeddings)...
-ELECTRA_GENERATOR_TABLE = _generator_table("electra/embeddings")
-#: ... or with its own (`untied_generator_embeddings`).
-ELECTRA_UNTIED_GENERATOR_TABLE = _generator_table("generator/embeddings")
-
-ELECTRA_DISCRIMINATOR_TABLE = Table("google-tf electra discriminator", (
-    *_embedding_rows("electra/embeddings"),
-    *dense_rows("embeddings.projection", "electra/embeddings_project"),
-    *_layer_rows("electra/encoder/layer_{i}"),
-    *dense_rows("rtd.dense", "discriminator_predictions/dense"),
-    *dense_rows("rtd.output", "discriminator_predictions/dense_1"),
-), skips=_SKIPS + _DISCRIMINATOR_SKIPS)
-
-
-@record
-class Model:
-    """A model a Google checkpoint may hold, and how to read it.
-
-    Attributes:
-      family: the model type (`BertConfig.model_type`).
-      name: "generator" or "discriminator" for ELECTRA's two models, else None.
-      table: its names.
-      config_names: config files that describe it, looked for beside the checkpoint in order
-        (`{stem}`: the checkpoint prefix's name before `.ckpt`).
-      own: canonical-name prefixes only this model has (its layers and head): the file holds the
-        model when one of its names reads as one of them.
-    """
-
-    family: str
-    name: str | None
-    table: Table
-    config_names: tuple[str, ...]
-    own: tuple[str, ...] = ("layers.",)
-
-
-_BERT_CONFIGS = ("{stem}.bert_config.json", CONFIG_FILE)
-BERT = Model("bert", None, TABLE, _BERT_CONFIGS)
-ALBERT = Model("albert", None, ALBERT_TABLE, ("{stem}.albert_config.json", "albert_config.json", *_BERT_CONFIGS))
-#: brightmart's releases name the config after the size (albert_tiny_zh/albert_config_tiny.json).
-ALBERT_ZH = Model("albert", None, ALBERT_ZH_TABLE,
-                  (*ALBERT.config_names, *(f"albert_config_{size}.json" for size in ALBERT_ZH_SIZES)),
-                  ("embeddings.word_projection.",))
-ELECTRA_GENERATOR = Model("electra", "generator", ELECTRA_GENERATOR_TABLE,
-                          ("{stem}.generator_config.json", "generator_config.json"), ("layers.", "mlm."))
-ELECTRA_UNTIED_GENERATOR = Model("electra", "generator", ELECTRA_UNTIED_GENERATOR_TABLE,
-                                 ELECTRA_GENERATOR.config_names, ("embeddings.word",))
-ELECTRA_DISCRIMINATOR = Model("electra", "discriminator", ELECTRA_DISCRIMINATOR_TABLE,
-                              ("{stem}.discriminator_config.json", "discriminator_config.json"), ("layers.", "rtd."))
-#: The models each family (or variant: `families.member`) is written as; a family with several
-#: models (ELECTRA's) writes the tree's own, else the one its heads make it.
-MODELS_TO_WRITE = {"bert": (BERT,), "albert": (ALBERT,), "albert_zh": (ALBERT_ZH,),
-                   "electra": (ELECTRA_GENERATOR, ELECTRA_DISCRIMINATOR)}
-#: The families this module has tables to write (RoBERTa was never a Google TF checkpoint), and
-#: brightmart's ALBERT variant (`families.member`), which only this format holds.
-WRITES_FAMILIES = tuple(MODELS_TO_WRITE)
-#: Every model, in the order ties are settled (the most common first).
-ALL_MODELS = (BERT, ALBERT, ALBERT_ZH, ELECTRA_UNTIED_GENERATOR, ELECTRA_GENERATOR, ELECTRA_DISCRIMINATOR)
-
-
-def _albert_names(names: list[str], inner_groups: int | None) -> dict[str, str]:
-    """File name -> the ALBERT table's spelling: `group_{g}/inner_group_{j}` becomes stored
-    layer g*J + j. J is the config's `inner_group_num`, else the names' own count."""
-    found = [(name, match) for name in names if (match := _ALBERT_GROUP.search(name))]
-    inner = inner_groups or 1 + max((int(m.group(2)) for _, m in found), default=0)
-    out = {}
-    for name, match in found:
-        group, j = int(match.group(1)), int(match.group(2))
-        if j < inner:  # an inner index beyond J is another model's: left unmatched, so reported
-            out[name] = name[:match.start()] + f"stored_layer_{group * inner + j}" + name[match.end():]
-    return out
-
-
-def albert_name(spelled: str, inner_groups: int) -> str:
-    """The ALBERT table's spelling of stored layer k -> Google's `group_{k // J}/inner_group_{k % J}`."""
-    def group(match: re.Match) -> str:
-        k = int(match.group(1))
-        return f"group_{k // inner_groups}/inner_group_{k % inner_groups}"
-    return re.sub(r"stored_layer_(\d+)", group, spelled)
 
 
 # --- finding the files ----------------------------------------------------------------------
@@ -331,6 +160,8 @@ def _choose_model(path: Path, names: list[str], wanted: str | None, prefix: Path
     inner = _albert_inner_groups(prefix, config_path)
     readings = [_reading(path, names, model, inner) for model in ALL_MODELS]
     best = max(readings, key=lambda r: r.matches)  # the first of equals: the order of ALL_MODELS
+    if best.model is BERT:
+        best = _positionless(path, best, names, prefix, config_path)
     if best.model.name is None:
         if wanted is not None:
             raise bad_input(path, f"holds one model ({best.model.family}); --model {wanted} applies to "
@@ -353,16 +184,54 @@ def _albert_zh_config(config: BertConfig) -> BertConfig:
     return replace(config, word_projection=True, embedding_projection=False, provenance=provenance)
 
 
-def _albert_inner_groups(prefix: Path, config_path: Path | None) -> int | None:
-    """inner_group_num from the ALBERT config that applies, if one does (else the names say)."""
-    config = find_config(prefix.parent, config_path, _config_names(prefix, ALBERT, alone=True))
+def _positionless(path: Path, reading: _Reading, names: list[str], prefix: Path,
+                  config_path: Path | None) -> _Reading:
+    """BERT's names without a position table are RoFormer's or NEZHA's, whose positions are
+    computed; the config says which (`_positionless_family`), or that it is a BERT all the same."""
+    scope = reading.scope
+    if any(name[len(scope):] == POSITION_NAME for name in names if name.startswith(scope)):
+        return reading
+    found, data = _config_data(prefix, config_path, BERT)
+    if found is None:
+        raise bad_input(path, f"holds BERT's names without a position table ({POSITION_NAME}), and no config "
+                              f"beside it says which model computes its positions: ZhuiyiTechnology's RoFormer "
+                              f"(rotary) or Huawei's NEZHA (relative); pass its bert_config.json with --config "
+                              f"(NEZHA's states use_relative_position), or one stating \"model_type\": "
+                              f"\"roformer\" or \"nezha\"")
+    model = None if data is None else _positionless_model(data)
+    return reading if model is None else _reading(path, names, model, None)
+
+
+def _positionless_model(data: dict) -> Model | None:
+    """RoFormer or NEZHA for the config of a checkpoint without a position table, or None (a BERT's
+    config: its missing table is reported). Huawei's code builds the table unless its config states
+    `use_relative_position`; google-research/bert's always builds it; RoFormer's authors released
+    plain `bert_config.json` files."""
+    model_type = data.get("model_type")
+    if model_type is not None:
+        return next((model for model in (ROFORMER, NEZHA) if model.family == model_type), None)
+    if data.get("use_relative_position") is True or "max_relative_position" in data:
+        return NEZHA
+    return None if "use_relative_position" in data else ROFORMER
+
+
+def _config_data(prefix: Path, config_path: Path | None, model: Model) -> tuple[Path | None, dict | None]:
+    """The config that applies to `model` alone, and its JSON object (None when it cannot be read:
+    reading the config properly reports that)."""
+    config = find_config(prefix.parent, config_path, _config_names(prefix, model, alone=True))
     if config is None:
-        return None
+        return None, None
     try:
         data = json_text.loads(config.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None  # reading the config properly reports it
-    value = data.get("inner_group_num") if isinstance(data, dict) else None
+        return config, None
+    return config, data if isinstance(data, dict) else None
+
+
+def _albert_inner_groups(prefix: Path, config_path: Path | None) -> int | None:
+    """inner_group_num from the ALBERT config that applies, if one does (else the names say)."""
+    _, data = _config_data(prefix, config_path, ALBERT)
+    value = data.get("inner_group_num") if data is not None else None
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
@@ -397,7 +266,7 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
             continue
         entries.append(Entry(name, reader.tensor(name), reader.data_path(entry.shard_id)))
     config = config_beside(directory, config_path, _config_names(prefix, chosen.model, alone=alone),
-                           activation=DEFAULT_ACTIVATION, family=chosen.model.family)
+                           activation=chosen.model.gelu_means, family=chosen.model.family)
     if config is not None and chosen.model is ALBERT_ZH:
         config = _albert_zh_config(config)
     vocab = directory / VOCAB_FILE
@@ -450,6 +319,7 @@ def tensors_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) 
     refuse_untied_decoder(tree, drop_untied_decoder, "Google checkpoints have no decoder matrix "
                                                      "(tie_word_embeddings is false)")
     model = model_to_write(tree)
+    _refuse_what_authors_code_cannot_compute(tree, model)
     sources, unwritten = [], []
     for param in tree:
         spelled = model.table.spelling(param.name)
@@ -468,6 +338,30 @@ def tensors_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) 
     return sources
 
 
+def _refuse_what_authors_code_cannot_compute(tree: ParameterTree, model: Model) -> None:
+    """RoFormer and NEZHA computations their authors' code (and bert4keras, which loads these
+    checkpoints) does not have: values rotated too, distances clipped elsewhere than at 64."""
+    config = tree.config
+    if model is ROFORMER and config.rotary_value:
+        raise bad_input(tree.path, "rotates its attention values by their positions too (rotary_value); RoFormer's "
+                                   "authors' code (bert4keras, model='roformer') rotates queries and keys only, so "
+                                   "it would compute another model: convert it --to hf")
+    if model is NEZHA and config.max_relative_position != NEZHA_MAX_RELATIVE_POSITION:
+        raise bad_input(tree.path, f"clips relative distances at max_relative_position {config.max_relative_position}; "
+                                   f"Huawei's NEZHA code and bert4keras clip them at {NEZHA_MAX_RELATIVE_POSITION} "
+                                   f"whatever the config says, so it would compute another model: convert it --to hf")
+
+
+def write_caveats(tree: ParameterTree) -> list[str]:
+    """What a library that reads the output computes otherwise: transformers' RoFormer TF loader
+    has no place for the embedding projection."""
+    if MODELS_TO_WRITE.get(families.member(tree.config)) == (ROFORMER,) and "embeddings.projection.kernel" in tree:
+        return ["transformers' load_tf_weights_in_roformer (convert_roformer_original_tf_checkpoint_to_pytorch.py) "
+                "has no place for bert/encoder/embedding_hidden_mapping_in (the projection E -> H) and stops on it; "
+                "bert4keras (model='roformer') loads it: convert --to hf for transformers"]
+    return []
+
+
 def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
     """Write `tree` as `bert_model.ckpt.{index,data-00000-of-00001}`, `bert_config.json` and
     `checkpoint` into the (new, empty) `directory`. An ELECTRA model is written alone, under its
@@ -478,7 +372,8 @@ def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
     if options.on_tensor:
         sources = [(n, d, s, _reporting(load, options.on_tensor)) for n, d, s, load in sources]
     tf_bundle_write.write_bundle(prefix, sources)
-    (directory / CONFIG_FILE).write_text(json.dumps(google_config_dict(tree.config), indent=2, sort_keys=True) + "\n")
+    config = {**google_config_dict(tree.config), **model_to_write(tree).stated}
+    (directory / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     (directory / "checkpoint").write_text(
         f'model_checkpoint_path: "{PREFIX_NAME}"\nall_model_checkpoint_paths: "{PREFIX_NAME}"\n')
     return [Path(f"{prefix}.data-00000-of-00001"), Path(f"{prefix}.index"), directory / CONFIG_FILE,

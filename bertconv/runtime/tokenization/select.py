@@ -10,6 +10,7 @@ from ...errors import bad_input
 from . import deberta as tokenizer_deberta
 from . import fairseq as tokenizer_fairseq
 from . import files as tokenizer_files
+from . import jieba as tokenizer_jieba
 from .tokenizer import (
     MERGES_TXT, SENTENCEPIECE_BPE_MODEL, SPIECE_MODEL, TOKENIZER_JSON, VOCAB_JSON, VOCAB_TXT, Tokenizer, library,
     read_json,
@@ -27,16 +28,19 @@ def find(directory: Path, vocab: Path | None = None) -> Path | None:
     return next((path for path in candidates if path is not None and path.is_file()), None)
 
 
-def open_tokenizer(path: Path, *, lower_case: bool | None = None) -> Tokenizer:
+def open_tokenizer(path: Path, *, lower_case: bool | None = None, family: str | None = None) -> Tokenizer:
     """The tokenizer of the file at `path`: a tokenizer.json, a vocab.json (with merges.txt beside
     it), a SentencePiece model (`*.model`: XLM-R's or CamemBERT's when the settings or config
     beside it say so, else ALBERT's) or a vocab.txt (any other name). `lower_case` overrides
     the casing of a vocab.txt or SentencePiece model (None: as their settings or vocabulary say).
+    `family`, the model's, says what its files cannot: a RoFormer's words are jieba's.
     """
     path = Path(path)
     if not path.is_file():
         raise bad_input(path, "tokenizer file does not exist")
     library()
+    if path.suffix in (".json", ".txt") and tokenizer_jieba.is_roformer(path, family):
+        return tokenizer_jieba.roformer_wordpiece(tokenizer_jieba.roformer_vocab(path), lower_case=lower_case)
     if path.suffix == ".model":
         layout = tokenizer_fairseq.layout_beside(path)
         if layout is not None:
