@@ -49,8 +49,8 @@ TITLES = {"base": "bert-base (L=12, H=768, V=30522, fp32)", "large": "BERT-large
 PER_GB_TASKS = (("hf-safetensors", "hf"), ("hf-safetensors", "tf"), ("tf", "hf"))
 #: Why rows fail, where the reason is known (printed on FAIL rows only).
 WHY = {
-    "startup": "imports: typing and dataclasses (which imports inspect), the canonical tree's dataclasses, the "
-               "format registry and the safetensors container; the reading itself is a millisecond",
+    "startup": "imports: argparse, typing, json, the canonical tree, the format registry and the safetensors "
+               "container (its value types are records: no dataclass compiled); the reading itself is a millisecond",
     "audit": "Python start-up and imports are most of bertconv's time (see the python -c pass row)",
     "convert": "bertconv is bounded by copying the bytes once and fsyncing them (see cp + sync); the reference "
                "is fast where it mmaps and writes without fsync",

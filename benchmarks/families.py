@@ -96,9 +96,12 @@ FAMILIES: dict[str, Bench] = {
         vocab_size=21128, max_position_embeddings=512, max_relative_position=64),
         "fixtures/nezha/hf/masked_lm", "the capital of france is [MASK] .", python=ORACLE_PYTHON,
         transformers="transformers 4.57"),
+    # Chinese words split by jieba (rjieba) before WordPiece, in both tools.
+    "roformer": Bench("RoFormer", "junnyu/roformer_chinese_base", dict(
+        model_type="roformer", hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+        vocab_size=50000, max_position_embeddings=1536, embedding_size=768),
+        "fixtures/roformer/hf/masked_lm", "北京的天气[MASK]常好。"),
 }
-#: RoFormer has no row: its tokenizer segments words with jieba (rjieba in transformers), which
-#: bertconv's fill-mask refuses rather than approximate.
 #: What `--quick` runs: the smallest.
 QUICK = ("distilbert",)
 
