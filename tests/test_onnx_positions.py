@@ -23,7 +23,9 @@ from bertconv.formats.onnx import check as onnx_check, graph as onnx_graph  # no
 ROFORMER = ["roformer/hf/masked_lm", "roformer/hf/rotary_value", "roformer/bert4keras/mlm"]
 NEZHA = ["nezha/hf/masked_lm", "nezha/hf/pretraining", "nezha/bert4keras/mlm"]
 MODERNBERT = ["modernbert/masked_lm", "modernbert/biased"]
-EXPORTED = [*ROFORMER, *NEZHA, *MODERNBERT]
+#: RoFormer-v2: bias-free, RMS norms (keras-hub's with a scale, bert4keras' without), no MLM transform.
+ROFORMER_V2 = ["roformer_v2/bert4keras/mlm", "keras_hub/roformer_v2"]
+EXPORTED = [*ROFORMER, *NEZHA, *MODERNBERT, *ROFORMER_V2]
 #: The transformers 5 fixtures (transformers 5 has no NEZHA: 4.57 computes it, below).
 TRANSFORMERS_5 = ["roformer/hf/masked_lm", "roformer/hf/rotary_value", *MODERNBERT]
 #: Three rows of 20 tokens, the second padded after 13, the third after 5: past ModernBERT's
@@ -107,9 +109,11 @@ def test_float16_exports_are_finite_with_layer_norm_softmax_and_positions_in_flo
     model = onnx.load(out / "model.onnx")
     inferred = onnx.shape_inference.infer_shapes(model)
     types = {value.name: value.type.tensor_type.elem_type for value in inferred.graph.value_info}
-    guarded = [node for node in model.graph.node if node.op_type in ("LayerNormalization", "Softmax", "Einsum")]
-    per_layer = 3 + 2 * (fixture in NEZHA)  # a softmax and 2 LNs a layer (NEZHA: and its 2 Einsums)
-    norms = 2 + config.final_layer_norm - (not config.first_attention_norm)  # embeddings and head, final norm
+    norm = "ReduceMean" if config.rms_norm else "LayerNormalization"  # RoFormer-v2's mean of squares
+    guarded = [node for node in model.graph.node if node.op_type in (norm, "Softmax", "Einsum")]
+    per_layer = 3 + 2 * (fixture in NEZHA)  # a softmax and 2 norms a layer (NEZHA: and its 2 Einsums)
+    # the embeddings' and the head's (RoFormer-v2 has no head norm), the final norm
+    norms = 1 + config.mlm_transform + config.final_layer_norm - (not config.first_attention_norm)
     assert len(guarded) == per_layer * config.num_hidden_layers + norms
     for node in guarded:
         assert {types.get(name, onnx.TensorProto.FLOAT) for name in (*node.input, *node.output)} == \

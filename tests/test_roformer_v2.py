@@ -102,7 +102,6 @@ def test_verify_finds_its_head_present_and_tied():
     ("tf", "roformer_v2"),
     ("hf-tf", "roformer_v2"),
     ("hf-flax", "roformer_v2"),
-    ("onnx", "rms_norm"),
 ])
 def test_targets_without_roformer_v2_refuse_it_naming_why(target, why, tmp_path):
     result = run_in_process("convert", SOURCE, tmp_path / "out", "--to", target)

@@ -107,9 +107,6 @@ class Graph:
 NOT_COMPUTED = (
     # DeBERTa's relative buckets that never settle with distance.
     *disentangled.NOT_COMPUTED,
-    # RoFormer-v2's RMS norms and its head without a transform.
-    ("rms_norm", lambda config: config.rms_norm),
-    ("mlm_transform", lambda config: not config.mlm_transform),
 )
 
 
@@ -180,10 +177,22 @@ class _Builder:
         total = self.float32(terms[0])
         for term in terms[1:]:
             total = self.op("Add", total, self.float32(term))
+        if self.config.rms_norm:
+            return self.compute_dtype(self.rms_norm(total, prefix))
         beta = [self.weight(f"{prefix}.beta", keep_float32=True)] if self.config.norm_bias else []
         normed = self.op("LayerNormalization", total, self.weight(f"{prefix}.gamma", keep_float32=True), *beta, axis=-1,
                          epsilon=float(self.numerics.layer_norm_eps if eps is None else eps))
         return self.compute_dtype(normed)
+
+    def rms_norm(self, x: str, prefix: str) -> str:
+        """RoFormer-v2's norm of float32 [..., H] (`layer_kinds.rms_norm`): x / sqrt(mean(x^2) + eps),
+        times the stored scale where the model has one (keras-hub's; bert4keras' norms have none)."""
+        mean_square = self.op("ReduceMean", self.op("Mul", x, x), axes=[-1], keepdims=1)
+        root = self.op("Sqrt", self.op("Add", mean_square, self.constant(self.numerics.layer_norm_eps, np.float32)))
+        normed = self.op("Div", x, root)
+        if not has_parameter(self.config, f"{prefix}.gamma"):
+            return normed
+        return self.op("Mul", normed, self.weight(f"{prefix}.gamma", keep_float32=True))
 
     def activation(self, x: str, name: str | None = None) -> str:
         """The activation `name`, else the `Numerics` one, elementwise (`numpy_bert.ACTIVATIONS`)."""
@@ -414,8 +423,10 @@ class _Builder:
 
     def mlm_logits(self, x: str, decoder: str, decoder_bias: str) -> str:
         """The MLM head on [B, S, H] -> logits [B, S, V] (`NumpyBert.mlm_logits`)."""
-        transformed = self.activation(self.dense(x, "mlm.transform"), self.config.mlm_hidden_act)
-        h = self.layer_norm([transformed], "mlm.norm", eps=self.config.mlm_layer_norm_eps)  # [B, S, W]
+        h = x  # RoFormer-v2 decodes the last hidden states themselves
+        if self.config.mlm_transform:
+            transformed = self.activation(self.dense(x, "mlm.transform"), self.config.mlm_hidden_act)
+            h = self.layer_norm([transformed], "mlm.norm", eps=self.config.mlm_layer_norm_eps)  # [B, S, W]
         if self.config.word_projection:  # back through brightmart's projection: [.., H] @ P^T -> [.., E]
             h = self.op("MatMul", h, self.op("Transpose", self.weight("embeddings.word_projection.kernel"),
                                              perm=[1, 0]))
