@@ -3,9 +3,9 @@
 `convert_megatron_bert_checkpoint.py` run on them: every tensor it writes equals ours bit for bit,
 and the logits of its output in transformers 5 equal ours (both runtimes, and our `--to hf`).
 
-The script is not in transformers' wheels or sdist: `.cache/megatron-convert/` holds the file
-from a transformers checkout (src/transformers/models/megatron_bert/, unchanged in its logic
-from 4.13 to 4.57); the tests that run it skip, naming it, without it.
+The script is not in transformers' wheels or sdist: tests/vendored/ holds it, unchanged, from
+transformers' source tree (src/transformers/models/megatron_bert/, its logic the same from 4.13
+to 4.57).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from bertconv.runtime import NumpyBert
 from conftest import FIXTURES, ROOT, needs, run_in_process
 
 HERE = FIXTURES / "megatron_lm"
-SCRIPT = ROOT / ".cache" / "megatron-convert" / "convert_megatron_bert_checkpoint.py"
+SCRIPT = ROOT / "tests" / "vendored" / "convert_megatron_bert_checkpoint.py"
 RANK_FILE = ("release", "mp_rank_00", "model_optim_rng.pt")
 SIZES = dict(vocab_size=128, hidden_size=16, num_hidden_layers=2, num_attention_heads=4, intermediate_size=24,
              max_position_embeddings=32)
@@ -32,9 +32,6 @@ VERSIONS = ["v0", "v1", "v3"]
 
 
 def _script():
-    if not SCRIPT.is_file():
-        pytest.skip(f"needs transformers' convert_megatron_bert_checkpoint.py at {SCRIPT}, which is not there "
-                    f"(copy it from a transformers checkout, src/transformers/models/megatron_bert/)")
     needs("transformers")
     spec = importlib.util.spec_from_file_location("convert_megatron_bert_checkpoint", SCRIPT)
     module = importlib.util.module_from_spec(spec)
