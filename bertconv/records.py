@@ -166,8 +166,7 @@ def _declared_fields(cls: type) -> tuple[Field, ...]:
                 delattr(cls, name)
         else:
             setattr(cls, name, declared.default)
-        by_name.pop(name, None)
-        by_name[name] = declared
+        by_name[name] = declared  # a field declared again keeps its place, as in a dataclass
     ordered = tuple(by_name.values())
     required = [f.required for f in ordered]
     if False in required and True in required[required.index(False):]:
