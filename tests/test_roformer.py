@@ -159,11 +159,16 @@ def test_tokenizer_ids_are_transformers_5s_roformer_tokenizers(tmp_path, setting
     directory = _vocab_dir(tmp_path, settings)
     ours = open_tokenizer(directory / "vocab.txt", family="roformer")
     theirs = _theirs(settings, tmp_path)
+    # What save_pretrained leaves: a tokenizer.json (BERT's pre-tokenizer in it) and no vocab.txt.
+    saved = tmp_path / "saved"
+    assert not (saved / "vocab.txt").exists()
+    from_saved = open_tokenizer(saved / "tokenizer.json")
     for text in TEXTS:
         expected = theirs(text, return_token_type_ids=True)
         got = ours.encode(text)
         assert got.ids == expected["input_ids"], (text, got.tokens)
         assert got.type_ids == expected["token_type_ids"]
+        assert from_saved.encode(text).ids == expected["input_ids"], text
     pair = ours.encode(TEXTS[0], TEXTS[2])
     assert pair.ids == theirs(TEXTS[0], TEXTS[2])["input_ids"]
     # jieba's words decide: BERT's WordPiece over the same vocabulary splits 天气 and 北京 apart.

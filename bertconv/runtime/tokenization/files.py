@@ -68,8 +68,9 @@ def tokenizer_json(path: Path) -> Tokenizer:
                      casing="its own normalizer decides")
 
 
-def wordpiece(path: Path, *, lower_case: bool | None = None) -> Tokenizer:
-    """BERT's WordPiece over a vocab.txt (one token per line, id = line number): BertNormalizer
+def wordpiece(path: Path, *, lower_case: bool | None = None, tokens: list[str] | None = None) -> Tokenizer:
+    """BERT's WordPiece over a vocab.txt (one token per line, id = line number), or over `tokens`
+    (id = index) taken from the file at `path` otherwise: BertNormalizer
     (clean-up, CJK characters apart, lower-casing and accents as decided), BertPreTokenizer
     (whitespace and punctuation), WordPiece, [CLS] A [SEP] (B [SEP]).
 
@@ -78,7 +79,7 @@ def wordpiece(path: Path, *, lower_case: bool | None = None) -> Tokenizer:
     and `strip_accents` (default: as lower-casing) of the settings, as BertTokenizer takes them.
     """
     tokenizers = library()
-    tokens = read_vocab_txt(path)
+    tokens = read_vocab_txt(path) if tokens is None else tokens
     vocab = {token: index for index, token in enumerate(tokens)}  # later lines win, as in transformers
     settings = settings_beside(path)
     specials = _specials(settings, BERT_SPECIALS)

@@ -26,7 +26,7 @@ from typing import Any
 from ... import families
 from ...errors import BadInput, bad_input
 from . import files as tokenizer_files
-from .tokenizer import VOCAB_TXT, Tokenizer, library, settings_beside
+from .tokenizer import VOCAB_TXT, Tokenizer, library, read_json, settings_beside
 
 #: transformers' name for the tokenizer this module builds (a tokenizer_config.json's `tokenizer_class`).
 TOKENIZER_CLASS = "RoFormerTokenizer"
@@ -83,25 +83,28 @@ def is_roformer(path: Path, family: str | None) -> bool:
     return declared is not None and declared.tokenizer_class == TOKENIZER_CLASS
 
 
-def roformer_vocab(path: Path) -> Path:
-    """The vocab.txt RoFormerTokenizer builds from, for a tokenizer file at `path`: transformers 5
-    builds its pipeline (jieba included) from the vocabulary alone, whatever a tokenizer.json
-    beside it says (its saved pre-tokenizer is BERT's: jieba cannot be saved)."""
-    if path.suffix != ".json":
-        return path
-    vocab = path.parent / VOCAB_TXT
-    if not vocab.is_file():
-        raise bad_input(path, f"is a RoFormer's tokenizer.json, which holds BERT's pre-tokenizer in place of jieba's "
-                              f"words (transformers cannot save those); RoFormerTokenizer builds from the "
-                              f"{VOCAB_TXT} beside it, which is not there: pass it with --vocab")
-    return vocab
+def roformer_vocabulary(path: Path) -> tuple[Path, list[str] | None]:
+    """What RoFormerTokenizer builds from, for a tokenizer file at `path`: transformers 5 builds its
+    pipeline (jieba included) from the vocabulary alone, whatever a tokenizer.json says (its saved
+    pre-tokenizer is BERT's: jieba cannot be saved). The vocab.txt beside a tokenizer.json, else
+    the tokenizer.json's own WordPiece vocabulary (what `save_pretrained` leaves), as tokens by id."""
+    if path.suffix != ".json" or (path.parent / VOCAB_TXT).is_file():
+        return (path if path.suffix != ".json" else path.parent / VOCAB_TXT), None
+    model = read_json(path).get("model")
+    vocab = model.get("vocab") if isinstance(model, dict) and model.get("type") == "WordPiece" else None
+    if not isinstance(vocab, dict) or sorted(vocab.values()) != list(range(len(vocab))):
+        raise bad_input(path, f"is a RoFormer's tokenizer.json without a WordPiece vocabulary of ids 0..N-1, and "
+                              f"no {VOCAB_TXT} is beside it: pass one with --vocab")
+    return path, sorted(vocab, key=vocab.__getitem__)
 
 
 def roformer_wordpiece(path: Path, *, lower_case: bool | None = None) -> Tokenizer:
-    """RoFormerTokenizer over the vocab.txt at `path`, with the settings beside it as BERT's
-    WordPiece takes them (`files.wordpiece`: casing, accents, special tokens)."""
+    """RoFormerTokenizer over the vocabulary of the file at `path` (`roformer_vocabulary`), with the
+    settings beside it as BERT's WordPiece takes them (`files.wordpiece`: casing, accents, special
+    tokens)."""
     tokenizers, jieba = library(), rjieba()
-    bert = tokenizer_files.wordpiece(path, lower_case=lower_case)
+    path, tokens = roformer_vocabulary(path)
+    bert = tokenizer_files.wordpiece(path, lower_case=lower_case, tokens=tokens)
     backend = bert.backend
     backend.normalizer = tokenizers.normalizers.BertNormalizer(
         clean_text=True, handle_chinese_chars=False, strip_accents=bert.settings["strip_accents"],
@@ -109,7 +112,8 @@ def roformer_wordpiece(path: Path, *, lower_case: bool | None = None) -> Tokeniz
     backend.pre_tokenizer = tokenizers.pre_tokenizers.PreTokenizer.custom(
         _JiebaWords(backend.get_vocab(), tokenizers, jieba))
     settings = {key: value for key, value in bert.settings.items() if key != "tokenize_chinese_chars"}
-    notes = [*bert.notes, VOCAB_TXT_NOTE.format(path=path)]
-    return Tokenizer(backend, source=path, kind="RoFormer WordPiece vocab.txt (jieba words)",
+    notes = [*bert.notes, *([VOCAB_TXT_NOTE.format(path=path)] if tokens is None else [])]
+    kind = "RoFormer WordPiece " + ("vocab.txt" if tokens is None else "tokenizer.json vocabulary") + " (jieba words)"
+    return Tokenizer(backend, source=path, kind=kind,
                      mask_token=bert.mask_token, pad_token=bert.token(bert.pad_id) if bert.pad_id is not None else None,
                      lower_case=bert.lower_case, casing=bert.casing, settings=settings, notes=notes)

@@ -40,7 +40,7 @@ def open_tokenizer(path: Path, *, lower_case: bool | None = None, family: str | 
         raise bad_input(path, "tokenizer file does not exist")
     library()
     if path.suffix in (".json", ".txt") and tokenizer_jieba.is_roformer(path, family):
-        return tokenizer_jieba.roformer_wordpiece(tokenizer_jieba.roformer_vocab(path), lower_case=lower_case)
+        return tokenizer_jieba.roformer_wordpiece(path, lower_case=lower_case)
     if path.suffix == ".model":
         layout = tokenizer_fairseq.layout_beside(path)
         if layout is not None:
