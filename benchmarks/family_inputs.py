@@ -28,7 +28,8 @@ FILLER = "<filler{}>"
 def pad_tokenizer_json(path: Path, size: int) -> int:
     """Add filler tokens to a tokenizer.json's model vocabulary until its ids cover 0..size-1;
     the number added. WordPiece and BPE vocabularies map token -> id (ids held by added tokens
-    stay theirs); a Unigram's is a list of [piece, score] whose position is the id."""
+    stay theirs); a Unigram's is a list of [piece, score] whose position is the id, left as it is
+    when added tokens follow it."""
     data = json.loads(path.read_text(encoding="utf-8"))
     vocab = data["model"]["vocab"]
     added = {token["id"] for token in data.get("added_tokens", [])}
@@ -37,8 +38,8 @@ def pad_tokenizer_json(path: Path, size: int) -> int:
         free = [i for i in range(size) if i not in taken]
         vocab.update((FILLER.format(i), i) for i in free)
     else:
-        if any(i >= len(vocab) for i in added):
-            raise SystemExit(f"{path}: added tokens beyond the Unigram vocabulary; cannot pad it by position")
+        if any(i >= len(vocab) for i in added):  # DeBERTa-v3's [MASK] follows its pieces: fillers by position
+            return 0  # would take its id, so none is added (deberta-v3-base's own is 128,001 of 128,100 rows)
         lowest = min(score for _, score in vocab) if vocab else 0.0
         free = list(range(len(vocab), size))
         vocab.extend([FILLER.format(i), lowest - 10.0] for i in free)
