@@ -15,7 +15,7 @@ import pytest
 
 from bertconv import formats
 from bertconv.runtime.numpy_bert import NumpyBert
-from conftest import FIXTURES, ROOT, run_in_process
+from conftest import FIXTURES, ROOT, needs, run_in_process
 
 HF = FIXTURES / "nezha" / "hf"
 MASKED_LMS = {"pretraining": "NezhaForPreTraining", "masked_lm": "NezhaForMaskedLM"}
@@ -72,6 +72,7 @@ def test_both_runtimes_compute_transformers_4_57s_logits(name, length, oracle_lo
     real = batch["attention_mask"].astype(bool)
     got = NumpyBert(tree)(*batch.values()).mlm_logits
     assert np.abs(got - expected)[real].max() <= TOLERANCE
+    needs("torch")  # the torch runtime (an extra)
     from bertconv.runtime.torch_bert import TorchBert
     got = TorchBert(tree)(*batch.values()).mlm_logits.numpy()
     assert np.abs(got - expected)[real].max() <= TOLERANCE
@@ -108,6 +109,7 @@ def test_hf_round_trip_is_byte_identical_and_notes_transformers_5(name, tmp_path
 
 
 def test_fill_mask_with_its_wordpiece_vocabulary():
+    needs("tokenizers")
     result = run_in_process("fill-mask", HF / "masked_lm", "the cat [MASK] on the mat", "--json")
     assert result.exit_code == 0, result.stderr
     assert "sinusoidal_relative" == json.loads(run_in_process("audit", HF / "masked_lm", "--json").stdout)[

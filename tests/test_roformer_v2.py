@@ -8,7 +8,6 @@ and computed against its own outputs, presets written from both loaded by keras-
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -261,6 +260,7 @@ def test_a_preset_bertconv_does_not_compute_is_refused(key, value, tmp_path):
 def test_fill_mask_splits_as_bert_does(tmp_path):
     """Its tokenizer is BERT's WordPiece (keras-hub's RoformerV2Tokenizer is a BertTokenizer), not
     RoFormer's jieba: fill-mask runs, a Chinese character a token."""
+    needs("tokenizers")
     source = tmp_path / "b4k"
     shutil.copytree(SOURCE, source)
     (source / "vocab.txt").write_text("\n".join(CHAR_VOCAB) + "\n")
