@@ -147,3 +147,15 @@ def test_declaring_records_imports_no_dataclasses():
             "print(sorted(m for m in ('dataclasses', 'inspect') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "[]"
+
+
+def test_no_module_of_the_package_declares_a_dataclass():
+    """Value types are records: a `@dataclass` would compile its methods again at import (only
+    records.py itself imports dataclasses, and only when a record is first asked for as one)."""
+    from pathlib import Path
+
+    package = Path(records.__file__).parent
+    declaring = [str(path.relative_to(package)) for path in package.rglob("*.py")
+                 if path.name != "records.py" and ("@dataclass" in (text := path.read_text(encoding="utf-8"))
+                                                   or "from dataclasses import" in text)]
+    assert declaring == []
