@@ -52,26 +52,29 @@ def open_output(path: Path, size: int) -> BinaryIO | DirectOutput:
 
 def _write_fully(fd: int, view: memoryview, offset: int) -> None:
     """pwrite all of `view` at `offset`; an O_DIRECT write the file system refuses (EINVAL:
-    an alignment it wants larger) is made buffered, for this file from now on."""
+    an alignment it wants larger) is made buffered, for this file from now on. The other writer
+    thread may have cleared O_DIRECT already (its own write refused the same way), so a refused
+    write is tried once more buffered whoever cleared it; refused again, the EINVAL is another error."""
+    buffered_retry = False
     while view:
         try:
             written = os.pwritev(fd, [view], offset)
         except OSError as error:
-            if error.errno != errno.EINVAL or not _drop_direct(fd):
+            if error.errno != errno.EINVAL or buffered_retry:
                 raise
+            _drop_direct(fd)
+            buffered_retry = True
             continue
         view, offset = view[written:], offset + written
 
 
-def _drop_direct(fd: int) -> bool:
-    """Clear O_DIRECT on `fd`; False when it was not set (the EINVAL is another error)."""
+def _drop_direct(fd: int) -> None:
+    """Clear O_DIRECT on `fd` (if it is still set)."""
     import fcntl  # here: only a file system that refuses aligned O_DIRECT writes gets here
 
     flags = fcntl.fcntl(fd, fcntl.F_GETFL)
-    if not flags & os.O_DIRECT:
-        return False
-    fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_DIRECT)
-    return True
+    if flags & os.O_DIRECT:
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_DIRECT)
 
 
 class DirectOutput:
