@@ -119,9 +119,13 @@ def is_save(checkpoint: torch_pickle.TorchCheckpoint) -> bool:
     return checkpoint.wrapper == "model" and bool({"args", "cfg"} & set(checkpoint.beside))
 
 
+def holds_esm(checkpoint: torch_pickle.TorchCheckpoint) -> bool:
+    """Whether a fairseq state dict's names are an ESM's (its final norm or its rotary buffers)."""
+    return any(mark in name for name in checkpoint.tensors for mark in ESM_MARKS)
+
+
 def _is_fairseq(checkpoint: torch_pickle.TorchCheckpoint) -> bool:
-    return (any(TABLE.match(_unscoped(name)) for name in checkpoint.tensors)
-            and not any(mark in name for name in checkpoint.tensors for mark in ESM_MARKS))
+    return any(TABLE.match(_unscoped(name)) for name in checkpoint.tensors) and not holds_esm(checkpoint)
 
 
 def candidates(directory: Path) -> list[Path]:

@@ -42,7 +42,7 @@ from ...records import replace
 from ...tree import ParameterTree
 from ..assemble import assemble
 from ..configs import config_beside
-from ..fairseq import ESM_MARKS, claims, entries_and_ignored, is_save, norm_rows
+from ..fairseq import claims, entries_and_ignored, holds_esm, is_save, norm_rows
 from ..hf.checkpoint import check_rotary_buffer
 from ..hf.tables import ROTARY_BUFFER
 from ..table import Row, Skip, Table, torch_linear_rows
@@ -93,12 +93,7 @@ def unprefixed(name: str) -> str:
 
 def sniff(path: Path) -> str | None:
     """A torch pickle of `model` (an ESM's state dict) beside fairseq's `cfg` or `args`."""
-    return FORMAT if claims(path, _holds_esm) else None
-
-
-def _holds_esm(checkpoint: torch_pickle.TorchCheckpoint) -> bool:
-    """Whether a fairseq state dict's names are an ESM's (its final norm or its rotary buffers)."""
-    return any(mark in name for name in checkpoint.tensors for mark in ESM_MARKS)
+    return FORMAT if claims(path, holds_esm) else None
 
 
 def candidates(directory: Path) -> list[Path]:
@@ -112,7 +107,7 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     """Read a fair-esm ESM-2 checkpoint's layout (no tensor data) and the options fair-esm reads."""
     path = Path(path)
     checkpoint = torch_pickle.read_checkpoint(path)
-    if not (is_save(checkpoint) and _holds_esm(checkpoint)):
+    if not (is_save(checkpoint) and holds_esm(checkpoint)):
         raise bad_input(path, "is not a fair-esm checkpoint: expected a dict with `model` (an ESM state dict, "
                               "emb_layer_norm_after and rot_emb buffers among its names) beside `cfg` or `args`")
     _refuse_esm1(path, checkpoint)
