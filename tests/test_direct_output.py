@@ -193,6 +193,17 @@ def test_a_safetensors_file_written_direct_leaves_no_page_cache(tmp_path, monkey
     assert direct.read_bytes() == buffered.read_bytes()
 
 
+def forced_direct(monkeypatch) -> list[Path]:
+    """Every output goes direct (however small, in BLOCK-sized blocks) from here on; the list
+    the paths of the DirectOutputs opened fill in."""
+    monkeypatch.setattr(direct_output, "DIRECT_MIN_BYTES", 0)
+    monkeypatch.setattr(direct_output, "BLOCK_BYTES", BLOCK)
+    opened = []
+    real_init = DirectOutput.__init__
+    monkeypatch.setattr(DirectOutput, "__init__", lambda self, *a, **k: opened.append(a[0]) or real_init(self, *a, **k))
+    return opened
+
+
 @pytest.mark.parametrize("fixture", [FIXTURES / "hf" / "masked_lm", FIXTURES / "tf" / "full" / "bert_model.ckpt"])
 def test_a_conversion_written_direct_is_byte_identical(fixture, tmp_path, monkeypatch):
     """Kernel-copied spans (Hugging Face) and loaded, transposed arrays (TF) alike."""
@@ -200,11 +211,7 @@ def test_a_conversion_written_direct_is_byte_identical(fixture, tmp_path, monkey
         pass
     buffered, direct = tmp_path / "buffered", tmp_path / "direct"
     convert(formats.read(fixture), buffered, "hf")
-    monkeypatch.setattr(direct_output, "DIRECT_MIN_BYTES", 0)
-    monkeypatch.setattr(direct_output, "BLOCK_BYTES", BLOCK)
-    opened = []
-    real_init = DirectOutput.__init__
-    monkeypatch.setattr(DirectOutput, "__init__", lambda self, *a, **k: opened.append(a[0]) or real_init(self, *a, **k))
+    opened = forced_direct(monkeypatch)
     convert(formats.read(fixture), direct, "hf")
     assert len(opened) == 1
     assert (direct / "model.safetensors").read_bytes() == (buffered / "model.safetensors").read_bytes()
@@ -216,11 +223,8 @@ def test_an_interrupted_direct_conversion_leaves_nothing_behind(tmp_path, monkey
     with direct_or_skip(tmp_path / "probe.bin"):
         pass
     (tmp_path / "probe.bin").unlink()
-    monkeypatch.setattr(direct_output, "DIRECT_MIN_BYTES", 0)
-    monkeypatch.setattr(direct_output, "BLOCK_BYTES", BLOCK)
-    opened, copies = [], []
-    real_init, real_preadv = DirectOutput.__init__, os.preadv
-    monkeypatch.setattr(DirectOutput, "__init__", lambda self, *a, **k: opened.append(a[0]) or real_init(self, *a, **k))
+    opened, copies = forced_direct(monkeypatch), []
+    real_preadv = os.preadv
 
     def interrupted(fd, buffers, offset):
         if opened:
@@ -243,11 +247,7 @@ def test_a_tf_bundle_written_direct_is_byte_identical(fixture, tmp_path, monkeyp
     forced for a small fixture) and holds the same bytes as one written through the page cache."""
     buffered, direct = tmp_path / "buffered", tmp_path / "direct"
     convert(formats.read(fixture), buffered, "tf")
-    monkeypatch.setattr(direct_output, "DIRECT_MIN_BYTES", 0)
-    monkeypatch.setattr(direct_output, "BLOCK_BYTES", BLOCK)
-    opened = []
-    real_init = DirectOutput.__init__
-    monkeypatch.setattr(DirectOutput, "__init__", lambda self, *a, **k: opened.append(a[0]) or real_init(self, *a, **k))
+    opened = forced_direct(monkeypatch)
     convert(formats.read(fixture), direct, "tf")
     assert [p.name for p in opened] == ["bert_model.ckpt.data-00000-of-00001"]
     for name in ("bert_model.ckpt.data-00000-of-00001", "bert_model.ckpt.index"):
