@@ -417,9 +417,9 @@ def test_writer_normalizes_layout_and_byte_order(tmp_path):
 
 
 def test_writer_refuses_mismatches(tmp_path):
-    with pytest.raises(ValueError, match="declared shape"):
+    with pytest.raises(ValueError, match=r"a: source gave float32 \[3\], planned float32 \[2\]"):
         tbw.write_bundle(tmp_path / "m", [("a", dtypes.FLOAT32, (2,), lambda: np.zeros(3, np.float32))])
-    with pytest.raises(ValueError, match="declared float16"):
+    with pytest.raises(ValueError, match=r"a: source gave float32 \[2\], planned float16 \[2\]"):
         tbw.write_bundle(tmp_path / "m", [("a", dtypes.FLOAT16, (2,), lambda: np.zeros(2, np.float32))])
     with pytest.raises(ValueError, match="appears twice"):
         tbw.write_bundle(tmp_path / "m", [source("a", dtypes.FLOAT32, np.zeros(1, np.float32))] * 2)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bertconv import dtypes
-from bertconv.containers import msgpack_file, safetensors_file, writeback
+from bertconv.containers import msgpack_file, safetensors_file, stream, writeback
 from bertconv.containers.tensorflow import bundle_write as tf_bundle_write
 from bertconv.containers.writeback import EarlyWriteback
 from bertconv.tensor import ArrayTensor, MappedTensor, TransposedTensor
@@ -181,7 +181,7 @@ def test_safetensors_loader_runs_ahead_past_small_tensors_within_its_budget(tmp_
     import concurrent.futures
 
     budget = 4000
-    monkeypatch.setattr(safetensors_file, "PREFETCH_MAX_BYTES", budget)
+    monkeypatch.setattr(stream, "PREFETCH_MAX_BYTES", budget)
     log: list[tuple[str, str, int]] = []  # ("submit" | "written", name, nbytes), in the main thread
 
     class Recording(concurrent.futures.ThreadPoolExecutor):
@@ -190,13 +190,13 @@ def test_safetensors_loader_runs_ahead_past_small_tensors_within_its_budget(tmp_
             return super().submit(fn, source, *args)
 
     monkeypatch.setattr(concurrent.futures, "ThreadPoolExecutor", Recording)
-    original_write = safetensors_file.write_array
+    original_write = stream._Sink.array
 
-    def recording_write(out, array):
-        original_write(out, array)
+    def recording_write(sink, array):
+        original_write(sink, array)
         log.append(("written", "", array.nbytes))
 
-    monkeypatch.setattr(safetensors_file, "write_array", recording_write)
+    monkeypatch.setattr(stream._Sink, "array", recording_write)
     rng = np.random.default_rng(2)
     tensors = {}
     for layer in range(4):

@@ -22,7 +22,7 @@ import mmap
 import os
 from collections import deque
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Callable
 
 from ..errors import bad_input
 
@@ -142,8 +142,10 @@ class DirectOutput:
         if self._filled == len(self._block):
             self._submit()
 
-    def copy_from(self, source_path: Path, offset: int, nbytes: int) -> None:
-        """Append bytes [offset, offset + nbytes) of `source_path`, read into the staging block."""
+    def copy_from(self, source_path: Path, offset: int, nbytes: int,
+                  read: Callable[[memoryview], None] | None = None) -> None:
+        """Append bytes [offset, offset + nbytes) of `source_path`, read into the staging block;
+        each piece read is shown to `read` (a checksum) before it is handed over."""
         with open(source_path, "rb") as source:
             copied = 0
             while copied < nbytes:
@@ -152,6 +154,8 @@ class DirectOutput:
                 if got == 0:
                     raise bad_input(Path(source_path), f"ends before byte {offset + nbytes}: the file "
                                                        f"changed or was truncated while being read")
+                if read is not None:
+                    read(self._block[self._filled:self._filled + got])
                 self._filled += got
                 copied += got
                 if self._filled == len(self._block):

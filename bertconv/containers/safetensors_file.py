@@ -7,27 +7,24 @@ tensor at a time after a header computed from shapes, in the same byte layout as
 
 from __future__ import annotations
 
-import errno
 import json
 import math
 import os
 import struct
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from .. import dtypes, json_text
 from ..dtypes import DType
 from ..errors import bad_input
 from ..lazy import lazy_module
 from ..records import record
-from ..tensor import LazyTensor, MappedTensor, TransposedTensor, check_span, transpose_into
+from ..tensor import MappedTensor, check_span
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future
-
-    from .direct_output import DirectOutput
-
     import numpy as np
+
+    from .stream import TensorSource
 else:  # imported on first use: reading headers needs no NumPy
     np = lazy_module("numpy")
 
@@ -156,11 +153,6 @@ def _check_spans_tile(path: Path, spans: list[tuple[int, int, str]], data_size: 
 
 # --- writing ------------------------------------------------------------------------------
 
-#: (name, dtype, shape, source): the source is a `LazyTensor` (whose bytes may then be copied
-#: file to file, see `copy_span`) or a callable returning the array.
-TensorSource = tuple[str, DType, tuple[int, ...], "LazyTensor | Callable[[], np.ndarray]"]
-
-
 def plan(tensors: Iterable[TensorSource]) -> list[TensorSource]:
     """Tensors in the order the safetensors library writes them: by dtype rank, then name."""
     return sorted(tensors, key=lambda t: (-_WRITE_RANK[_CODE_OF[t[1].name]], t[0]))
@@ -181,200 +173,16 @@ def encode_header(ordered: list[TensorSource], metadata: dict[str, str] | None) 
     return struct.pack("<Q", len(text)) + text
 
 
-#: While one tensor is written, the tensors after it are loaded (read, checked, transposed) by a
-#: helper thread, as many as fit in this many bytes together: the two overlap on a second core,
-#: and resident memory grows by at most this much over one tensor at a time. More than one:
-#: BERT's names sort a large kernel between small biases and norms, and a loader that held
-#: only the next small tensor would sit idle while the large one is written, then the writer
-#: idle while the next kernel is transposed. 32 MiB holds BERT-large's next FFN kernel (16 MiB)
-#: with the small tensors around it.
-PREFETCH_MAX_BYTES = 32 << 20
-
-
 def write_file(path: Path, tensors: Iterable[TensorSource], metadata: dict[str, str] | None = None,
                *, on_tensor: Callable[[int], None] | None = None) -> None:
-    """Write a safetensors file, loading one tensor at a time.
+    """Write a safetensors file: its header, then each tensor in the library's order, streamed
+    (`stream.append`: copied file to file where its bytes are kept verbatim, else loaded ahead
+    of the writing and transposed straight into the output). `on_tensor(nbytes)` is called
+    after each tensor."""
+    from . import stream
+    from .direct_output import open_output
 
-    A source that is a `LazyTensor` with a `copy_span()` of the planned dtype and shape is copied
-    from its file by the kernel (`os.copy_file_range`: no page of it enters this process);
-    anything else is loaded (a memory map or a transposed copy is fine) and its bytes written
-    row-major, the following such tensors being loaded meanwhile (see `PREFETCH_MAX_BYTES`); a
-    transpose written past the page cache is loaded as the matrix it transposes and computed
-    straight into the output's staging block (`write_transposed`). What
-    is written goes to the disk as it accumulates, not all at the final fsync: a large file past the
-    page cache (`DirectOutput`, where a span is read straight into its staging block instead of
-    copied by the kernel), a small one through it (`EarlyWriteback`).
-    `on_tensor(nbytes)` is called after each one.
-    """
     ordered = plan(tensors)
-    spans = [_copy_span(dtype, shape, source) for _, dtype, shape, source in ordered]
-    pending = [i for i, span in enumerate(spans) if span is None]  # tensors to load, in order
-    cursor = 0  # pending[cursor] is the next one to start loading
-    from concurrent.futures import ThreadPoolExecutor  # here: reading headers needs no thread pool
-
-    from .direct_output import DirectOutput, open_output
-    from .writeback import EarlyWriteback
-
     header = encode_header(ordered, metadata)
-    size = len(header) + sum(_planned_nbytes(t) for t in ordered)
-    with open_output(path, size) as out, ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertconv-load") as pool:
-        loading: dict[int, Future] = {}  # submitted, not yet taken; loaded in this order
-        ahead = 0  # their bytes
-        writeback = None if isinstance(out, DirectOutput) else EarlyWriteback(out)
-        loads = [_to_load(source, direct=writeback is None) for *_, source in ordered]
-
-        def load_ahead(holding: int) -> None:
-            """Submit the next tensors while they fit in PREFETCH_MAX_BYTES beside those already
-            submitted; with no array in hand (`holding` 0 bytes) and none submitted, the next one
-            whatever its size."""
-            nonlocal cursor, ahead
-            while cursor < len(pending):
-                nbytes = _planned_nbytes(ordered[pending[cursor]])
-                if ahead + nbytes > PREFETCH_MAX_BYTES and (loading or holding):
-                    return
-                loading[pending[cursor]] = pool.submit(_load, loads[pending[cursor]])
-                ahead += nbytes
-                cursor += 1
-
-        load_ahead(holding=0)
-        out.write(header)
-        for i, (name, dtype, shape, source) in enumerate(ordered):
-            if spans[i] is not None and copy_bytes(out, spans[i], _planned_nbytes(ordered[i])):
-                if writeback:
-                    writeback.written(out.tell())
-                if on_tensor:
-                    on_tensor(_planned_nbytes(ordered[i]))
-                continue
-            if i in loading:
-                ahead -= _planned_nbytes(ordered[i])
-                array = loading.pop(i).result()
-            else:  # not submitted (a kernel copy that failed, or too large to load ahead)
-                if cursor < len(pending) and pending[cursor] == i:
-                    cursor += 1
-                array = _load(loads[i])
-            load_ahead(holding=array.nbytes)  # the next ones load while this one is written
-            in_place = loads[i] is not source
-            given = tuple(reversed(array.shape)) if in_place else tuple(array.shape)
-            if given != tuple(shape) or array.dtype != dtype.numpy:
-                raise ValueError(f"{name}: source gave {array.dtype} {list(given)}, "
-                                 f"planned {dtype} {list(shape)}")
-            if in_place:
-                write_transposed(out, array)
-            else:
-                write_array(out, array)
-            if writeback:
-                writeback.written(out.tell())
-            if on_tensor:
-                on_tensor(array.nbytes)
-            del array
-            load_ahead(holding=0)
-
-
-def _planned_nbytes(source: TensorSource) -> int:
-    _, dtype, shape, _ = source
-    return math.prod(shape) * dtype.itemsize
-
-
-def _copy_span(dtype: DType, shape: tuple[int, ...], source) -> tuple[Path, int] | None:
-    """Where the planned tensor's bytes can be copied from verbatim, if they can."""
-    if not isinstance(source, LazyTensor) or not math.prod(shape):
-        return None
-    if source.dtype != dtype or tuple(source.shape) != tuple(shape):
-        return None
-    return source.copy_span()
-
-
-def _to_load(source, *, direct: bool):
-    """What the loader reads for `source`: to a `DirectOutput` (`direct`), a computed transpose's
-    base, whose transpose `write_transposed` computes straight into the staging block, with no
-    array of it made and copied; else `source` itself (a transpose of a transpose is its
-    original's bytes)."""
-    if direct and isinstance(source, TransposedTensor) and not isinstance(source.base, TransposedTensor):
-        return source.base
-    return source
-
-
-def _load(source) -> np.ndarray:
-    return source.read() if isinstance(source, LazyTensor) else source()
-
-
-#: Errors after which a kernel copy is not possible here and the bytes are written through
-#: Python instead (old kernels, file systems or file kinds without copy_file_range support).
-_NO_KERNEL_COPY = {errno.ENOSYS, errno.EXDEV, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF, errno.EPERM}
-
-
-def copy_bytes(out: BinaryIO | DirectOutput, span: tuple[Path, int], nbytes: int) -> bool:
-    """Append `nbytes` of file `span[0]` from offset `span[1]` to `out` with `os.copy_file_range`
-    (to a `DirectOutput`: read into its staging block, which a kernel copy would bypass).
-
-    Returns False, with `out` where it was, when the kernel cannot copy between these files (the
-    caller writes the bytes itself). A source shorter than the reader found it is `BadInput`.
-    """
-    from .direct_output import DirectOutput
-
-    source_path, offset = span
-    if isinstance(out, DirectOutput):
-        out.copy_from(source_path, offset, nbytes)
-        return True
-    out.flush()
-    start = out.tell()
-    copied = 0
-    try:
-        with open(source_path, "rb") as source:
-            while copied < nbytes:
-                n = os.copy_file_range(source.fileno(), out.fileno(), nbytes - copied,
-                                       offset + copied, start + copied)
-                if n == 0:
-                    raise bad_input(Path(source_path), f"ends before byte {offset + nbytes}: the file "
-                                                       f"changed or was truncated while being read")
-                copied += n
-    except OSError as exc:
-        if exc.errno not in _NO_KERNEL_COPY:
-            raise
-        out.seek(start)
-        return False
-    out.seek(start + nbytes)
-    return True
-
-
-#: Copy granularity: large enough to be fast, small enough to keep transposes' scratch bounded.
-CHUNK_BYTES = 16 << 20
-
-
-def write_array(out: BinaryIO, array: np.ndarray) -> None:
-    """Write `array`'s values row-major, in chunks of rows, without a whole extra copy when the
-    array is already contiguous (a memory map is written straight from the page cache)."""
-    if array.ndim == 0 or array.size == 0:
-        out.write(np.ascontiguousarray(array).tobytes())
-        return
-    if array.flags.c_contiguous:
-        flat = array.reshape(-1).view(np.uint8)
-        for start in range(0, flat.size, CHUNK_BYTES):
-            out.write(flat[start:start + CHUNK_BYTES].data)
-        return
-    row_bytes = max(1, array[0].nbytes)
-    rows_per_chunk = max(1, CHUNK_BYTES // row_bytes)
-    for start in range(0, array.shape[0], rows_per_chunk):
-        out.write(np.ascontiguousarray(array[start:start + rows_per_chunk]).data)
-
-
-def write_transposed(out: DirectOutput, array: np.ndarray) -> None:
-    """Write the transpose of 2-D `array` ([R, C]: C rows of R values) row-major, computed straight
-    into `out`'s staging block, as many whole rows at a time as the block has room for; a row
-    that would cross the block's end goes through `write`."""
-    array = np.asarray(array)
-    rows, columns = array.shape
-    row_bytes = rows * array.dtype.itemsize
-    done = 0  # rows of the transpose written
-    while done < columns:
-        room = out.staging()
-        fit = min(columns - done, len(room) // row_bytes) if row_bytes else columns - done
-        if fit == 0:
-            out.write(np.ascontiguousarray(array[:, done]).data)
-            done += 1
-            continue
-        target = np.frombuffer(room, dtype=array.dtype, count=fit * rows).reshape(fit, rows)
-        transpose_into(array[:, done:done + fit], target)
-        del target  # no view of the block may outlive its hand-over
-        out.staged(fit * row_bytes)
-        done += fit
+    with open_output(path, len(header) + sum(stream.nbytes_of(t) for t in ordered)) as out:
+        stream.append(out, [header, *ordered], on_tensor=on_tensor)

@@ -6,9 +6,8 @@ group `<path>/vars` holding datasets `0`, `1`, ... in the order the object creat
 `name` attribute the object's Keras name (Keras 3.15 writes it; loading reads the paths alone).
 Objects without variables need no group: Keras loads an absent path as no variables.
 
-Written in the two passes of `containers/hdf5/workarounds.py`: h5py writes the structure with
-storage allocated but unfilled, once the disk is known to have room; then plain file writes put
-each tensor at its dataset's offset.
+h5py lays the file out in memory, with each dataset's storage allocated but unfilled, and
+bertconv writes it front to back (`containers/hdf5/image.py`).
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from ... import dtypes
 from ...lazy import lazy_module
 from ...records import record
 from ...tensor import LazyTensor
-from .workarounds import allocated_unfilled, check_free_space, write_at_offsets
+from . import image
 
 if TYPE_CHECKING:
     import h5py
@@ -47,20 +46,19 @@ class Keras3Object:
 def write_keras3_file(path: Path, objects: Sequence[Keras3Object], *,
                       on_tensor: Callable[[int], None] | None = None) -> None:
     """Write `objects` as a Keras 3 weights file at `path` (a new file)."""
-    path = Path(path)
-    check_free_space(path, data_bytes=sum(t.nbytes for obj in objects for t in obj.variables),
-                     objects=sum(3 + len(obj.variables) for obj in objects),
-                     name_bytes=sum(len(obj.path) + len(obj.name) for obj in objects))
+    image.write_file(Path(path), lambda f: _lay_out(f, objects), on_tensor)
+
+
+def _lay_out(f: h5py.File, objects: Sequence[Keras3Object]) -> list[image.Placed]:
     placed = []
-    with h5py.File(path, "w") as f:
-        for obj in objects:
-            group = f.create_group(f"{obj.path}/{VARS}" if obj.path else VARS)
-            group.attrs["name"] = obj.name
-            for index, tensor in enumerate(obj.variables):
-                bfloat16 = tensor.dtype is dtypes.BFLOAT16
-                dataset = group.create_dataset(str(index), tuple(tensor.shape), dtype=_BFLOAT16_STORED if bfloat16
-                                               else tensor.dtype.numpy, dcpl=allocated_unfilled())
-                if bfloat16:
-                    dataset.attrs["dtype"] = "bfloat16"
-                placed.append((dataset.id.get_offset(), f"{group.name}/{index}", tensor))
-    write_at_offsets(path, placed, on_tensor)
+    for obj in objects:
+        group = f.create_group(f"{obj.path}/{VARS}" if obj.path else VARS)
+        group.attrs["name"] = obj.name
+        for index, tensor in enumerate(obj.variables):
+            bfloat16 = tensor.dtype is dtypes.BFLOAT16
+            dataset = group.create_dataset(str(index), tuple(tensor.shape), dtype=_BFLOAT16_STORED if bfloat16
+                                           else tensor.dtype.numpy, dcpl=image.allocated_unfilled())
+            if bfloat16:
+                dataset.attrs["dtype"] = "bfloat16"
+            placed.append((dataset.id.get_offset(), f"{group.name}/{index}", tensor))
+    return placed

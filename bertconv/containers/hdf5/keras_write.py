@@ -11,7 +11,7 @@ from ...errors import bad_input
 from ...lazy import lazy_module
 from ...records import record
 from ...tensor import LazyTensor
-from .workarounds import allocated_unfilled, check_free_space, write_at_offsets
+from . import image
 
 if TYPE_CHECKING:
     import h5py
@@ -47,9 +47,7 @@ def write_weights_file(path: Path, layers: Sequence[LayerToWrite], *, backend: s
     `<layer>/<weight name>`, and an empty `top_level_model_weights` group closes the file, as
     tf-keras 2.x writes.
 
-    Two passes, because HDF5 cannot survive a failed write (`containers/hdf5/workarounds.py`):
-    h5py writes the structure alone, after a check that the disk has room for the whole file;
-    then the tensors are written at their datasets' offsets with plain file writes.
+    HDF5 lays the file out in memory and bertconv writes it front to back (`containers/hdf5/image.py`).
     `on_tensor(nbytes)` is called after each tensor.
     """
     path = Path(path)
@@ -59,31 +57,24 @@ def write_weights_file(path: Path, layers: Sequence[LayerToWrite], *, backend: s
             if tensor.dtype is dtypes.BFLOAT16:
                 raise bad_input(path, f"layer {layer.name!r} weight {name!r} is bfloat16, which Keras HDF5 "
                                       f"files cannot hold; widen it to float32 first")
-    check_free_space(path, data_bytes=sum(tensor.nbytes for layer in layers for _, tensor in layer.weights),
-                     objects=sum(2 + 2 * len(layer.weights) for layer in layers),  # groups, datasets, parents
-                     name_bytes=sum(len(name) for layer in layers for name, _ in layer.weights)
-                     + sum(len(layer.name) for layer in layers))
-    placed = _write_structure(path, layers, backend=backend, keras_version=keras_version)
-    write_at_offsets(path, placed, on_tensor)
+    image.write_file(path, lambda f: _lay_out(f, layers, backend=backend, keras_version=keras_version), on_tensor)
 
 
-def _write_structure(path: Path, layers: Sequence[LayerToWrite], *, backend: str,
-                     keras_version: str) -> list[tuple[int | None, str, LazyTensor]]:
-    """The file without tensor data; returns (offset, where, tensor) for every dataset."""
+def _lay_out(f: h5py.File, layers: Sequence[LayerToWrite], *, backend: str, keras_version: str) -> list[image.Placed]:
+    """The file's groups, names and (unfilled) datasets; returns (offset, where, tensor) for every dataset."""
     placed = []
-    with h5py.File(path, "w") as f:
-        _save_list_attr(f, LAYER_NAMES, [layer.name for layer in layers])
-        f.attrs["backend"] = backend.encode("utf-8")
-        f.attrs["keras_version"] = keras_version.encode("utf-8")
-        for layer in sorted(layers, key=lambda layer: layer.name):
-            group = f.create_group(layer.name)
-            _save_list_attr(group, WEIGHT_NAMES, [name for name, _ in layer.weights])
-            for name, tensor in layer.weights:
-                dataset = group.create_dataset(name, tuple(tensor.shape), dtype=tensor.dtype.numpy,
-                                               dcpl=allocated_unfilled())
-                placed.append((dataset.id.get_offset(), f"layer {layer.name!r} weight {name!r}", tensor))
-        top = f.create_group(TOP_LEVEL_WEIGHTS)
-        _save_list_attr(top, WEIGHT_NAMES, [])
+    _save_list_attr(f, LAYER_NAMES, [layer.name for layer in layers])
+    f.attrs["backend"] = backend.encode("utf-8")
+    f.attrs["keras_version"] = keras_version.encode("utf-8")
+    for layer in sorted(layers, key=lambda layer: layer.name):
+        group = f.create_group(layer.name)
+        _save_list_attr(group, WEIGHT_NAMES, [name for name, _ in layer.weights])
+        for name, tensor in layer.weights:
+            dataset = group.create_dataset(name, tuple(tensor.shape), dtype=tensor.dtype.numpy,
+                                           dcpl=image.allocated_unfilled())
+            placed.append((dataset.id.get_offset(), f"layer {layer.name!r} weight {name!r}", tensor))
+    top = f.create_group(TOP_LEVEL_WEIGHTS)
+    _save_list_attr(top, WEIGHT_NAMES, [])
     return placed
 
 

@@ -7,11 +7,9 @@ keeps HDF5 from meeting those cases at all:
 - Reading: `check_global_heaps` walks every global heap collection (where Keras keeps its layer
   and weight names) as HDF5 would, before any name is read, and refuses one that HDF5 1.14 would
   loop on forever.
-- Writing: after ENOSPC, h5py's close crashes the process (SIGSEGV, HDF5 1.14). So h5py writes
-  the structure alone (groups, names, contiguous datasets allocated at once but never filled
-  (`allocated_unfilled`): a sparse file of metadata), once `check_free_space` has found room for
-  the whole file; `write_at_offsets` then writes the tensors at their datasets' offsets with
-  plain file writes, where a full disk is an ordinary OSError.
+- Writing: after ENOSPC, h5py's close crashes the process (SIGSEGV, HDF5 1.14). So HDF5 never
+  writes to the disk: it lays the file out in memory and bertconv writes the bytes
+  (`containers/hdf5/image.py`), where a full disk is an ordinary OSError.
 
 Layout-agnostic: `containers/hdf5/keras.py` applies both to Keras' files.
 """
@@ -22,22 +20,16 @@ import errno
 import os
 import struct
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from ...errors import bad_input
 from ...lazy import lazy_module
-from ...tensor import LazyTensor
-from ..writeback import EarlyWriteback
 
 if TYPE_CHECKING:
     import h5py
-    import numpy as np
-else:  # imported on first use: most commands read no HDF5 file, and headers need no NumPy
+else:  # imported on first use: most commands read no HDF5 file
     h5py = lazy_module("h5py")
-    np = lazy_module("numpy")
 
-#: Copy granularity when writing: bounds the scratch a transposed source needs.
-CHUNK_BYTES = 16 << 20
 #: HDF5 global heap collections hold variable-length strings (Keras' layer and weight names).
 #: Layout: "GCOL", version 1, 3 reserved bytes, collection size (8 bytes), then objects of
 #: index (2), reference count (2), reserved (4), size (8), data padded to 8 bytes; index 0 is
@@ -48,9 +40,6 @@ GLOBAL_HEAP_VERSION = 1
 GLOBAL_HEAP_MIN_SIZE = 4096
 _HEAP_HEADER_BYTES = 16
 _HEAP_OBJECT_HEADER_BYTES = 16
-#: A generous bound on the HDF5 metadata of one group or dataset (measured: about 850 bytes).
-METADATA_BYTES_PER_OBJECT = 2048
-METADATA_BYTES_BASE = 64 << 10
 
 
 # --- reading: the global heaps HDF5 would loop on -------------------------------------------------
@@ -151,59 +140,3 @@ def _walk_global_heap(path: Path, fd: int, start: int, size: int) -> None:
                                   f"byte {position} claims {object_size} bytes, which HDF5 cannot step over "
                                   f"(the names this file stores are damaged)")
         position += step
-
-
-# --- writing: structure through HDF5, tensors with plain writes -----------------------------------
-
-
-def check_free_space(path: Path, *, data_bytes: int, objects: int, name_bytes: int) -> None:
-    """OSError(ENOSPC) before HDF5 writes anything, if a file of `data_bytes` of tensors in
-    `objects` groups and datasets with `name_bytes` of names cannot fit."""
-    need = data_bytes + METADATA_BYTES_BASE + METADATA_BYTES_PER_OBJECT * objects + 2 * name_bytes
-    stat = os.statvfs(path.parent)
-    free = stat.f_bavail * stat.f_frsize
-    if need > free:
-        raise OSError(errno.ENOSPC, f"No space left on device (the file needs about {need:,} bytes, "
-                                    f"{free:,} are free)", str(path))
-
-
-def allocated_unfilled() -> h5py.h5p.PropDCID:
-    """Contiguous storage allocated when the dataset is created, never filled by HDF5."""
-    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
-    dcpl.set_layout(h5py.h5d.CONTIGUOUS)
-    dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
-    dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
-    return dcpl
-
-
-def write_at_offsets(path: Path, placed: Iterable[tuple[int | None, str, LazyTensor]],
-                     on_tensor: Callable[[int], None] | None = None) -> None:
-    """Write each (offset, where, tensor) of `placed` at the offset HDF5 allocated for its
-    dataset, in row chunks (memory stays near one chunk even for a transposed source);
-    `on_tensor(nbytes)` is called after each tensor."""
-    with open(path, "r+b") as out:
-        writeback = EarlyWriteback(out)
-        for offset, where, tensor in placed:
-            _write_tensor(out, offset, where, tensor)
-            writeback.written(out.tell())
-            if on_tensor:
-                on_tensor(tensor.nbytes)
-
-
-def _write_tensor(out, offset: int | None, where: str, tensor: LazyTensor) -> None:
-    """The tensor's values, little-endian and row-major, at `offset`, in chunks of rows."""
-    if tensor.numel == 0:
-        return
-    if offset is None:
-        raise ValueError(f"{where}: HDF5 allocated no storage for a dataset of {tensor.numel} values")
-    array = tensor.read()
-    if tuple(array.shape) != tuple(tensor.shape):
-        raise ValueError(f"{where}: source gave shape {list(array.shape)}, expected {list(tensor.shape)}")
-    out.seek(offset)
-    if array.ndim == 0:
-        out.write(np.asarray(array, dtype=tensor.dtype.numpy).tobytes())
-        return
-    rows = max(1, CHUNK_BYTES // max(1, array[0].nbytes))
-    for start in range(0, array.shape[0], rows):
-        out.write(np.ascontiguousarray(array[start:start + rows], dtype=tensor.dtype.numpy).data)
-    del array

@@ -9,7 +9,6 @@ copy of the word embeddings (by storage identity in a `.bin`, by value in `verif
 from __future__ import annotations
 
 import json
-import math
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,9 +30,12 @@ from .tables import WRITES_FAMILIES  # noqa: F401 (the registry's)
 from ..table import Table
 
 if TYPE_CHECKING:
-    from ...containers import torch_pickle
-else:  # imported on first use: a safetensors checkpoint needs no zipfile or pickle machinery
+    from ...containers import stream, torch_pickle
+    from ...containers.stream import TensorSource
+else:  # imported on first use: a safetensors checkpoint needs no zipfile or pickle machinery,
+    # and reading one no writer
     torch_pickle = lazy_module("bertconv.containers.torch_pickle")
+    stream = lazy_module("bertconv.containers.stream")
 
 SAFETENSORS = "hf-safetensors"
 PYTORCH_BIN = "hf-pytorch-bin"
@@ -272,7 +274,7 @@ def _family(tree: ParameterTree) -> Family:
     return family
 
 
-def tensors_to_write(tree: ParameterTree) -> list[safetensors_file.TensorSource]:
+def tensors_to_write(tree: ParameterTree) -> list[TensorSource]:
     """(name, dtype, shape, lazy tensor) for every tensor a Hugging Face file of `tree` holds.
 
     Tied copies are not written (as `save_pretrained` does); an untied decoder is.
@@ -303,7 +305,7 @@ def tensors_to_write(tree: ParameterTree) -> list[safetensors_file.TensorSource]
     return sources + _sinusoid_source(tree, family, encoder_only)
 
 
-def _rotary_buffer(tree: ParameterTree, name: str) -> safetensors_file.TensorSource:
+def _rotary_buffer(tree: ParameterTree, name: str) -> TensorSource:
     """The inverse frequencies `save_pretrained` writes, float32 [D / 2], from the config (a stored
     buffer of other values is unread: `check_rotary_buffer`)."""
     from ...runtime.positions import inverse_frequencies  # noqa: PLC0415 (a rotary model's only)
@@ -340,18 +342,13 @@ def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
             weight_map.update({name: target.name for name, *_ in shard})
             written.append(target)
         parameters = sum(param.numel for param in tree if tree.is_counted(param.name))
-        index = {"metadata": {"total_parameters": parameters, "total_size": sum(_nbytes(s) for s in sources)},
+        index = {"metadata": {"total_parameters": parameters, "total_size": sum(stream.nbytes_of(s) for s in sources)},
                  "weight_map": weight_map}
         target = directory / (SAFETENSORS_FILE + INDEX_SUFFIX)
         target.write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
         written.append(target)
     dtype = tree["embeddings.word"].tensor.dtype.name if "embeddings.word" in tree else "float32"
     return written + hf_files.write_config(tree, directory, dtype=dtype)
-
-
-def _nbytes(source: safetensors_file.TensorSource) -> int:
-    _, dtype, shape, _ = source
-    return math.prod(shape) * dtype.itemsize
 
 
 def natural_key(name: str) -> list[tuple]:
@@ -377,7 +374,7 @@ def split_like_save_pretrained(ordered: list, max_bytes: int) -> list[list]:
     current: list = []
     size = 0
     for source in ordered:
-        nbytes = _nbytes(source)
+        nbytes = stream.nbytes_of(source)
         if nbytes > max_bytes:
             shards.append([source])
             continue

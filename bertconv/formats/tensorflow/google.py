@@ -54,14 +54,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ... import json_text
 from ...config import BertConfig
 from ...containers.tensorflow import sstable, bundle as tf_bundle, prefix as tf_prefix
-from ...containers.tensorflow import bundle_write as tf_bundle_write
 from ... import families
 from ...errors import bad_input
 from ...config.dialects import google_config_dict
+from ...lazy import lazy_module
 from ...records import record, replace
 from ...tree import Ignored, ParameterTree
 from ..assemble import Entry, assemble
@@ -72,6 +73,12 @@ from .google_tables import (  # noqa: F401 (TABLE, CONFIG_FILE, WRITES_FAMILIES:
     ALBERT, ALBERT_ZH, ALL_MODELS, BERT, CONFIG_FILE, MODELS_TO_WRITE, NEZHA, NEZHA_MAX_RELATIVE_POSITION,
     POSITION_NAME, ROFORMER, TABLE, WRITES_FAMILIES, Model, _BERT_CONFIGS, _albert_names, albert_name,
 )
+
+if TYPE_CHECKING:
+    from ...containers.stream import TensorSource
+    from ...containers.tensorflow import bundle_write as tf_bundle_write
+else:  # imported by the writer: reading a checkpoint writes nothing
+    tf_bundle_write = lazy_module("bertconv.containers.tensorflow.bundle_write")
 
 FORMAT = "google-tf"
 #: google-research/bert's, albert's and electra's "gelu" are all the tanh approximation.
@@ -311,7 +318,7 @@ def model_to_write(tree: ParameterTree) -> Model:
     return by_name.get(None) or by_name[name]
 
 
-def tensors_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) -> list[tf_bundle_write.TensorSource]:
+def tensors_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) -> list[TensorSource]:
     """(name, dtype, shape, load) for every tensor of a Google checkpoint of `tree`."""
     if tree.conditional:
         raise bad_input(tree.path, "conditional LayerNorm (bert4keras layer_norm_cond) has no Google "
@@ -331,7 +338,7 @@ def tensors_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) 
         if model is ALBERT:
             name = albert_name(name, tree.config.inner_group_num or 1)
         tensor = layout.to_format(param.tensor)
-        sources.append((name, tensor.dtype, tuple(tensor.shape), tensor.read))
+        sources.append((name, tensor.dtype, tuple(tensor.shape), tensor))
     if unwritten:
         what = f"an ELECTRA {model.name}" if model.name else f"a Google {model.family.upper()}"
         raise bad_input(tree.path, no_place_for(tree, f"{what} checkpoint", unwritten))
@@ -369,20 +376,10 @@ def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
     under `electra/embeddings` for the generator), with its config as `bert_config.json`."""
     prefix = directory / PREFIX_NAME
     sources = tensors_to_write(tree, drop_untied_decoder=options.drop_untied_decoder)
-    if options.on_tensor:
-        sources = [(n, d, s, _reporting(load, options.on_tensor)) for n, d, s, load in sources]
-    tf_bundle_write.write_bundle(prefix, sources)
+    tf_bundle_write.write_bundle(prefix, sources, on_tensor=options.on_tensor)
     config = {**google_config_dict(tree.config), **model_to_write(tree).stated}
     (directory / CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     (directory / "checkpoint").write_text(
         f'model_checkpoint_path: "{PREFIX_NAME}"\nall_model_checkpoint_paths: "{PREFIX_NAME}"\n')
     return [Path(f"{prefix}.data-00000-of-00001"), Path(f"{prefix}.index"), directory / CONFIG_FILE,
             directory / "checkpoint"]
-
-
-def _reporting(load, on_tensor):
-    def wrapped():
-        array = load()
-        on_tensor(array.nbytes)
-        return array
-    return wrapped

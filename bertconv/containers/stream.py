@@ -1,0 +1,269 @@
+"""Appending a file's pieces front to back: the loop every writer of tensor data shares.
+
+A writer says what its file holds, in file order: byte strings of its own (a safetensors
+header, the HDF5 metadata between two datasets) and tensors (`TensorSource`). `append` writes
+them so that the disk never waits for the processor nor the other way round:
+
+- a tensor whose bytes lie verbatim in a file (`copy_span`) is copied: into a `DirectOutput`'s
+  staging block by a read, else by the kernel (`copy_file_range`: no page of it enters this
+  process) unless its checksum is wanted;
+- any other is loaded (read, checked, transposed) by a helper thread while the tensors before it
+  are written, as many ahead as fit in `PREFETCH_MAX_BYTES`; a transpose going to a
+  `DirectOutput` is loaded as the matrix it transposes and computed straight into the staging
+  block, so no array of it is made and copied.
+
+What is written goes to the disk as it accumulates, not all at the final fsync: past the page
+cache for a large file (`DirectOutput`), through it with early writeback for a small one
+(`EarlyWriteback`). A tensor's CRC32C (TensorFlow bundles record one) is computed, when asked,
+on its bytes as they are staged: no byte is read twice.
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable, Union
+
+from ..dtypes import DType
+from ..errors import bad_input
+from ..lazy import lazy_module
+from ..tensor import LazyTensor, TransposedTensor, transpose_into
+from .direct_output import DirectOutput
+from .writeback import EarlyWriteback
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    import numpy as np
+    from google_crc32c import cext as crc32c
+else:  # imported on first use: reading headers needs neither
+    np = lazy_module("numpy")
+    crc32c = lazy_module("google_crc32c.cext")
+
+#: (name, dtype, shape, source): `source` a `LazyTensor` (whose bytes may be copied file to file,
+#: see `copy_span`) or a callable returning the array, in `dtype.storage`, any strides.
+TensorSource = tuple[str, DType, tuple[int, ...], "LazyTensor | Callable[[], np.ndarray]"]
+#: What a file holds, in file order: its own bytes, or a tensor.
+Piece = Union[bytes, TensorSource]
+
+#: While one tensor is written, the tensors after it are loaded by a helper thread, as many as fit
+#: in this many bytes together: the two overlap on a second core, and resident memory grows by at
+#: most this much over one tensor at a time. More than one: BERT's names sort a large kernel
+#: between small biases and norms, and a loader that held only the next small tensor would sit
+#: idle while the large one is written, then the writer idle while the next kernel is
+#: transposed. 32 MiB holds BERT-large's next FFN kernel (16 MiB) with the small tensors around it.
+PREFETCH_MAX_BYTES = 32 << 20
+#: Copy granularity of a write through the page cache: large enough to be fast, small enough to
+#: keep a transpose's scratch bounded.
+CHUNK_BYTES = 16 << 20
+#: Errors after which a kernel copy is not possible here and the bytes are written through
+#: Python instead (old kernels, file systems or file kinds without copy_file_range support).
+_NO_KERNEL_COPY = {errno.ENOSYS, errno.EXDEV, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF, errno.EPERM}
+
+
+def nbytes_of(piece: Piece) -> int:
+    """How many bytes `piece` takes in the file."""
+    if isinstance(piece, (bytes, bytearray)):
+        return len(piece)
+    _, dtype, shape, _ = piece
+    return math.prod(shape) * dtype.itemsize
+
+
+def append(out: BinaryIO | DirectOutput, pieces: Iterable[Piece], *, checksums: bool = False,
+           on_tensor: Callable[[int], None] | None = None) -> list[int]:
+    """Write `pieces` to `out` in order (see the module's docstring); `on_tensor(nbytes)` is
+    called after each tensor. Returns each tensor's CRC32C (unmasked) with `checksums`, else [].
+
+    A loaded array of another shape or dtype than planned is a ValueError naming the tensor.
+    """
+    pieces = list(pieces)
+    direct = isinstance(out, DirectOutput)
+    sink = _Sink(out, checksums)
+    spans = [None if isinstance(p, (bytes, bytearray)) or (checksums and not direct) else _copy_span(p)
+             for p in pieces]
+    pending = [i for i, p in enumerate(pieces) if not isinstance(p, (bytes, bytearray)) and spans[i] is None]
+    loads = {i: _to_load(pieces[i][3], direct=direct) for i in pending}
+    cursor = 0  # pending[cursor] is the next tensor to start loading
+    crcs: list[int] = []
+    from concurrent.futures import ThreadPoolExecutor  # here: reading headers needs no thread pool
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertconv-load") as pool:
+        loading: dict[int, Future] = {}  # submitted, not yet taken; loaded in this order
+        ahead = 0  # their bytes
+
+        def load_ahead(holding: int) -> None:
+            """Submit the next tensors while they fit in PREFETCH_MAX_BYTES beside those already
+            submitted; with no array in hand (`holding` 0 bytes) and none submitted, the next one
+            whatever its size."""
+            nonlocal cursor, ahead
+            while cursor < len(pending):
+                nbytes = nbytes_of(pieces[pending[cursor]])
+                if ahead + nbytes > PREFETCH_MAX_BYTES and (loading or holding):
+                    return
+                loading[pending[cursor]] = pool.submit(_load, loads[pending[cursor]])
+                ahead += nbytes
+                cursor += 1
+
+        load_ahead(holding=0)
+        for i, piece in enumerate(pieces):
+            if isinstance(piece, (bytes, bytearray)):
+                sink.write(piece)
+                continue
+            name, dtype, shape, source = piece
+            nbytes = nbytes_of(piece)
+            sink.crc = 0
+            if spans[i] is None or not sink.copy(spans[i], nbytes):
+                if i in loading:
+                    ahead -= nbytes
+                    array = loading.pop(i).result()
+                else:  # not submitted (a kernel copy that failed, or too large to load ahead)
+                    if cursor < len(pending) and pending[cursor] == i:
+                        cursor += 1
+                    array = _load(loads.get(i, source))
+                load_ahead(holding=array.nbytes)  # the next ones load while this one is written
+                in_place = loads.get(i, source) is not source
+                if array.dtype != dtype.numpy and array.dtype.newbyteorder("=") == dtype.numpy.newbyteorder("="):
+                    array = array.astype(dtype.numpy)  # the other byte order (a big-endian source)
+                given = tuple(reversed(array.shape)) if in_place else tuple(array.shape)
+                if given != tuple(shape) or array.dtype != dtype.numpy:
+                    raise ValueError(f"{name}: source gave {array.dtype} {list(given)}, "
+                                     f"planned {dtype} {list(shape)}")
+                if in_place:
+                    sink.transposed(array)
+                else:
+                    sink.array(array)
+                del array
+                load_ahead(holding=0)
+            if checksums:
+                crcs.append(sink.crc)
+            sink.flushed()
+            if on_tensor:
+                on_tensor(nbytes)
+    return crcs
+
+
+class _Sink:
+    """Where `append` puts bytes: `out`, with the running CRC32C of the current tensor (`crc`,
+    when `checksums`) and early writeback for a buffered file."""
+
+    def __init__(self, out: BinaryIO | DirectOutput, checksums: bool):
+        self.out = out
+        self.direct = isinstance(out, DirectOutput)
+        self.checksums = checksums
+        self.crc = 0
+        self.writeback = None if self.direct else EarlyWriteback(out)
+
+    def _checksum(self, data) -> None:
+        """Extend `crc` over `data` (bytes, or any C-contiguous buffer: the checksum takes only
+        buffers it need not release, which a NumPy view of it is)."""
+        if self.checksums:
+            self.crc = crc32c.extend(self.crc, data if isinstance(data, bytes) else np.frombuffer(data, np.uint8))
+
+    def write(self, data) -> None:
+        """Append bytes (a bytes object or a C-contiguous array)."""
+        self.out.write(data)
+        self._checksum(data)
+
+    def staged(self, nbytes: int) -> None:
+        """Append the first `nbytes` of the `DirectOutput`'s staging block, filled by the caller."""
+        self._checksum(self.out.staging()[:nbytes])
+        self.out.staged(nbytes)
+
+    def flushed(self) -> None:
+        """A tensor is whole: a buffered file's written part may go to the disk now."""
+        if self.writeback is not None:
+            self.writeback.written(self.out.tell())
+
+    def copy(self, span: tuple[Path, int], nbytes: int) -> bool:
+        """Append `nbytes` of file `span[0]` from offset `span[1]`. False, with `out` where it was,
+        when the kernel cannot copy between these files (the caller writes the bytes itself). A
+        source shorter than its reader found it is `BadInput`."""
+        source_path, offset = span
+        if self.direct:
+            self.out.copy_from(source_path, offset, nbytes, read=self._checksum if self.checksums else None)
+            return True
+        return _kernel_copy(self.out, source_path, offset, nbytes)
+
+    def array(self, array: np.ndarray) -> None:
+        """Append `array`'s values row-major, in chunks of rows, without a whole extra copy when it
+        is already contiguous (a memory map is written straight from the page cache)."""
+        if array.ndim == 0 or array.size == 0:
+            self.write(np.ascontiguousarray(array).tobytes())
+            return
+        if array.flags.c_contiguous:
+            flat = array.reshape(-1).view(np.uint8)
+            for start in range(0, flat.size, CHUNK_BYTES):
+                self.write(flat[start:start + CHUNK_BYTES])
+            return
+        rows = max(1, CHUNK_BYTES // max(1, array[0].nbytes))
+        for start in range(0, array.shape[0], rows):
+            self.write(np.ascontiguousarray(array[start:start + rows]))
+
+    def transposed(self, array: np.ndarray) -> None:
+        """Append the transpose of 2-D `array` ([R, C]: C rows of R values) row-major, computed
+        straight into the `DirectOutput`'s staging block, as many whole rows at a time as the block
+        has room for; a row that would cross the block's end goes through `write`."""
+        array = np.asarray(array)
+        rows, columns = array.shape
+        row_bytes = rows * array.dtype.itemsize
+        done = 0  # rows of the transpose written
+        while done < columns:
+            room = self.out.staging()
+            fit = min(columns - done, len(room) // row_bytes) if row_bytes else columns - done
+            if fit == 0:
+                self.write(np.ascontiguousarray(array[:, done]))
+                done += 1
+                continue
+            target = np.frombuffer(room, dtype=array.dtype, count=fit * rows).reshape(fit, rows)
+            transpose_into(array[:, done:done + fit], target)
+            del target  # no view of the block may outlive its hand-over
+            self.staged(fit * row_bytes)
+            done += fit
+
+
+def _kernel_copy(out: BinaryIO, source_path: Path, offset: int, nbytes: int) -> bool:
+    """`os.copy_file_range` of the span to `out`'s position; False (and `out` where it was) where
+    the kernel cannot copy between these files."""
+    out.flush()
+    start = out.tell()
+    copied = 0
+    try:
+        with open(source_path, "rb") as source:
+            while copied < nbytes:
+                n = os.copy_file_range(source.fileno(), out.fileno(), nbytes - copied, offset + copied, start + copied)
+                if n == 0:
+                    raise bad_input(Path(source_path), f"ends before byte {offset + nbytes}: the file "
+                                                       f"changed or was truncated while being read")
+                copied += n
+    except OSError as exc:
+        if exc.errno not in _NO_KERNEL_COPY:
+            raise
+        out.seek(start)
+        return False
+    out.seek(start + nbytes)
+    return True
+
+
+def _copy_span(piece: TensorSource) -> tuple[Path, int] | None:
+    """Where the planned tensor's bytes can be copied from verbatim, if they can."""
+    _, dtype, shape, source = piece
+    if not isinstance(source, LazyTensor) or not math.prod(shape):
+        return None
+    if source.dtype != dtype or tuple(source.shape) != tuple(shape):
+        return None
+    return source.copy_span()
+
+
+def _to_load(source, *, direct: bool):
+    """What the loader reads for `source`: to a `DirectOutput` (`direct`), a computed transpose's
+    base, whose transpose `_Sink.transposed` computes straight into the staging block; else
+    `source` itself (a transpose of a transpose is its original's bytes)."""
+    if direct and isinstance(source, TransposedTensor) and not isinstance(source.base, TransposedTensor):
+        return source.base
+    return source
+
+
+def _load(source) -> np.ndarray:
+    return source.read() if isinstance(source, LazyTensor) else source()
