@@ -9,10 +9,12 @@ them.
 The weights are streamed one tensor at a time. A protobuf parser merges repeated occurrences of
 an embedded message field, so `model.onnx` is written as a sequence of serialized ModelProtos:
 the model's header and graph first, then one `ModelProto(graph=GraphProto(initializer=[t]))` per
-weight, which a reader merges into one graph with every initializer in order. Past 2 GB each
-weight's bytes go to `model.onnx.data` instead, and its TensorProto names them through onnx's
-`external_data_helper.set_external_data`. Either way no more than one weight (and its
-serialized copy) is held at once.
+weight, which a reader merges into one graph with every initializer in order. Only the few bytes
+before a weight's values are encoded here (`_inline_weight_prefix`, the bytes protobuf would
+write); the values go through `stream.append` like any checkpoint's tensors (copied, or
+transposed straight into the output, past the page cache), so no weight is serialized in
+memory. Past 2 GB the values go to `model.onnx.data` instead, at aligned offsets, and each
+TensorProto names them with the entries of onnx's `external_data_helper.set_external_data`.
 
 After writing, `check_written` runs the file with onnxruntime and compares its logits with the
 NumPy runtime's (`onnx_check`); `compare_outputs` does the same for `diff CKPT model.onnx
@@ -26,7 +28,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ... import families
+from ... import dtypes, families
+from ...containers import stream
+from ...containers.direct_output import open_output
+from ...containers.tensorflow import protowire as pw
 from ...errors import BadInput, bad_input
 from ...lazy import lazy_module
 from ...version import __version__
@@ -54,6 +59,12 @@ EXTERNAL_DATA_BYTES = 2**31 - 2**26
 EXTERNAL_DATA_ALIGNMENT = 4096
 #: The first byte of a serialized ModelProto: field 1 (ir_version), a varint.
 _IR_VERSION_TAG = 0x08
+#: Field numbers of onnx.proto: ModelProto.graph, GraphProto.initializer, TensorProto's dims,
+#: data_type, name and raw_data.
+_MODEL_GRAPH, _GRAPH_INITIALIZER = 7, 5
+_TENSOR_DIMS, _TENSOR_DATA_TYPE, _TENSOR_NAME, _TENSOR_RAW_DATA = 1, 2, 8, 9
+#: TensorProto.DataType of the dtypes an export stores.
+_DATA_TYPES = {np.dtype(np.float32): 1, np.dtype(np.float16): 10}
 NOT_A_CHECKPOINT = ("an ONNX file is an export target, not a checkpoint bertconv reads; to check an export "
                     "against its source, run `bertconv diff SOURCE {path} --outputs`")
 
@@ -110,20 +121,29 @@ def write(tree: "ParameterTree", directory: Path, *, options) -> list[Path]:
     directory = Path(directory)
     external = directory / DATA_FILE if nbytes > EXTERNAL_DATA_BYTES else None
     model_path = directory / MODEL_FILE
+    weights_in_order = [(init, _stored(tree, init)) for init in graph.initializers.values()]
+    header = _header(tree, graph, precision).SerializeToString()
+    if external is None:
+        pieces: list[stream.Piece] = [header]
+        for init, source in weights_in_order:
+            pieces += [_inline_weight_prefix(init, source), source]
+        with open_output(model_path, sum(map(stream.nbytes_of, pieces))) as out:
+            stream.append(out, pieces, on_tensor=options.on_tensor)
+        return [model_path]
+    data_pieces: list[stream.Piece] = []
+    references = []
+    offset = 0
+    for init, source in weights_in_order:
+        padding = -offset % EXTERNAL_DATA_ALIGNMENT
+        data_pieces += [bytes(padding), source]
+        offset += padding
+        references.append(_external_weight(init, source, offset))
+        offset += stream.nbytes_of(source)
+    with open_output(external, offset) as out:
+        stream.append(out, data_pieces, on_tensor=options.on_tensor)
     with open(model_path, "wb") as model_file:
-        model_file.write(_header(tree, graph, precision).SerializeToString())
-        data_file = open(external, "wb") if external else None
-        try:
-            for init in graph.initializers.values():
-                values = _stored_values(tree, init)
-                model_file.write(_weight_chunk(init.name, values, data_file))
-                if options.on_tensor:
-                    options.on_tensor(tree[init.name].tensor.nbytes)
-                del values
-        finally:
-            if data_file is not None:
-                data_file.close()
-    return [model_path, *([external] if external else [])]
+        model_file.write(header + b"".join(references))
+    return [model_path, external]
 
 
 def _header(tree: "ParameterTree", graph, precision):
@@ -141,6 +161,16 @@ def _header(tree: "ParameterTree", graph, precision):
                                         "bertconv.numerics": _numerics(tree).describe(),
                                         "bertconv.dtype": precision.value})
     return model
+
+
+def _stored(tree: "ParameterTree", init) -> "stream.TensorSource":
+    """The weight `init.name` as the stream writes it: the tree's tensor itself when it is stored
+    as the export stores it (copied, or transposed straight into the output), else its values
+    converted (`_stored_values`)."""
+    tensor = tree[init.name].tensor
+    dtype = dtypes.from_numpy(np.dtype(init.dtype))
+    source = tensor if tensor.dtype is dtype else (lambda: _stored_values(tree, init))
+    return init.name, dtype, tuple(tensor.shape), source
 
 
 def _stored_values(tree: "ParameterTree", init) -> np.ndarray:
@@ -161,19 +191,36 @@ def _stored_values(tree: "ParameterTree", init) -> np.ndarray:
     return stored
 
 
-def _weight_chunk(name: str, values: np.ndarray, data_file) -> bytes:
-    """One weight as a serialized ModelProto whose graph holds it alone (merged by the reader),
-    its bytes inline, or appended to the open `data_file` and referenced."""
-    import onnx
-    from onnx.external_data_helper import set_external_data
+def _tensor_fields(init, source: "stream.TensorSource") -> bytes:
+    """A TensorProto's dims (1), data_type (2) and name (8), as protobuf serializes them."""
+    _, _, shape, _ = source
+    return (b"".join(pw.encode_varint_field(_TENSOR_DIMS, d) for d in shape)
+            + pw.encode_varint_field(_TENSOR_DATA_TYPE, _DATA_TYPES[np.dtype(init.dtype)])
+            + pw.encode_len_field(_TENSOR_NAME, init.name.encode("utf-8")))
 
-    tensor = onnx.numpy_helper.from_array(values, name)
-    if data_file is not None:
-        offset = -data_file.tell() % EXTERNAL_DATA_ALIGNMENT + data_file.tell()
-        data_file.seek(offset)
-        data_file.write(tensor.raw_data)
-        set_external_data(tensor, DATA_FILE, offset=offset, length=len(tensor.raw_data))
-        tensor.ClearField("raw_data")
+
+def _inline_weight_prefix(init, source: "stream.TensorSource") -> bytes:
+    """The bytes before a weight's values in `ModelProto(graph=GraphProto(initializer=[t]))` with
+    the values as t's raw_data (9): the stream writes the values right after them, so the
+    weight is never serialized in memory. The same bytes as that message's SerializeToString."""
+    nbytes = stream.nbytes_of(source)
+    tensor_head = _tensor_fields(init, source) + pw.encode_tag(_TENSOR_RAW_DATA, pw.WIRE_LEN) + pw.encode_varint(nbytes)
+    graph_head = pw.encode_tag(_GRAPH_INITIALIZER, pw.WIRE_LEN) + pw.encode_varint(len(tensor_head) + nbytes)
+    graph_length = len(graph_head) + len(tensor_head) + nbytes
+    return pw.encode_tag(_MODEL_GRAPH, pw.WIRE_LEN) + pw.encode_varint(graph_length) + graph_head + tensor_head
+
+
+def _external_weight(init, source: "stream.TensorSource", offset: int) -> bytes:
+    """A ModelProto whose graph holds the weight alone, its values at `offset` in DATA_FILE: the
+    external-data entries onnx's `set_external_data` makes."""
+    import onnx
+
+    tensor = onnx.TensorProto()
+    tensor.ParseFromString(_tensor_fields(init, source))
+    tensor.data_location = onnx.TensorProto.EXTERNAL
+    for key, value in (("location", DATA_FILE), ("offset", offset), ("length", stream.nbytes_of(source))):
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, str(value)
     return onnx.ModelProto(graph=onnx.GraphProto(initializer=[tensor])).SerializeToString()
 
 
