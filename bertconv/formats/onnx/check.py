@@ -91,17 +91,25 @@ def compare(tree: ParameterTree, model_path: Path, *, precision: Precision | Non
     from ...runtime.numerics import Numerics
     from ...runtime.numpy_bert import NumpyBert
 
-    session, float16_values = _session(model_path)
+    from concurrent.futures import ThreadPoolExecutor
+
+    model = NumpyBert(tree, Numerics.for_tree(tree))
+    batches = list(_batches(tree))
+    # The NumPy runtime's logits are computed while onnxruntime loads the file (which releases
+    # the GIL): a second core does one while the first does the other.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertconv-reference") as pool:
+        reference = pool.submit(lambda: [model.mlm_logits(model.encode(batch[INPUT_IDS], batch[TOKEN_TYPE_IDS],
+                                                                        batch[ATTENTION_MASK])) for batch in batches])
+        session, float16_values = _session(model_path)
+        all_expected = reference.result()
     precision = precision or _stated_precision(session)
     fed = {value.name for value in session.get_inputs()}
     _check_interface(tree, model_path, session)
-    model = NumpyBert(tree, Numerics.for_tree(tree))
     worst, worst_at, scale, nonfinite, nonfinite_at, positions = 0.0, [0, 0, 0], 0.0, 0, None, 0
     agree = top1_onnx = top1_numpy = 0
     shapes, overflow = [], None
-    for batch in _batches(tree):
+    for batch, expected in zip(batches, all_expected):
         shapes.append(list(batch[INPUT_IDS].shape))
-        expected = model.mlm_logits(model.encode(batch[INPUT_IDS], batch[TOKEN_TYPE_IDS], batch[ATTENTION_MASK]))
         feeds = {name: batch[name] for name in fed}
         got, *values = _run(session, [LOGITS, *float16_values], feeds, model_path)
         if overflow is None:
