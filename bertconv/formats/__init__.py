@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 from .. import paths
+from ..containers.hdf5.workarounds import heaps_checked_once
 from ..errors import bad_input
 from ..records import replace
 from .registry import (FORMATS, MODELS, SNIFF_ORDER, TARGETS, Format, Output, Specificity, container_hints,
@@ -109,15 +110,16 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     A directory holding the model in several of transformers' formats is read from the file
     transformers reads; the tree lists the others (`ParameterTree.copies`) and says so in a note.
     """
-    fmt, exact, copies = _resolve(path)
-    if model is None:
-        tree = fmt.read(exact, config_path=config_path, num_heads=num_heads)
-    elif model not in fmt.models:
-        held = "its files hold one model" if not fmt.models else f"its files hold {' or '.join(fmt.models)}"
-        raise bad_input(exact, f"is a {fmt.target} checkpoint and {held}: --model {model} does not apply "
-                               f"(it picks one of an ELECTRA pre-training checkpoint's generator and discriminator)")
-    else:
-        tree = fmt.read(exact, config_path=config_path, num_heads=num_heads, model=model)
+    with heaps_checked_once():  # the readers that look at an HDF5 file while finding its format, then the one reading it
+        fmt, exact, copies = _resolve(path)
+        if model is None:
+            tree = fmt.read(exact, config_path=config_path, num_heads=num_heads)
+        elif model not in fmt.models:
+            held = "its files hold one model" if not fmt.models else f"its files hold {' or '.join(fmt.models)}"
+            raise bad_input(exact, f"is a {fmt.target} checkpoint and {held}: --model {model} does not apply (it "
+                                   f"picks one of an ELECTRA pre-training checkpoint's generator and discriminator)")
+        else:
+            tree = fmt.read(exact, config_path=config_path, num_heads=num_heads, model=model)
     if not copies:
         return tree
     note = (f"read {exact.name}, the file transformers loads first; {exact.parent} also holds "

@@ -167,22 +167,41 @@ def layout(path: Path) -> str | None:
 def layer_names(path: Path) -> list[str]:
     """The root `layer_names` of a Keras 2 file, plus the first path component of every weight
     of a nested model group; [] for a file that is not one. Reads attributes only; never raises."""
+    listed = _listed_weights(path)
+    inner = [w.split("/", 1)[0] for name, weights in listed.items() for w in weights if not w.startswith(name + "/")]
+    return list(dict.fromkeys([*listed, *inner]))
+
+
+def weight_names(path: Path) -> dict[str, list[str]]:
+    """The layers of a Keras 2 file with the names of their weights, as `read_weights_file` lists
+    them (a nested model's layers in its place); {} for a file that is not one. Reads attributes
+    only; never raises."""
+    layers: dict[str, list[str]] = {}
+    for name, weights in _listed_weights(path).items():
+        if not _is_nested_model(name, weights):
+            layers[name] = weights
+            continue
+        for weight in weights:
+            layers.setdefault(weight.split("/", 1)[0], []).append(weight)
+    return layers
+
+
+def _listed_weights(path: Path) -> dict[str, list[str]]:
+    """Each root `layer_names` entry with its group's `weight_names` ([] when it has no group)."""
     try:
         check_global_heaps(path)
         with h5py.File(path, "r") as f:
             group = _weights_group(f)
             if group is None:
-                return []
-            names = _string_list(path, group.attrs, LAYER_NAMES, "the root") or []
-            inner = []
-            for name in names:
+                return {}
+            listed = {}
+            for name in _string_list(path, group.attrs, LAYER_NAMES, "the root") or []:
                 child = group.get(name)
-                if isinstance(child, h5py.Group):
-                    weights = _string_list(path, child.attrs, WEIGHT_NAMES, f"layer {name!r}") or []
-                    inner.extend(w.split("/", 1)[0] for w in weights if not w.startswith(name + "/"))
-            return list(dict.fromkeys(names + inner))
+                listed[name] = (_string_list(path, child.attrs, WEIGHT_NAMES, f"layer {name!r}") or []
+                                if isinstance(child, h5py.Group) else [])
+            return listed
     except Exception:  # noqa: BLE001 - a listing for sniffing; `read_weights_file` reports errors
-        return []
+        return {}
 
 
 def is_keras3(f: h5py.File) -> bool:

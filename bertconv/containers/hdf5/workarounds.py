@@ -19,6 +19,8 @@ from __future__ import annotations
 import errno
 import os
 import struct
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
@@ -45,6 +47,23 @@ _HEAP_OBJECT_HEADER_BYTES = 16
 # --- reading: the global heaps HDF5 would loop on -------------------------------------------------
 
 
+#: Files whose global heaps were checked in the current `heaps_checked_once` block, by identity.
+_checked: ContextVar[set | None] = ContextVar("bertconv_hdf5_heaps_checked", default=None)
+
+
+@contextmanager
+def heaps_checked_once() -> Iterator[None]:
+    """Within this block each file's global heaps are checked once, however many readers open
+    it (format detection asks several, then one reads): for one reading of files that do not
+    change meanwhile. Outside it, every call checks (a file rewritten in place in the same
+    clock tick keeps its size and times)."""
+    token = _checked.set(set())
+    try:
+        yield
+    finally:
+        _checked.reset(token)
+
+
 def check_global_heaps(path: Path) -> None:
     """Refuse a file holding a global heap collection HDF5 would loop forever on.
 
@@ -56,15 +75,22 @@ def check_global_heaps(path: Path) -> None:
     read or written), and touching a few bytes of a mapped folio maps all of it, so the scattered
     metadata of a BERT-large tf_model.h5 counted 300 MiB of resident memory.
     """
+    checked = _checked.get()
     try:
         with open(path, "rb", buffering=0) as f:
-            size = os.fstat(f.fileno()).st_size
+            stat = os.fstat(f.fileno())
+            identity = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+            if checked is not None and identity in checked:
+                return
+            size = stat.st_size
             if size == 0:
                 return
             os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_RANDOM)  # no readahead around each range
             for begin, end in _metadata_ranges(path, size):
                 for start in _signatures(f.fileno(), begin, end):
                     _walk_global_heap(path, f.fileno(), start, size)
+            if checked is not None:
+                checked.add(identity)
     except OSError as exc:
         raise bad_input(path, f"cannot read: {exc.strerror or exc}") from None
 
@@ -95,16 +121,18 @@ def _metadata_ranges(path: Path, size: int) -> list[tuple[int, int]]:
     metadata, global heaps included. Listing datasets reads no attribute (no global heap); if the
     file is too damaged to list them, the whole file is searched."""
     spans: list[tuple[int, int]] = []
-
-    def collect(_name: str, node) -> None:
-        if isinstance(node, h5py.Dataset):
-            offset = node.id.get_offset()
-            if offset is not None:
-                spans.append((offset, node.id.get_storage_size()))
-
     try:
         with h5py.File(path, "r") as f:
-            f.visititems(collect)
+            root = f.id
+
+            def collect(name: bytes, info) -> None:  # the low-level walk: no h5py object per node
+                if info.type == h5py.h5o.TYPE_DATASET:
+                    dataset = h5py.h5d.open(root, name)
+                    offset = dataset.get_offset()
+                    if offset is not None:
+                        spans.append((offset, dataset.get_storage_size()))
+
+            h5py.h5o.visit(root, collect, info=True)
     except Exception:  # noqa: BLE001 - damaged structure: fall back to searching everything
         return [(0, size)]
     ranges, position = [], 0

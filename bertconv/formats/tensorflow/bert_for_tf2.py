@@ -119,11 +119,11 @@ def _bert_layer_of(path: Path) -> str | None:
     try:
         if keras_h5.layout(path) != "keras2":
             return None
-        for layer in keras_h5.read_weights_file(path).layers:
-            found = {m.canonical for w in layer.weights for n in [_h5_name(layer.name, w.name)]
+        for layer, weights in keras_h5.weight_names(path).items():
+            found = {m.canonical for w in weights for n in [_h5_name(layer, w)]
                      if n is not None for m in [TABLE.match(n)] if m is not None}
             if "embeddings.word" in found and any(name.startswith("layers.") for name in found):
-                return layer.name
+                return layer
     except Exception:  # noqa: BLE001 - sniffing answers "not mine"; `read` reports a broken file
         return None
     return None
