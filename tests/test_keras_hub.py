@@ -9,9 +9,7 @@ and skip when that environment is absent.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,25 +23,20 @@ from bertconv.conversion import convert
 from bertconv.errors import BadInput
 from bertconv.formats.keras_hub import preset as keras_hub
 from bertconv.runtime.numpy_bert import NumpyBert
-from conftest import FIXTURES, ROOT, run_cli
+from conftest import FIXTURES, run_cli
+from kerashub_process import kerashub, load
 
 KERAS_HUB = FIXTURES / "keras_hub"
 PRESETS = ["bert", "albert", "bert_backbone"]
 #: Saved by keras-hub 0.32: the families beyond BERT's, each with its model type.
 OTHER_PRESETS = {"roberta": "roberta", "xlm_roberta": "xlm-roberta", "distil_bert": "distilbert",
                  "electra_backbone": "electra"}
-KERASHUB_PYTHON = ROOT / ".cache" / "kerashub-venv" / "bin" / "python"
-ORACLE_SCRIPT = Path(__file__).resolve().parent / "oracle_kerashub.py"
 #: bertconv's NumPy runtime against keras-hub's own outputs on the fixtures: measured 7.2e-7.
 LOGITS_ATOL = 1e-5
 #: Written presets loaded by keras-hub against bertconv's runtime on the same files (the issue's bound).
 PRESET_ATOL = 1e-4
 #: The fields keras-hub's code fixes otherwise than transformers' configs (the head's own).
 HEAD_FIELDS = ("--accept-loss", "mlm_hidden_act", "--accept-loss", "mlm_layer_norm_eps")
-
-kerashub = pytest.mark.skipif(not KERASHUB_PYTHON.exists(),
-                              reason=f"needs keras-hub 0.32 in {KERASHUB_PYTHON.parent.parent} (make kerashub)")
-
 
 def masked_logits(tree, inputs) -> dict[str, np.ndarray]:
     segments = inputs["segment_ids"] if tree.config.type_vocab_size > 1 else None
@@ -57,16 +50,6 @@ def masked_logits(tree, inputs) -> dict[str, np.ndarray]:
 def bits(array) -> np.ndarray:
     array = np.asarray(array)
     return array.view(f"<u{array.dtype.itemsize}")
-
-
-def keras_hub_oracle(directory: Path, inputs: Path, tmp_path: Path) -> tuple[dict, dict[str, np.ndarray]]:
-    out = tmp_path / f"{directory.name}-oracle.npz"
-    # Keras 3 alone: the suite's TF_USE_LEGACY_KERAS (for bert4keras) would send TensorFlow to tf-keras.
-    env = {k: v for k, v in os.environ.items() if k not in ("TF_USE_LEGACY_KERAS", "TF_KERAS")}
-    proc = subprocess.run([str(KERASHUB_PYTHON), str(ORACLE_SCRIPT), str(directory), str(inputs), str(out)],
-                          capture_output=True, text=True, timeout=300, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1]), dict(np.load(out))
 
 
 # --- reading --------------------------------------------------------------------------------
@@ -353,7 +336,7 @@ def test_keras_hub_loads_the_preset_with_its_head(source, accept, tmp_path):
     written = formats.read(tmp_path / "preset")
     inputs = _inputs(tree.config.vocab_size, low=3 if tree.config.position_offset else 0)
     np.savez(tmp_path / "inputs.npz", **inputs)
-    info, loaded = keras_hub_oracle(tmp_path / "preset", tmp_path / "inputs.npz", tmp_path)
+    info, loaded = load(tmp_path / "preset", tmp_path / "inputs.npz", tmp_path / "oracle.npz")
     assert info["class"].endswith("MaskedLM")
     assert info["parameters"] + 3 * tree.config.hidden_size * bool(tree.config.position_offset) \
         == audit(written)["parameters"]
@@ -419,7 +402,7 @@ def test_keras_hub_loads_an_electra_backbone_preset(tmp_path):
     written = formats.read(tmp_path / "preset")
     inputs = _inputs(written.config.vocab_size)
     np.savez(tmp_path / "inputs.npz", **inputs)
-    info, loaded = keras_hub_oracle(tmp_path / "preset", tmp_path / "inputs.npz", tmp_path)
+    info, loaded = load(tmp_path / "preset", tmp_path / "inputs.npz", tmp_path / "oracle.npz")
     assert info["class"] == "ElectraBackbone" and info["parameters"] == audit(written)["parameters"]
     valid = inputs["padding_mask"].astype(bool)
     np.testing.assert_allclose(loaded["sequence_output"][valid], masked_logits(written, inputs)["sequence_output"][valid],
