@@ -22,7 +22,7 @@ from bertconv.conversion import convert
 from bertconv.errors import BadInput
 from bertconv.formats.keras_hub import deberta as hub_deberta
 from bertconv.runtime.disentangled import relative_index
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, run_in_process
 from kerashub_process import kerashub, load, relative_rows
 from test_keras_hub import KERAS_HUB, LOGITS_ATOL, PRESET_ATOL, _inputs, bits, masked_logits
 
@@ -96,7 +96,7 @@ def test_round_trip_through_hugging_face_keeps_every_stored_value(tmp_path):
 
 
 def test_a_deberta_v2_with_position_projections_is_refused_naming_the_field(tmp_path):
-    result = run_cli("convert", FIXTURES / "deberta" / "v2" / "masked_lm", tmp_path / "out", "--to", "keras-hub",
+    result = run_in_process("convert", FIXTURES / "deberta" / "v2" / "masked_lm", tmp_path / "out", "--to", "keras-hub",
                      "--accept-loss", "mlm_layer_norm_eps", "--accept-loss", "hidden_act")
     assert result.exit_code == 2 and "share_att_key" in result.stderr and "DebertaV3Backbone" in result.stderr
     assert not (tmp_path / "out").exists()
@@ -118,9 +118,9 @@ def test_a_computation_keras_hub_fixes_otherwise_is_refused_unless_accepted(key,
     config = json.loads((source / "config.json").read_text())
     config[key] = value
     (source / "config.json").write_text(json.dumps(config))
-    refused = run_cli("convert", source, tmp_path / "out", "--to", "keras-hub", "--accept-loss", "mlm_layer_norm_eps")
+    refused = run_in_process("convert", source, tmp_path / "out", "--to", "keras-hub", "--accept-loss", "mlm_layer_norm_eps")
     assert refused.exit_code == 2 and field in refused.stderr and not (tmp_path / "out").exists()
-    accepted = run_cli("convert", source, tmp_path / "out", "--to", "keras-hub", "--accept-loss", "mlm_layer_norm_eps",
+    accepted = run_in_process("convert", source, tmp_path / "out", "--to", "keras-hub", "--accept-loss", "mlm_layer_norm_eps",
                        "--accept-loss", field)
     assert accepted.exit_code == 0 and f"accepted loss: {field}" in accepted.stdout + accepted.stderr
 

@@ -27,7 +27,7 @@ from bertconv.containers.hdf5.keras3_shards import plan_shards
 from bertconv.containers.hdf5.keras3_write import Keras3Object
 from bertconv import dtypes
 from bertconv.tensor import ArrayTensor
-from conftest import run_cli
+from conftest import run_in_process
 from kerashub_process import kerashub, load
 from test_keras_hub import KERAS_HUB, LOGITS_ATOL, PRESET_ATOL, _inputs, bits, masked_logits
 
@@ -87,14 +87,14 @@ def _edit_index(preset: Path, edit) -> None:
 def test_a_missing_shard_is_refused_naming_it(tmp_path):
     preset = _copy(tmp_path)
     (preset / _shards(preset)[-1]).unlink()
-    result = run_cli("audit", preset)
+    result = run_in_process("audit", preset)
     assert result.exit_code == 2 and _shards(SHARDED)[-1] in result.stderr and "is missing" in result.stderr
 
 
 def test_a_shard_outside_the_preset_is_refused(tmp_path):
     preset = _copy(tmp_path)
     _edit_index(preset, lambda weight_map: weight_map.update({"/layers/layer_normalization/vars": "../x.weights.h5"}))
-    result = run_cli("audit", preset)
+    result = run_in_process("audit", preset)
     assert result.exit_code == 2 and "../x.weights.h5" in result.stderr
 
 
@@ -105,7 +105,7 @@ def test_a_dataset_in_a_shard_its_group_is_not_listed_in_is_refused(tmp_path):
     other = next(name for name in _shards(preset) if name != json.loads(
         (preset / "model.weights.json").read_text())["weight_map"][group])
     _edit_index(preset, lambda weight_map: weight_map.update({group: other}))
-    result = run_cli("audit", preset)
+    result = run_in_process("audit", preset)
     assert result.exit_code == 2 and "layers/reversible_embedding/vars/0" in result.stderr
 
 
@@ -115,7 +115,7 @@ def test_a_dataset_in_two_shards_is_refused(tmp_path):
     with h5py.File(preset / first) as a, h5py.File(preset / second, "a") as b:
         b.create_dataset("layers/reversible_embedding/vars/0", data=a["layers/reversible_embedding/vars/0"][()])
     _edit_index(preset, lambda weight_map: weight_map.update({"/layers/reversible_embedding/vars": [first, second]}))
-    result = run_cli("audit", preset)
+    result = run_in_process("audit", preset)
     assert result.exit_code == 2 and "holds too" in result.stderr
 
 
@@ -132,7 +132,7 @@ def test_shards_take_whole_objects_up_to_the_limit():
 
 def test_written_in_shards_past_the_limit_and_whole_below_it(tmp_path):
     tree = formats.read(WHOLE)
-    result = run_cli("convert", WHOLE, tmp_path / "sharded", "--to", "keras-hub", "--max-shard-size", str(SMALL_SHARDS))
+    result = run_in_process("convert", WHOLE, tmp_path / "sharded", "--to", "keras-hub", "--max-shard-size", str(SMALL_SHARDS))
     assert result.exit_code == 0, result.stderr
     assert len(_shards(tmp_path / "sharded")) == 3 and not (tmp_path / "sharded" / "model.weights.h5").exists()
     for name in _shards(tmp_path / "sharded"):
