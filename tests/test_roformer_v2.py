@@ -85,8 +85,9 @@ def test_written_for_bert4keras_it_loads_bit_for_bit(oracle, tmp_path):
         assert [layer.name for layer in written.layers] == [layer.name for layer in source.layers]
         for got, expected in zip(written.weights, source.weights, strict=True):
             assert np.array_equal(got.numpy(), expected.numpy()), expected.name
-    inputs = _inputs(False)
-    np.testing.assert_array_equal(_predict(oracle, out, inputs), _predict(oracle, SOURCE, inputs))
+        if with_mlm:  # the models `_predict` builds: bert4keras' predict from the written files is the source's
+            inputs = _inputs(False)
+            np.testing.assert_array_equal(written.predict(inputs, verbose=0), source.predict(inputs, verbose=0))
 
 
 def test_verify_finds_its_head_present_and_tied():
