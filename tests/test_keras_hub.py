@@ -38,6 +38,7 @@ PRESET_ATOL = 1e-4
 #: The fields keras-hub's code fixes otherwise than transformers' configs (the head's own).
 HEAD_FIELDS = ("--accept-loss", "mlm_hidden_act", "--accept-loss", "mlm_layer_norm_eps")
 
+
 def masked_logits(tree, inputs) -> dict[str, np.ndarray]:
     segments = inputs["segment_ids"] if tree.config.type_vocab_size > 1 else None
     output = NumpyBert(tree)(inputs["token_ids"], segments, inputs["padding_mask"])
@@ -287,13 +288,15 @@ def test_a_mixed_precision_policy_is_refused(tmp_path):
 
 
 def test_a_next_sentence_head_is_refused_and_nothing_written(tmp_path):
-    result = run_in_process("convert", FIXTURES / "hf" / "pretraining", tmp_path / "out", "--to", "keras-hub", *HEAD_FIELDS)
+    result = run_in_process("convert", FIXTURES / "hf" / "pretraining", tmp_path / "out", "--to", "keras-hub",
+                            *HEAD_FIELDS)
     assert result.exit_code == 2 and "nsp" in result.stderr
     assert not (tmp_path / "out").exists()
 
 
 def test_head_numerics_are_refused_unless_accepted(tmp_path):
-    result = run_in_process("convert", FIXTURES / "family_hf" / "albert" / "masked_lm", tmp_path / "out", "--to", "keras-hub")
+    result = run_in_process("convert", FIXTURES / "family_hf" / "albert" / "masked_lm", tmp_path / "out",
+                            "--to", "keras-hub")
     assert result.exit_code == 2 and "mlm_layer_norm_eps" in result.stderr
     assert not (tmp_path / "out").exists()
 
@@ -366,7 +369,8 @@ def test_an_onnx_export_computes_the_head_as_keras_hub_does(tmp_path):
 @pytest.mark.parametrize("model, head", [("generator", "mlm"), ("discriminator", "rtd")])
 def test_an_electra_head_is_refused_unless_its_loss_is_accepted(model, head, tmp_path):
     source = FIXTURES / "family_hf" / "electra" / model
-    refused = run_in_process("convert", source, tmp_path / "refused", "--to", "keras-hub", "--accept-loss", "hidden_act")
+    refused = run_in_process("convert", source, tmp_path / "refused", "--to", "keras-hub",
+                             "--accept-loss", "hidden_act")
     assert refused.exit_code == 2 and f"--accept-loss {head}" in refused.stderr and "ElectraBackbone" in refused.stderr
     assert not (tmp_path / "refused").exists()
     result = convert(formats.read(source), tmp_path / "preset", "keras-hub", accept_loss=("hidden_act", head))

@@ -118,10 +118,11 @@ def test_a_computation_keras_hub_fixes_otherwise_is_refused_unless_accepted(key,
     config = json.loads((source / "config.json").read_text())
     config[key] = value
     (source / "config.json").write_text(json.dumps(config))
-    refused = run_in_process("convert", source, tmp_path / "out", "--to", "keras-hub", "--accept-loss", "mlm_layer_norm_eps")
+    refused = run_in_process("convert", source, tmp_path / "out", "--to", "keras-hub",
+                             "--accept-loss", "mlm_layer_norm_eps")
     assert refused.exit_code == 2 and field in refused.stderr and not (tmp_path / "out").exists()
-    accepted = run_in_process("convert", source, tmp_path / "out", "--to", "keras-hub", "--accept-loss", "mlm_layer_norm_eps",
-                       "--accept-loss", field)
+    accepted = run_in_process("convert", source, tmp_path / "out", "--to", "keras-hub",
+                              "--accept-loss", "mlm_layer_norm_eps", "--accept-loss", field)
     assert accepted.exit_code == 0 and f"accepted loss: {field}" in accepted.stdout + accepted.stderr
 
 

@@ -132,7 +132,8 @@ def test_shards_take_whole_objects_up_to_the_limit():
 
 def test_written_in_shards_past_the_limit_and_whole_below_it(tmp_path):
     tree = formats.read(WHOLE)
-    result = run_in_process("convert", WHOLE, tmp_path / "sharded", "--to", "keras-hub", "--max-shard-size", str(SMALL_SHARDS))
+    result = run_in_process("convert", WHOLE, tmp_path / "sharded", "--to", "keras-hub",
+                            "--max-shard-size", str(SMALL_SHARDS))
     assert result.exit_code == 0, result.stderr
     assert len(_shards(tmp_path / "sharded")) == 3 and not (tmp_path / "sharded" / "model.weights.h5").exists()
     for name in _shards(tmp_path / "sharded"):
@@ -155,7 +156,8 @@ def loaded(tmp_path_factory):
     root = tmp_path_factory.mktemp("shards")
     convert(formats.read(BFLOAT16), root / "bfloat16-hf", "hf", accept_loss=HEAD_NUMERICS)
     cases = {"sharded-from-whole": (WHOLE, SMALL_SHARDS, None), "sharded-from-sharded": (SHARDED, 2000, None),
-             "bfloat16-from-preset": (BFLOAT16, None, None), "bfloat16-from-preset-in-float32": (BFLOAT16, None, "float32"),
+             "bfloat16-from-preset": (BFLOAT16, None, None),
+             "bfloat16-from-preset-in-float32": (BFLOAT16, None, "float32"),
              "bfloat16-from-hf-in-float32": (root / "bfloat16-hf", None, "float32")}
     out = {}
     for name, (source, max_bytes, dtype) in cases.items():
