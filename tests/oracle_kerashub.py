@@ -1,15 +1,23 @@
-"""Load a keras-hub preset directory with keras-hub 0.32 and dump what it loaded.
+"""keras-hub 0.32 as an oracle: load presets and compute what the tests compare, one request a line.
 
 Runs in the keras-hub environment (.cache/kerashub-venv: keras-hub 0.32.0, Keras 3 on
-tensorflow-cpu 2.21, no tf-keras), by subprocess from tests/test_keras_hub.py:
+tensorflow-cpu 2.21, no tf-keras), started once per pytest worker by tests/kerashub_process.py
+(TensorFlow takes seconds to start). Each line read from stdin is a JSON request, each answered
+by one JSON line on stdout (everything else the libraries print goes to stderr):
 
-    python tests/oracle_kerashub.py DIRECTORY INPUTS.npz OUT.npz [DIRECTORY INPUTS.npz OUT.npz ...]
+    {"load": [DIRECTORY, INPUTS.npz, OUT.npz], "dtype": null | "float32"}
+        The task class is task.json's (`keras_hub.models.<class>.from_preset`), the backbone's
+        alone when the preset has no task; `dtype`, when given, is the dtype policy in place of
+        the config's (a bfloat16 preset computed in float32). OUT.npz gets every loaded variable
+        under `param:<Keras path>` and the outputs on the inputs: `mlm_logits` [B, M, V] at
+        `mask_positions`, `sequence_output`. Answers the class, keras-hub's version, the
+        parameter count, and the preprocessor and its tokenizer's vocabulary size (or null).
+    {"buckets": [[BUCKET_SIZE, LENGTH], ...], "out": OUT.npz}
+        DeBERTa-v3's relative positions: OUT.npz gets, under `<bucket_size>_<length>`, the row
+        `DisentangledSelfAttention` reads for query l and key r in its c2p term, [S, S] with
+        S = length. Answers {}.
 
-The task class is task.json's (`keras_hub.models.<class>.from_preset`), the backbone's alone
-when the preset has no task. OUT.npz gets every loaded variable under `param:<Keras path>` and
-the outputs on the inputs: `mlm_logits` [B, M, V] at `mask_positions`, `sequence_output`. Prints
-one JSON line per directory: class, keras-hub version, parameter count, and whether the
-preprocessor and its tokenizer loaded (with the tokenizer's vocabulary size).
+A request that fails is answered {"error": its traceback}; the process ends when stdin closes.
 """
 
 from __future__ import annotations
@@ -21,13 +29,16 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import json  # noqa: E402
 import sys  # noqa: E402
+import traceback  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402
+from keras import ops  # noqa: E402
+from keras_hub.src.models.deberta_v3.disentangled_self_attention import DisentangledSelfAttention  # noqa: E402
 
 
-def main(directory: Path, inputs_path: Path, out_path: Path, dtype: str | None = None) -> None:
+def load(directory: Path, inputs_path: Path, out_path: Path, dtype: str | None = None) -> dict:
     """Load `directory` (with the dtype policy `dtype` in place of its config's, when given)."""
     feed = dict(np.load(inputs_path))
     policy = {"dtype": dtype} if dtype else {}
@@ -51,9 +62,24 @@ def main(directory: Path, inputs_path: Path, out_path: Path, dtype: str | None =
     np.savez(out_path, **params, **{k: _exact(v) for k, v in outputs.items()})
     preprocessor = getattr(task, "preprocessor", None)
     tokenizer = getattr(preprocessor, "tokenizer", None)
-    print(json.dumps({"class": cls.__name__, "keras_hub": keras_hub.__version__, "parameters": int(model.count_params()),
-                      "preprocessor": type(preprocessor).__name__ if preprocessor is not None else None,
-                      "vocabulary_size": int(tokenizer.vocabulary_size()) if tokenizer is not None else None}))
+    return {"class": cls.__name__, "keras_hub": keras_hub.__version__, "parameters": int(model.count_params()),
+            "preprocessor": type(preprocessor).__name__ if preprocessor is not None else None,
+            "vocabulary_size": int(tokenizer.vocabulary_size()) if tokenizer is not None else None}
+
+
+def bucket_rows(bucket_size: int, length: int) -> np.ndarray:
+    """keras-hub's relative-position row for every (query, key), [S, S] with S = `length`."""
+    layer = DisentangledSelfAttention(num_heads=1, hidden_dim=8, max_position_embeddings=length,
+                                      bucket_size=bucket_size)
+    relative = layer._get_rel_pos(length)[0, 0]
+    return np.asarray(ops.clip(relative + bucket_size, 0, 2 * bucket_size - 1))
+
+
+def answer(request: dict) -> dict:
+    if "load" in request:
+        return load(*map(Path, request["load"]), dtype=request.get("dtype"))
+    np.savez(request["out"], **{f"{b}_{s}": bucket_rows(b, s) for b, s in request["buckets"]})
+    return {}
 
 
 def _exact(values) -> np.ndarray:
@@ -62,7 +88,18 @@ def _exact(values) -> np.ndarray:
     return values.astype(np.float32) if values.dtype.name == "bfloat16" else values
 
 
+def serve() -> None:
+    answers = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # the libraries' prints cannot break a line read as JSON
+    sys.stdout = sys.stderr
+    for line in sys.stdin:
+        try:
+            reply = answer(json.loads(line))
+        except Exception:
+            reply = {"error": traceback.format_exc()}
+        answers.write(json.dumps(reply) + "\n")
+        answers.flush()
+
+
 if __name__ == "__main__":
-    arguments = sys.argv[1:]
-    for start in range(0, len(arguments), 3):  # one process for many jobs: TensorFlow starts slowly
-        main(*map(Path, arguments[start:start + 3]))
+    serve()

@@ -9,9 +9,7 @@ and skip when that environment is absent.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,24 +23,20 @@ from bertconv.conversion import convert
 from bertconv.errors import BadInput
 from bertconv.formats.keras_hub import preset as keras_hub
 from bertconv.runtime.numpy_bert import NumpyBert
-from conftest import FIXTURES, ROOT, run_cli
+from conftest import FIXTURES, run_in_process
+from kerashub_process import kerashub, load
 
 KERAS_HUB = FIXTURES / "keras_hub"
 PRESETS = ["bert", "albert", "bert_backbone"]
 #: Saved by keras-hub 0.32: the families beyond BERT's, each with its model type.
 OTHER_PRESETS = {"roberta": "roberta", "xlm_roberta": "xlm-roberta", "distil_bert": "distilbert",
                  "electra_backbone": "electra"}
-KERASHUB_PYTHON = ROOT / ".cache" / "kerashub-venv" / "bin" / "python"
-ORACLE_SCRIPT = Path(__file__).resolve().parent / "oracle_kerashub.py"
 #: bertconv's NumPy runtime against keras-hub's own outputs on the fixtures: measured 7.2e-7.
 LOGITS_ATOL = 1e-5
 #: Written presets loaded by keras-hub against bertconv's runtime on the same files (the issue's bound).
 PRESET_ATOL = 1e-4
 #: The fields keras-hub's code fixes otherwise than transformers' configs (the head's own).
 HEAD_FIELDS = ("--accept-loss", "mlm_hidden_act", "--accept-loss", "mlm_layer_norm_eps")
-
-kerashub = pytest.mark.skipif(not KERASHUB_PYTHON.exists(),
-                              reason=f"needs keras-hub 0.32 in {KERASHUB_PYTHON.parent.parent} (make kerashub)")
 
 
 def masked_logits(tree, inputs) -> dict[str, np.ndarray]:
@@ -57,16 +51,6 @@ def masked_logits(tree, inputs) -> dict[str, np.ndarray]:
 def bits(array) -> np.ndarray:
     array = np.asarray(array)
     return array.view(f"<u{array.dtype.itemsize}")
-
-
-def keras_hub_oracle(directory: Path, inputs: Path, tmp_path: Path) -> tuple[dict, dict[str, np.ndarray]]:
-    out = tmp_path / f"{directory.name}-oracle.npz"
-    # Keras 3 alone: the suite's TF_USE_LEGACY_KERAS (for bert4keras) would send TensorFlow to tf-keras.
-    env = {k: v for k, v in os.environ.items() if k not in ("TF_USE_LEGACY_KERAS", "TF_KERAS")}
-    proc = subprocess.run([str(KERASHUB_PYTHON), str(ORACLE_SCRIPT), str(directory), str(inputs), str(out)],
-                          capture_output=True, text=True, timeout=300, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1]), dict(np.load(out))
 
 
 # --- reading --------------------------------------------------------------------------------
@@ -208,7 +192,7 @@ def test_a_roberta_token_type_is_added_to_the_positions(tmp_path):
 def test_a_bpe_vocabulary_without_its_merges_is_refused(tmp_path):
     source = _roberta_with_bpe(tmp_path)
     (source / "merges.txt").unlink()
-    result = run_cli("convert", source, tmp_path / "out", "--to", "keras-hub")
+    result = run_in_process("convert", source, tmp_path / "out", "--to", "keras-hub")
     assert result.exit_code == 2 and "vocab.json" in result.stderr and "merges.txt" in result.stderr
     assert not (tmp_path / "out").exists()
 
@@ -278,7 +262,7 @@ def test_unknown_backbone_key_is_refused_naming_it(tmp_path):
     config = json.loads((preset / "config.json").read_text())
     config["config"]["rotary_max_wavelength"] = 10000
     (preset / "config.json").write_text(json.dumps(config))
-    result = run_cli("audit", preset)
+    result = run_in_process("audit", preset)
     assert result.exit_code == 2
     assert "config.json" in result.stderr and "rotary_max_wavelength" in result.stderr
 
@@ -289,7 +273,7 @@ def test_a_head_tensor_of_the_wrong_shape_is_refused_naming_it(tmp_path):
         name = "layers/transformer_encoder_1/_self_attention_layer/query_dense/vars/0"
         del f[name]
         f[name] = np.zeros((8, 4, 2), dtype="float32")
-    result = run_cli("audit", preset)
+    result = run_in_process("audit", preset)
     assert result.exit_code == 2
     assert "model.weights.h5" in result.stderr and "query_dense/vars/0" in result.stderr and "[8, 2, 4]" in result.stderr
 
@@ -299,18 +283,20 @@ def test_a_mixed_precision_policy_is_refused(tmp_path):
     config = json.loads((preset / "config.json").read_text())
     config["config"]["dtype"]["config"]["name"] = "mixed_float16"
     (preset / "config.json").write_text(json.dumps(config))
-    result = run_cli("audit", preset)
+    result = run_in_process("audit", preset)
     assert result.exit_code == 2 and "mixed_float16" in result.stderr
 
 
 def test_a_next_sentence_head_is_refused_and_nothing_written(tmp_path):
-    result = run_cli("convert", FIXTURES / "hf" / "pretraining", tmp_path / "out", "--to", "keras-hub", *HEAD_FIELDS)
+    result = run_in_process("convert", FIXTURES / "hf" / "pretraining", tmp_path / "out", "--to", "keras-hub",
+                            *HEAD_FIELDS)
     assert result.exit_code == 2 and "nsp" in result.stderr
     assert not (tmp_path / "out").exists()
 
 
 def test_head_numerics_are_refused_unless_accepted(tmp_path):
-    result = run_cli("convert", FIXTURES / "family_hf" / "albert" / "masked_lm", tmp_path / "out", "--to", "keras-hub")
+    result = run_in_process("convert", FIXTURES / "family_hf" / "albert" / "masked_lm", tmp_path / "out",
+                            "--to", "keras-hub")
     assert result.exit_code == 2 and "mlm_layer_norm_eps" in result.stderr
     assert not (tmp_path / "out").exists()
 
@@ -346,14 +332,14 @@ def test_keras_hub_loads_the_preset_with_its_head(source, accept, tmp_path):
     tree = formats.read(source)
     if accept:
         without = accept[:-2]  # all but the last field accepted: refused, naming it
-        refused = run_cli("convert", source, tmp_path / "refused", "--to", "keras-hub", *without)
+        refused = run_in_process("convert", source, tmp_path / "refused", "--to", "keras-hub", *without)
         assert refused.exit_code == 2 and accept[-1] in refused.stderr and not (tmp_path / "refused").exists()
-    result = run_cli("convert", source, tmp_path / "preset", "--to", "keras-hub", *accept)
+    result = run_in_process("convert", source, tmp_path / "preset", "--to", "keras-hub", *accept)
     assert result.exit_code == 0, result.stderr
     written = formats.read(tmp_path / "preset")
     inputs = _inputs(tree.config.vocab_size, low=3 if tree.config.position_offset else 0)
     np.savez(tmp_path / "inputs.npz", **inputs)
-    info, loaded = keras_hub_oracle(tmp_path / "preset", tmp_path / "inputs.npz", tmp_path)
+    info, loaded = load(tmp_path / "preset", tmp_path / "inputs.npz", tmp_path / "oracle.npz")
     assert info["class"].endswith("MaskedLM")
     assert info["parameters"] + 3 * tree.config.hidden_size * bool(tree.config.position_offset) \
         == audit(written)["parameters"]
@@ -383,7 +369,8 @@ def test_an_onnx_export_computes_the_head_as_keras_hub_does(tmp_path):
 @pytest.mark.parametrize("model, head", [("generator", "mlm"), ("discriminator", "rtd")])
 def test_an_electra_head_is_refused_unless_its_loss_is_accepted(model, head, tmp_path):
     source = FIXTURES / "family_hf" / "electra" / model
-    refused = run_cli("convert", source, tmp_path / "refused", "--to", "keras-hub", "--accept-loss", "hidden_act")
+    refused = run_in_process("convert", source, tmp_path / "refused", "--to", "keras-hub",
+                             "--accept-loss", "hidden_act")
     assert refused.exit_code == 2 and f"--accept-loss {head}" in refused.stderr and "ElectraBackbone" in refused.stderr
     assert not (tmp_path / "refused").exists()
     result = convert(formats.read(source), tmp_path / "preset", "keras-hub", accept_loss=("hidden_act", head))
@@ -401,7 +388,7 @@ def test_an_electra_backbone_preset_round_trips_through_bert4keras(tmp_path):
     """keras-hub's ELECTRA has a pooler, which transformers' has not (refused there, naming it);
     bert4keras holds it, and the preset comes back the same bits."""
     source = KERAS_HUB / "electra_backbone"
-    refused = run_cli("convert", source, tmp_path / "hf", "--to", "hf")
+    refused = run_in_process("convert", source, tmp_path / "hf", "--to", "hf")
     assert refused.exit_code == 2 and "pooler" in refused.stderr
     convert(formats.read(source), tmp_path / "b4k", "bert4keras")
     convert(formats.read(tmp_path / "b4k"), tmp_path / "kh", "keras-hub")
@@ -419,7 +406,7 @@ def test_keras_hub_loads_an_electra_backbone_preset(tmp_path):
     written = formats.read(tmp_path / "preset")
     inputs = _inputs(written.config.vocab_size)
     np.savez(tmp_path / "inputs.npz", **inputs)
-    info, loaded = keras_hub_oracle(tmp_path / "preset", tmp_path / "inputs.npz", tmp_path)
+    info, loaded = load(tmp_path / "preset", tmp_path / "inputs.npz", tmp_path / "oracle.npz")
     assert info["class"] == "ElectraBackbone" and info["parameters"] == audit(written)["parameters"]
     valid = inputs["padding_mask"].astype(bool)
     np.testing.assert_allclose(loaded["sequence_output"][valid], masked_logits(written, inputs)["sequence_output"][valid],

@@ -2,15 +2,13 @@
 
 fixtures/keras_hub/deberta_v3 was saved by keras-hub 0.32 itself with its outputs beside it
 (fixtures/make_kerashub_fixtures.py); the tests marked `kerashub` load what bertconv writes with
-keras-hub 0.32 (.cache/kerashub-venv), all in one subprocess for the module.
+keras-hub 0.32 (.cache/kerashub-venv: tests/kerashub_process.py).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,17 +22,20 @@ from bertconv.conversion import convert
 from bertconv.errors import BadInput
 from bertconv.formats.keras_hub import deberta as hub_deberta
 from bertconv.runtime.disentangled import relative_index
-from conftest import FIXTURES, run_cli
-from test_keras_hub import KERAS_HUB, KERASHUB_PYTHON, LOGITS_ATOL, PRESET_ATOL, _inputs, bits, kerashub, masked_logits
+from conftest import FIXTURES, run_in_process
+from kerashub_process import kerashub, load, relative_rows
+from test_keras_hub import KERAS_HUB, LOGITS_ATOL, PRESET_ATOL, _inputs, bits, masked_logits
 
 PRESET = KERAS_HUB / "deberta_v3"
 V3 = FIXTURES / "deberta" / "v3"
-ORACLE_SCRIPT = Path(__file__).resolve().parent / "oracle_kerashub_extra.py"
 #: keras-hub's MaskedLMHead normalizes with 1e-5 where transformers' DeBERTa head takes layer_norm_eps (1e-7).
 HEAD = ("mlm_layer_norm_eps",)
 #: What keras-hub loads: transformers' two head layouts, and keras-hub's own preset through transformers.
 SOURCES = {"hf-cls-predictions": V3 / "masked_lm", "hf-lm-predictions": V3 / "lm_predictions",
            "keras-hub-through-hf": None}
+#: (bucket_size, max_sequence_length): DeBERTa-v3's own (256, 512), and settings where keras-hub
+#: rounds a far bucket apart.
+BUCKET_CASES = [(256, 512), (128, 256), (64, 512), (4, 16)]
 
 
 def _datasets(path: Path) -> dict[str, np.ndarray]:
@@ -95,7 +96,7 @@ def test_round_trip_through_hugging_face_keeps_every_stored_value(tmp_path):
 
 
 def test_a_deberta_v2_with_position_projections_is_refused_naming_the_field(tmp_path):
-    result = run_cli("convert", FIXTURES / "deberta" / "v2" / "masked_lm", tmp_path / "out", "--to", "keras-hub",
+    result = run_in_process("convert", FIXTURES / "deberta" / "v2" / "masked_lm", tmp_path / "out", "--to", "keras-hub",
                      "--accept-loss", "mlm_layer_norm_eps", "--accept-loss", "hidden_act")
     assert result.exit_code == 2 and "share_att_key" in result.stderr and "DebertaV3Backbone" in result.stderr
     assert not (tmp_path / "out").exists()
@@ -117,10 +118,11 @@ def test_a_computation_keras_hub_fixes_otherwise_is_refused_unless_accepted(key,
     config = json.loads((source / "config.json").read_text())
     config[key] = value
     (source / "config.json").write_text(json.dumps(config))
-    refused = run_cli("convert", source, tmp_path / "out", "--to", "keras-hub", "--accept-loss", "mlm_layer_norm_eps")
+    refused = run_in_process("convert", source, tmp_path / "out", "--to", "keras-hub",
+                             "--accept-loss", "mlm_layer_norm_eps")
     assert refused.exit_code == 2 and field in refused.stderr and not (tmp_path / "out").exists()
-    accepted = run_cli("convert", source, tmp_path / "out", "--to", "keras-hub", "--accept-loss", "mlm_layer_norm_eps",
-                       "--accept-loss", field)
+    accepted = run_in_process("convert", source, tmp_path / "out", "--to", "keras-hub",
+                              "--accept-loss", "mlm_layer_norm_eps", "--accept-loss", field)
     assert accepted.exit_code == 0 and f"accepted loss: {field}" in accepted.stdout + accepted.stderr
 
 
@@ -135,28 +137,11 @@ def test_far_buckets_keras_hub_rounds_apart_are_noted():
 # --- keras-hub loads what bertconv writes ----------------------------------------------------------
 
 
-def run_oracle(root: Path, jobs: dict[str, tuple[str | Path, Path]]) -> tuple[dict[str, dict], dict[str, np.ndarray]]:
-    """keras-hub's loading of each job's preset (name -> its DIRECTORY[@DTYPE] and inputs.npz),
-    all in one process: per name the loaded model's `info` and `outputs`; and keras-hub's
-    relative-position rows (`BUCKET_CASES` of the oracle script)."""
-    arguments = [str(part) for name, (directory, inputs) in jobs.items()
-                 for part in (directory, inputs, root / f"{name}-out.npz")]
-    env = {k: v for k, v in os.environ.items() if k not in ("TF_USE_LEGACY_KERAS", "TF_KERAS")}
-    proc = subprocess.run([str(KERASHUB_PYTHON), str(ORACLE_SCRIPT), str(root / "buckets.npz"), *arguments],
-                          capture_output=True, text=True, timeout=600, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    results = {name: {"info": json.loads(line), "outputs": dict(np.load(root / f"{name}-out.npz"))}
-               for name, line in zip(jobs, proc.stdout.strip().splitlines()[-len(jobs):])}
-    return results, dict(np.load(root / "buckets.npz"))
-
-
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory):
-    """Each source written as a preset, and keras-hub's loading of every one (one process)."""
-    if not KERASHUB_PYTHON.exists():
-        pytest.skip(f"needs keras-hub 0.32 in {KERASHUB_PYTHON.parent.parent} (make kerashub)")
+    """Each source written as a preset, and keras-hub's loading of it."""
     root = tmp_path_factory.mktemp("deberta")
-    jobs, out = {}, {}
+    out = {}
     for name, source in SOURCES.items():
         if source is None:
             convert(formats.read(PRESET), root / f"{name}-hf", "hf", accept_loss=HEAD)
@@ -167,12 +152,16 @@ def loaded(tmp_path_factory):
             tree = formats.read(PRESET)
         inputs = _inputs(tree.config.vocab_size)
         np.savez(root / f"{name}-inputs.npz", **inputs)
-        jobs[name] = (root / name, root / f"{name}-inputs.npz")
-        out[name] = {"source": tree, "written": formats.read(root / name), "inputs": inputs, "notes": result.notes}
-    results, out["buckets"] = run_oracle(root, jobs)
-    for name, result in results.items():
-        out[name].update(result)
+        info, outputs = load(root / name, root / f"{name}-inputs.npz", root / f"{name}-out.npz")
+        out[name] = {"source": tree, "written": formats.read(root / name), "inputs": inputs, "notes": result.notes,
+                     "info": info, "outputs": outputs}
     return out
+
+
+@pytest.fixture(scope="module")
+def keras_hub_rows(tmp_path_factory) -> dict[str, np.ndarray]:
+    """keras-hub's relative-position rows for each of `BUCKET_CASES`."""
+    return relative_rows(BUCKET_CASES, tmp_path_factory.mktemp("buckets") / "buckets.npz")
 
 
 @kerashub
@@ -194,12 +183,12 @@ def test_keras_hub_loads_the_preset_with_its_head(loaded, name):
 
 
 @kerashub
-@pytest.mark.parametrize("case", ["256_512", "128_256", "64_512", "4_16"])
-def test_relative_rows_are_keras_hubs(loaded, case):
+@pytest.mark.parametrize("case", [f"{b}_{s}" for b, s in BUCKET_CASES])
+def test_relative_rows_are_keras_hubs(keras_hub_rows, case):
     """`keras_hub_index` is keras-hub's own arithmetic; bertconv's runtime (transformers') reads
     the same rows except where `caveats` names the distances."""
     buckets, length = map(int, case.split("_"))
-    theirs = loaded["buckets"][case]
+    theirs = keras_hub_rows[case]
     assert np.array_equal(hub_deberta.keras_hub_index(length, buckets, length), theirs)
     config = replace(formats.read(PRESET).config, position_buckets=buckets, max_relative_positions=length,
                      max_position_embeddings=length)

@@ -4,7 +4,7 @@ model_0000N.weights.h5, `save_to_preset(max_shard_size=...)`), and presets in bf
 fixtures/keras_hub/deberta_v3_sharded is fixtures/keras_hub/deberta_v3's model (the same weights)
 saved by keras-hub 0.32 in shards of at most 4 KB; fixtures/keras_hub/bert_bfloat16 a BERT built
 with `dtype="bfloat16"`. The tests marked `kerashub` load what bertconv writes with keras-hub 0.32
-(.cache/kerashub-venv), all in one subprocess for the module.
+(.cache/kerashub-venv: tests/kerashub_process.py).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from bertconv.containers.hdf5.keras3_shards import plan_shards
 from bertconv.containers.hdf5.keras3_write import Keras3Object
 from bertconv import dtypes
 from bertconv.tensor import ArrayTensor
-from conftest import run_cli
-from test_keras_hub import KERAS_HUB, KERASHUB_PYTHON, LOGITS_ATOL, PRESET_ATOL, _inputs, bits, kerashub, masked_logits
-from test_keras_hub_deberta import run_oracle
+from conftest import run_in_process
+from kerashub_process import kerashub, load
+from test_keras_hub import KERAS_HUB, LOGITS_ATOL, PRESET_ATOL, _inputs, bits, masked_logits
 
 SHARDED = KERAS_HUB / "deberta_v3_sharded"
 WHOLE = KERAS_HUB / "deberta_v3"
@@ -87,14 +87,14 @@ def _edit_index(preset: Path, edit) -> None:
 def test_a_missing_shard_is_refused_naming_it(tmp_path):
     preset = _copy(tmp_path)
     (preset / _shards(preset)[-1]).unlink()
-    result = run_cli("audit", preset)
+    result = run_in_process("audit", preset)
     assert result.exit_code == 2 and _shards(SHARDED)[-1] in result.stderr and "is missing" in result.stderr
 
 
 def test_a_shard_outside_the_preset_is_refused(tmp_path):
     preset = _copy(tmp_path)
     _edit_index(preset, lambda weight_map: weight_map.update({"/layers/layer_normalization/vars": "../x.weights.h5"}))
-    result = run_cli("audit", preset)
+    result = run_in_process("audit", preset)
     assert result.exit_code == 2 and "../x.weights.h5" in result.stderr
 
 
@@ -105,7 +105,7 @@ def test_a_dataset_in_a_shard_its_group_is_not_listed_in_is_refused(tmp_path):
     other = next(name for name in _shards(preset) if name != json.loads(
         (preset / "model.weights.json").read_text())["weight_map"][group])
     _edit_index(preset, lambda weight_map: weight_map.update({group: other}))
-    result = run_cli("audit", preset)
+    result = run_in_process("audit", preset)
     assert result.exit_code == 2 and "layers/reversible_embedding/vars/0" in result.stderr
 
 
@@ -115,7 +115,7 @@ def test_a_dataset_in_two_shards_is_refused(tmp_path):
     with h5py.File(preset / first) as a, h5py.File(preset / second, "a") as b:
         b.create_dataset("layers/reversible_embedding/vars/0", data=a["layers/reversible_embedding/vars/0"][()])
     _edit_index(preset, lambda weight_map: weight_map.update({"/layers/reversible_embedding/vars": [first, second]}))
-    result = run_cli("audit", preset)
+    result = run_in_process("audit", preset)
     assert result.exit_code == 2 and "holds too" in result.stderr
 
 
@@ -132,7 +132,8 @@ def test_shards_take_whole_objects_up_to_the_limit():
 
 def test_written_in_shards_past_the_limit_and_whole_below_it(tmp_path):
     tree = formats.read(WHOLE)
-    result = run_cli("convert", WHOLE, tmp_path / "sharded", "--to", "keras-hub", "--max-shard-size", str(SMALL_SHARDS))
+    result = run_in_process("convert", WHOLE, tmp_path / "sharded", "--to", "keras-hub",
+                            "--max-shard-size", str(SMALL_SHARDS))
     assert result.exit_code == 0, result.stderr
     assert len(_shards(tmp_path / "sharded")) == 3 and not (tmp_path / "sharded" / "model.weights.h5").exists()
     for name in _shards(tmp_path / "sharded"):
@@ -151,27 +152,25 @@ def test_written_in_shards_past_the_limit_and_whole_below_it(tmp_path):
 
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory):
-    """Presets bertconv wrote, each with keras-hub's loading of it (one process)."""
-    if not KERASHUB_PYTHON.exists():
-        pytest.skip(f"needs keras-hub 0.32 in {KERASHUB_PYTHON.parent.parent} (make kerashub)")
+    """Presets bertconv wrote, each with keras-hub's loading of it."""
     root = tmp_path_factory.mktemp("shards")
     convert(formats.read(BFLOAT16), root / "bfloat16-hf", "hf", accept_loss=HEAD_NUMERICS)
-    cases = {"sharded-from-whole": (WHOLE, SMALL_SHARDS, ""), "sharded-from-sharded": (SHARDED, 2000, ""),
-             "bfloat16-from-preset": (BFLOAT16, None, ""), "bfloat16-from-preset-in-float32": (BFLOAT16, None, "float32"),
+    cases = {"sharded-from-whole": (WHOLE, SMALL_SHARDS, None), "sharded-from-sharded": (SHARDED, 2000, None),
+             "bfloat16-from-preset": (BFLOAT16, None, None),
+             "bfloat16-from-preset-in-float32": (BFLOAT16, None, "float32"),
              "bfloat16-from-hf-in-float32": (root / "bfloat16-hf", None, "float32")}
-    jobs, out = {}, {}
+    out = {}
     for name, (source, max_bytes, dtype) in cases.items():
         tree = formats.read(source)
         convert(tree, root / name, "keras-hub", options=WriteOptions(max_shard_bytes=max_bytes), accept_loss=HEAD_NUMERICS)
         if name == "bfloat16-from-preset":  # keras-hub's loading of its own preset, beside bertconv's
-            jobs["bfloat16-fixture"] = (BFLOAT16, BFLOAT16 / "inputs.npz")
-            out["bfloat16-fixture"] = {}
+            info, outputs = load(BFLOAT16, BFLOAT16 / "inputs.npz", root / "bfloat16-fixture-out.npz")
+            out["bfloat16-fixture"] = {"info": info, "outputs": outputs}
         inputs = dict(np.load(source / "inputs.npz")) if source == BFLOAT16 else _inputs(tree.config.vocab_size)
         np.savez(root / f"{name}-inputs.npz", **inputs)
-        jobs[name] = (f"{root / name}@{dtype}" if dtype else root / name, root / f"{name}-inputs.npz")
-        out[name] = {"source": tree, "written": formats.read(root / name), "inputs": inputs, "directory": root / name}
-    for name, result in run_oracle(root, jobs)[0].items():
-        out[name].update(result)
+        info, outputs = load(root / name, root / f"{name}-inputs.npz", root / f"{name}-out.npz", dtype=dtype)
+        out[name] = {"source": tree, "written": formats.read(root / name), "inputs": inputs, "directory": root / name,
+                     "info": info, "outputs": outputs}
     return out
 
 
