@@ -32,12 +32,10 @@ groups and their datasets; which group is which layer is the format's business (
 model's layer order: `formats/keras/model.py`).
 
 Reading touches no tensor data: a contiguous, unfiltered dataset becomes a `MappedTensor` at
-its file offset; any other dataset (chunked, compressed, compact, big-endian) a `H5Tensor` read
-through h5py when asked, once its stored size is known to back its shape. Data kept outside the
-file (external links, external storage, virtual datasets) is refused. HDF5 is C code that can
-loop or crash on a damaged file or a full disk, so what it would trip on is kept from it
-(`containers/hdf5/workarounds.py`: `check_global_heaps` before any name is read; the writer's two
-passes). Every malformation is a `BadInput` naming the file, layer and weight.
+its file offset; any other (chunked, compressed, compact, big-endian) a `H5Tensor` read through
+h5py when asked, once its stored size backs its shape. Data outside the file (external links or
+storage, virtual datasets) is refused. What HDF5 would loop on is kept from it
+(`workarounds.check_global_heaps`). Every malformation is a `BadInput` naming file, layer, weight.
 """
 
 from __future__ import annotations
@@ -173,9 +171,8 @@ def layer_names(path: Path) -> list[str]:
 
 
 def weight_names(path: Path) -> dict[str, list[str]]:
-    """The layers of a Keras 2 file with the names of their weights, as `read_weights_file` lists
-    them (a nested model's layers in its place); {} for a file that is not one. Reads attributes
-    only; never raises."""
+    """The layers of a Keras 2 file with their weights' names as `read_weights_file` lists them (a
+    nested model's layers in its place); {} for a file that is not one. Attributes only; never raises."""
     layers: dict[str, list[str]] = {}
     for name, weights in _listed_weights(path).items():
         if not _is_nested_model(name, weights):
@@ -192,14 +189,10 @@ def _listed_weights(path: Path) -> dict[str, list[str]]:
         check_global_heaps(path)
         with h5py.File(path, "r") as f:
             group = _weights_group(f)
-            if group is None:
-                return {}
-            listed = {}
-            for name in _string_list(path, group.attrs, LAYER_NAMES, "the root") or []:
-                child = group.get(name)
-                listed[name] = (_string_list(path, child.attrs, WEIGHT_NAMES, f"layer {name!r}") or []
-                                if isinstance(child, h5py.Group) else [])
-            return listed
+            names = [] if group is None else _string_list(path, group.attrs, LAYER_NAMES, "the root") or []
+            children = {name: group.get(name) for name in names}
+            return {name: _string_list(path, child.attrs, WEIGHT_NAMES, f"layer {name!r}") or []
+                    if isinstance(child, h5py.Group) else [] for name, child in children.items()}
     except Exception:  # noqa: BLE001 - a listing for sniffing; `read_weights_file` reports errors
         return {}
 
@@ -286,16 +279,7 @@ def _read_unexpanded_open(path: Path, f: h5py.File) -> KerasWeightsFile:
     check_layer_names(path, names)
     layers = []
     for name in names:
-        child = group.get(name)
-        if not isinstance(child, h5py.Group):
-            found = "nothing" if child is None else "a dataset"
-            raise bad_input(path, f"layer {name!r} is listed in layer_names but the file holds {found} under that name")
-        weight_names = _string_list(path, child.attrs, WEIGHT_NAMES, f"layer {name!r}")
-        if weight_names is None:
-            raise bad_input(path, f"layer {name!r} has no weight_names attribute")
-        repeated = sorted(n for n, count in Counter(weight_names).items() if count > 1)
-        if repeated:
-            raise bad_input(path, f"layer {name!r} lists weight(s) {', '.join(map(repr, repeated))} more than once")
+        child, weight_names = _layer_group(path, group, name)
         layers.append(KerasLayer(name, tuple(_read_weight(path, child, name, w, size) for w in weight_names)))
     return KerasWeightsFile(path, tuple(layers), tuple(_extra_weights(path, f, group, size)),
                             _string_attr(group.attrs, "backend"), _string_attr(group.attrs, "keras_version"))
@@ -356,6 +340,18 @@ def check_layer_names(path: Path, names: list[str]) -> None:
 
 
 def _read_layer(path: Path, root: h5py.Group, name: str, size: int) -> list[KerasLayer]:
+    group, weight_names = _layer_group(path, root, name)
+    weights = tuple(_read_weight(path, group, name, w, size) for w in weight_names)
+    if not _is_nested_model(name, weight_names):
+        return [KerasLayer(name, weights)]
+    inner: dict[str, list[KerasWeight]] = {}
+    for weight in weights:
+        inner.setdefault(weight.name.split("/", 1)[0], []).append(weight)
+    return [KerasLayer(inner_name, tuple(ws), parent=name) for inner_name, ws in inner.items()]
+
+
+def _layer_group(path: Path, root: h5py.Group, name: str) -> tuple[h5py.Group, list[str]]:
+    """The group of layer `name` listed in `root`'s layer_names, and its weight names."""
     where = f"layer {name!r}"
     group = root.get(name)
     if not isinstance(group, h5py.Group):
@@ -367,13 +363,7 @@ def _read_layer(path: Path, root: h5py.Group, name: str, size: int) -> list[Kera
     repeated = sorted(n for n, count in Counter(weight_names).items() if count > 1)
     if repeated:
         raise bad_input(path, f"{where} lists weight(s) {', '.join(map(repr, repeated))} more than once")
-    weights = tuple(_read_weight(path, group, name, w, size) for w in weight_names)
-    if not _is_nested_model(name, weight_names):
-        return [KerasLayer(name, weights)]
-    inner: dict[str, list[KerasWeight]] = {}
-    for weight in weights:
-        inner.setdefault(weight.name.split("/", 1)[0], []).append(weight)
-    return [KerasLayer(inner_name, tuple(ws), parent=name) for inner_name, ws in inner.items()]
+    return group, weight_names
 
 
 def _is_nested_model(name: str, weight_names: Sequence[str]) -> bool:
