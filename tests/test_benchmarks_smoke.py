@@ -32,9 +32,17 @@ BERTCONV = [sys.executable, "-m", "bertconv.cli"]
 
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory):
-    """One empty bench directory ($BERTCONV_BENCH_DIR) for the module's tiny inputs."""
+    """One empty bench directory ($BERTCONV_BENCH_DIR) for the module's tiny inputs. Its bytecode
+    cache (`inputs.oracle_env`) is the usual bench directory's, where the libraries the measured
+    commands import (transformers, torch) are compiled already: a fresh one would compile them
+    from source in the first command that imports them."""
+    from benchmarks import inputs
+
+    pycache = inputs.bench_dir() / "pycache"
+    pycache.mkdir(parents=True, exist_ok=True)
     with pytest.MonkeyPatch.context() as monkeypatch:
         directory = tmp_path_factory.mktemp("bench")
+        (directory / "pycache").symlink_to(pycache, target_is_directory=True)
         monkeypatch.setenv("BERTCONV_BENCH_DIR", str(directory))
         yield directory
 
