@@ -461,6 +461,7 @@ def test_a_family_input_is_built_by_transformers_with_the_tokenizer_padded(tiny_
     tiny, messages = tiny_family
     assert sum("building" in m for m in messages) == 1  # a cache of another spec is rebuilt
     directory = families.ensure("tiny", messages.append)
+    assert directory == families.input_dir("tiny")
     config = json.loads((directory / "config.json").read_text())
     fixture = json.loads((ROOT / tiny.tokenizer / "config.json").read_text())
     assert (config["model_type"], config["hidden_size"], config["vocab_size"]) == ("xlm-roberta", 32, 99)
