@@ -47,7 +47,8 @@ test-core:
 	$(CORE_VENV)/bin/pip install -q -e . pytest pytest-xdist hypothesis jsonschema psutil
 	$(CORE_VENV)/bin/python -m pytest -q -n auto --dist loadfile
 
-# The long mutation runs: every fuzz test with FUZZ_CASES cases (`make test` runs a short share).
+# The long mutation runs: every fuzz test with its share of FUZZ_CASES cases (`make test`: of 100, never
+# fewer than a round or a few of each test's mutation kinds).
 FUZZ_CASES ?= 20000
 fuzz: $(VENV)/.test
 	BERTCONV_FUZZ_CASES=$(FUZZ_CASES) $(BIN)/python -m pytest -q -n auto --dist loadfile -m fuzz

@@ -1,5 +1,11 @@
 """Smoke test of the benchmark harness on a few-KB fixture: the measuring helpers and the table
-printer run and produce what the tables need. No timing is asserted."""
+printer run and produce what the tables need. No timing is asserted.
+
+Every process here is started once per result: the tiny inputs are built once for the module (in
+one bench directory, `bench`), the verify reference runs once over both of its fixtures, and the
+sections run without the untimed first run of each command (`no_untimed_first_runs`: with one
+timed run it would run each command twice for the same output; the runner tests below keep it).
+"""
 
 from __future__ import annotations
 
@@ -17,11 +23,38 @@ import pytest
 
 from benchmarks import measure, report
 from benchmarks.inputs import bert_names
-from conftest import needs, requires
+from conftest import needs, requires, run_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "fixtures" / "hf" / "pretraining"
 BERTCONV = [sys.executable, "-m", "bertconv.cli"]
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    """One empty bench directory ($BERTCONV_BENCH_DIR) for the module's tiny inputs. Its bytecode
+    cache (`inputs.oracle_env`) is the usual bench directory's, where the libraries the measured
+    commands import (transformers, torch) are compiled already: a fresh one would compile them
+    from source in the first command that imports them."""
+    from benchmarks import inputs
+
+    pycache = inputs.bench_dir() / "pycache"
+    pycache.mkdir(parents=True, exist_ok=True)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        directory = tmp_path_factory.mktemp("bench")
+        (directory / "pycache").symlink_to(pycache, target_is_directory=True)
+        monkeypatch.setenv("BERTCONV_BENCH_DIR", str(directory))
+        yield directory
+
+
+@pytest.fixture
+def no_untimed_first_runs(monkeypatch):
+    """Sections measured with one timed run of each command and no untimed first run before it
+    (it warms caches for timing, and would start every command, transformers' included, twice for
+    the same output): what the section computes and checks is unchanged."""
+    from benchmarks import conversions
+
+    monkeypatch.setattr(conversions.Runner, "_first_run", lambda runner, command, env: True)
 
 
 def test_run_once_reports_time_rss_and_io():
@@ -90,20 +123,46 @@ def test_reference_names_match_a_transformers_file():
     assert ours == stored
 
 
-@pytest.mark.parametrize("fixture, exit_code, says", [
+VERIFY_VERDICTS = [
     ("pretraining", 0, "MLM head missing: none; tied: True; initializer values: False"),
     ("bert_model", 1, "MLM head missing: ['cls.predictions"),
-])
-def test_verify_reference_reaches_bertconv_verify_verdict(fixture, exit_code, says):
+]
+#: Runs a script as `python SCRIPT DIR` would, once per DIR, in one process (transformers and torch
+#: imported once): its exit status and stdout per DIR, as JSON.
+RUN_PER_DIRECTORY = """
+import contextlib, io, json, runpy, sys
+script, results = sys.argv[1], []
+for directory in sys.argv[2:]:
+    sys.argv, stdout = [script, directory], io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        try:
+            runpy.run_path(script, run_name="__main__")
+            status = 0
+        except SystemExit as exit:
+            status = exit.code
+    results.append([status, stdout.getvalue()])
+print(json.dumps(results))
+"""
+
+
+@pytest.fixture(scope="module")
+def verify_reference():
+    """fixture -> (exit status, stdout) of benchmarks/reference/hf_verify_head.py on it."""
+    fixtures = [fixture for fixture, _, _ in VERIFY_VERDICTS]
+    run = subprocess.run([sys.executable, "-c", RUN_PER_DIRECTORY, ROOT / "benchmarks" / "reference" / "hf_verify_head.py",
+                          *(ROOT / "fixtures" / "hf" / fixture for fixture in fixtures)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    return dict(zip(fixtures, map(tuple, json.loads(run.stdout.splitlines()[-1]))))
+
+
+@requires("transformers", "torch")
+@pytest.mark.parametrize("fixture, exit_code, says", VERIFY_VERDICTS)
+def test_verify_reference_reaches_bertconv_verify_verdict(verify_reference, fixture, exit_code, says):
     """The reference the verify row is timed against does the work `bertconv verify` does: it
     finds a missing head (and would pass the same checkpoints)."""
-    needs("transformers")
-    directory = ROOT / "fixtures" / "hf" / fixture
-    reference = subprocess.run([sys.executable, ROOT / "benchmarks" / "reference" / "hf_verify_head.py", directory],
-                               capture_output=True, text=True)
-    assert (reference.returncode, says in reference.stdout) == (exit_code, True), reference.stdout + reference.stderr
-    ours = subprocess.run([*BERTCONV, "verify", directory], capture_output=True, text=True, cwd=ROOT)
-    assert ours.returncode == exit_code
+    status, stdout = verify_reference[fixture]
+    assert (status, says in stdout) == (exit_code, True), stdout
+    assert run_in_process("verify", ROOT / "fixtures" / "hf" / fixture).exit_code == exit_code
 
 
 def test_table_printer(tmp_path):
@@ -146,7 +205,9 @@ def test_table_printer(tmp_path):
 
 
 def test_a_busy_machine_is_not_idle_and_its_runs_are_marked():
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    # Twice the share of the CPUs that makes a machine busy (one spinner on 2 cores: half busy).
+    busy_cpus = math.ceil(2 * (1 - measure.IDLE_SHARE) * (os.cpu_count() or 1))
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy_cpus)]
     try:
         time.sleep(0.3)  # the spinners are running
         assert measure.wait_for_idle(0) is False
@@ -159,16 +220,25 @@ def test_a_busy_machine_is_not_idle_and_its_runs_are_marked():
     assert measure.measure_alternating([measure.Job(["true"])], reps=1)[0].busy_runs == 0  # no idle_wait: never marked
 
 
+@pytest.fixture(scope="module")
+def tiny_inputs(bench):
+    """The tiny hf-safetensors input, built by a section's `prepare_inputs` in the empty bench
+    directory (`bench`), once for the module: the section's title and the messages logged."""
+    from benchmarks import conversions
+
+    assert not (bench / "tiny").exists()
+    messages = []
+    yield conversions.prepare_inputs("tiny", ["hf-safetensors"], messages.append), messages
+
+
 @requires("safetensors")  # the inputs' writer
-def test_a_section_builds_its_inputs_in_an_empty_bench_dir(tmp_path, monkeypatch):
+def test_a_section_builds_its_inputs_in_an_empty_bench_dir(tiny_inputs, tmp_path, no_untimed_first_runs):
     """`python -m benchmarks` from a fresh clone: a section's title gives the size of inputs the
     section itself builds first (the whole quick run takes minutes: here the tiny model, one
     input kind, and the section's first row)."""
     from benchmarks import conversions, inputs
 
-    monkeypatch.setenv("BERTCONV_BENCH_DIR", str(tmp_path / "bench"))
-    messages = []
-    title = conversions.prepare_inputs("tiny", ["hf-safetensors"], messages.append)
+    title, messages = tiny_inputs
     built = inputs.entry_path("tiny", "hf-safetensors")
     assert built.is_file() and (built.parent / inputs.COMPLETE_MARK).is_file()
     assert title == f"tiny: {built.stat().st_size / 2**20:,.0f} MiB in model.safetensors"
@@ -180,18 +250,19 @@ def test_a_section_builds_its_inputs_in_an_empty_bench_dir(tmp_path, monkeypatch
 
 @requires("safetensors")
 @pytest.mark.parametrize("kind", ["hf-tf", "hf-flax"])
-def test_inputs_bertconv_writes_are_built_from_the_safetensors_input(tmp_path, monkeypatch, kind):
+def test_inputs_bertconv_writes_are_built_from_the_safetensors_input(tiny_inputs, kind):
     """Issue 15's formats: built with `bertconv convert` from the hf-safetensors input (built
-    first), and read back by `bertconv audit`."""
+    first, and once), and read back by `bertconv audit`."""
     from benchmarks import inputs
 
-    monkeypatch.setenv("BERTCONV_BENCH_DIR", str(tmp_path / "bench"))
-    inputs.ensure("tiny", kind, log=lambda message: None)
+    messages = []
+    inputs.ensure("tiny", kind, log=messages.append)
     built = inputs.entry_path("tiny", kind)
     assert built.is_file() and (built.parent / "config.json").is_file()
     assert inputs.data_files("tiny", kind) == [built]
     assert (inputs.input_dir("tiny", "hf-safetensors") / inputs.COMPLETE_MARK).is_file()
-    assert measure.run_once([*BERTCONV, "audit", built], cwd=ROOT).exit_code == 0
+    assert [m for m in messages if m.startswith("building")] == [f"building tiny {kind} input in {built.parent} ..."]
+    assert run_in_process("audit", built).exit_code == 0
 
 
 def test_each_timed_run_reads_the_commands_inputs_first(tmp_path, monkeypatch):
@@ -340,22 +411,29 @@ TINY_XLMR = dict(model_type="xlm-roberta", hidden_size=32, num_hidden_layers=2, 
 
 
 @pytest.fixture(scope="module")
-def tiny_family(tmp_path_factory):
-    """A family row at a few KB (XLM-R's tokenizer: a Unigram, padded by position) in an empty
-    bench dir, shared by the module's family tests: transformers builds its input once (the
-    section's test runs first; the input's test rebuilds it under another spec last)."""
-    from benchmarks import families
+def tiny_family(bench):
+    """A family row at a few KB (XLM-R's tokenizer: a Unigram, padded by position), shared by the
+    module's family tests, and its input: built once by transformers, over a cache that holds the
+    input of another spec (V=101), and the messages `families.ensure` logged."""
+    from benchmarks import families, inputs
 
     with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setenv("BERTCONV_BENCH_DIR", str(tmp_path_factory.mktemp("bench")))
-        bench = families.Bench("XLM-RoBERTa", "a tiny", TINY_XLMR, "fixtures/family_hf/xlm_roberta/masked_lm",
-                               "The capital of France is <mask>.")
-        monkeypatch.setitem(families.FAMILIES, "tiny", bench)
-        yield bench
+        tiny = families.Bench("XLM-RoBERTa", "a tiny", TINY_XLMR, "fixtures/family_hf/xlm_roberta/masked_lm",
+                              "The capital of France is <mask>.")
+        monkeypatch.setitem(families.FAMILIES, "tiny", tiny)
+        stale = families.Bench(**{**tiny.__dict__, "config": {**TINY_XLMR, "vocab_size": 101}})
+        directory = families.input_dir("tiny")
+        directory.mkdir(parents=True)
+        (directory / "config.json").write_text(json.dumps(stale.config))
+        (directory / inputs.COMPLETE_MARK).write_text(json.dumps(stale.spec()))
+        assert inputs.is_complete(directory, stale.spec()) and not inputs.is_complete(directory, tiny.spec())
+        messages = []
+        families.ensure("tiny", messages.append)
+        yield tiny, messages
 
 
 @requires("transformers", "torch", "tokenizers")
-def test_a_family_section_measures_both_tools_and_checks_their_outputs(tiny_family):
+def test_a_family_section_measures_both_tools_and_checks_their_outputs(tiny_family, no_untimed_first_runs):
     """The section's four rows on a tiny model (the heavy rows run the same code at base size):
     the memory bound, the ratios against the goals, transformers' saved tensors compared with
     bertconv's, and the top token of both fill-masks."""
@@ -363,6 +441,7 @@ def test_a_family_section_measures_both_tools_and_checks_their_outputs(tiny_fami
 
     messages = []
     [section] = families.run(["tiny"], 1, messages.append)
+    assert not any("building" in m for m in messages)  # the input `tiny_family` built
     convert, convert_reference, fill, fill_reference = section.rows
     assert section.title.startswith("XLM-RoBERTa (a tiny's size: L=2, H=32, V=99, fp32)")
     assert convert.verdict == f"RSS ≤ {(99 * 32 * 4 + report.RSS_HEADROOM) / report.MIB:,.0f} MiB (largest tensor + 150): PASS"
@@ -375,28 +454,23 @@ def test_a_family_section_measures_both_tools_and_checks_their_outputs(tiny_fami
 
 
 @requires("transformers", "torch")
-def test_a_family_input_is_built_by_transformers_with_the_tokenizer_padded(tiny_family, monkeypatch):
+def test_a_family_input_is_built_by_transformers_with_the_tokenizer_padded(tiny_family):
     transformers = needs("transformers")
     from benchmarks import families
 
-    messages = []
-    directory = families.ensure("tiny", messages.append)  # built by the section's test, or here
+    tiny, messages = tiny_family
+    assert sum("building" in m for m in messages) == 1  # a cache of another spec is rebuilt
+    directory = families.ensure("tiny", messages.append)
+    assert directory == families.input_dir("tiny")
     config = json.loads((directory / "config.json").read_text())
-    fixture = json.loads((ROOT / tiny_family.tokenizer / "config.json").read_text())
+    fixture = json.loads((ROOT / tiny.tokenizer / "config.json").read_text())
     assert (config["model_type"], config["hidden_size"], config["vocab_size"]) == ("xlm-roberta", 32, 99)
     assert (config["pad_token_id"], config["bos_token_id"]) == (fixture["pad_token_id"], fixture["bos_token_id"])
     tokenizer = transformers.AutoTokenizer.from_pretrained(directory)
     assert len(tokenizer) == 99 and tokenizer.convert_ids_to_tokens(98) == "<filler98>"
-    assert tokenizer.mask_token_id == transformers.AutoTokenizer.from_pretrained(ROOT / tiny_family.tokenizer).mask_token_id
+    assert tokenizer.mask_token_id == transformers.AutoTokenizer.from_pretrained(ROOT / tiny.tokenizer).mask_token_id
     assert families.largest_tensor_bytes(directory / "model.safetensors") == 99 * 32 * 4  # the embedding table
-
-    built = sum("building" in m for m in messages)
-    assert families.ensure("tiny", messages.append) == directory and sum("building" in m for m in messages) == built
-    monkeypatch.setitem(families.FAMILIES, "tiny", families.Bench(**{**tiny_family.__dict__, "config": {**TINY_XLMR,
-                                                                                                        "vocab_size": 101}}))
-    families.ensure("tiny", messages.append)  # another spec: rebuilt
-    assert sum("building" in m for m in messages) == built + 1
-    assert json.loads((directory / "config.json").read_text())["vocab_size"] == 101
+    assert sum("building" in m for m in messages) == 1  # the same spec: not rebuilt
 
 
 def test_padding_a_tokenizer_json_keeps_every_id_and_fills_the_free_ones(tmp_path):

@@ -36,14 +36,15 @@ from fuzzing import (BYTE_SCHEDULE, Mutant, check_case, dataset_boundaries, fuzz
 B4K = FIXTURES / "bert4keras"
 FILE = "bert4keras_model.h5"
 #: Cases per fixture as shares of CASES (100 by default, `make fuzz`: 20000); a case costs
-#: about 30 ms (h5py opens the file twice, tracemalloc on). The structure runs start their
+#: 100-150 ms (every HDF5 format's sniffer opens the file, the reader walks it twice, tracemalloc
+#: on). The byte runs take at least two rounds of the byte kinds. The structure runs start their
 #: rounds of STRUCTURE_KINDS at staggered kinds and together take every kind at least once (a run
-#: takes at least its quarter of them: `structure_plan`).
-BYTE_SHARES = {"v50-pool-nsp-mlm": 0.5, "v99-cond-mlm": 0.25}
+#: takes at least its quarter of them: `structure_plan`), which is all `make test` runs of them.
+BYTE_SHARES = {"v50-pool-nsp-mlm": 0.1, "v99-cond-mlm": 0.1}
 #: (run number, fixture, with its bert_config.json or sizes read off the shapes, share of CASES)
 STRUCTURE_CASES = [pytest.param(run, name, with_config, share, id=f"{name}-{'config' if with_config else 'shapes'}")
                    for run, (name, with_config, share) in enumerate((
-                       ("v50-pool-nsp-mlm", True, 0.3), ("v50-pool-nsp-mlm", False, 0.1),
+                       ("v50-pool-nsp-mlm", True, 0.15), ("v50-pool-nsp-mlm", False, 0.1),
                        ("v99-cond-mlm", True, 0.1), ("v99-cond-mlm", False, 0.1)))]
 
 pytestmark = [
@@ -58,7 +59,7 @@ def test_bytes(tmp_path, name):
     source = B4K / name / FILE
     original = source.read_bytes()
     target = tmp_path / FILE
-    cases = share_of_cases(BYTE_SHARES[name], at_least=len(BYTE_SCHEDULE))
+    cases = share_of_cases(BYTE_SHARES[name], at_least=2 * len(BYTE_SCHEDULE))
     outcomes = fuzz_bytes_in_child(original, target, seed=21, count=cases, what=name,
                                    boundaries=dataset_boundaries(source))
     print(f"{name}: {cases} cases: {dict(outcomes)}")

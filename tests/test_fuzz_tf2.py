@@ -33,7 +33,7 @@ PREFIX = "bert_model.ckpt"
 #: fixture directory -> (bundle prefix inside it, share of CASES (100 by default, `make fuzz`:
 #: 20000) for its index bytes). A case costs 10-40 ms (tracemalloc on).
 INDEX_SHARES = {
-    TF2 / "garden-model-adam": (PREFIX, 0.3),
+    TF2 / "garden-model-adam": (PREFIX, 0.2),
     TF2 / "bert-for-tf2": (PREFIX, 0.15),
     TF2 / "hub-savedmodel": ("variables/variables", 0.15),
     TF2 / "garden-functional": (PREFIX, 0.15),
@@ -44,7 +44,7 @@ ENTRY_SHARE = 0.1
 GRAPH_DATA_SHARE = 0.3
 KERAS_BERT = FIXTURES / "keras_bert" / "pretraining"
 #: A case costs about 70 ms (h5py opens the file twice, tracemalloc on).
-KERAS_BERT_SHARE = 0.2
+KERAS_BERT_SHARE = 0.1
 
 pytestmark = pytest.mark.fuzz
 
