@@ -39,6 +39,8 @@ from bertconv.errors import BertconvError
 
 #: Cases per reader in the unit suite; `make fuzz` raises it.
 CASES = int(os.environ.get("BERTCONV_FUZZ_CASES", "100"))
+#: Whether a case count was asked for (`make fuzz`); else this is the unit suite's short run.
+ASKED = "BERTCONV_FUZZ_CASES" in os.environ
 #: A reader may allocate this much beyond the file's own size for one case.
 ALLOCATION_SLACK = 16 << 20
 CASE_TIMEOUT_SECONDS = 10
@@ -150,9 +152,13 @@ def check_case(path: Path, label: str, reader: Callable[[Path], None] = read_eve
     return outcome
 
 
-def share_of_cases(fraction: float, at_least: int = 1) -> int:
+def share_of_cases(fraction: float, at_least: int = 1, *, short: int | None = None) -> int:
     """`fraction` of CASES, and never fewer than `at_least` (one round of a mutator's kinds):
-    readers slower per case run a smaller share, and `make fuzz` scales them all alike."""
+    readers slower per case run a smaller share, and `make fuzz` scales them all alike. A reader
+    slow per case gives `short`, what the unit suite's short run takes of it instead (`make test`
+    keeps to a few seconds a file; `make fuzz` runs the whole share)."""
+    if short is not None and not ASKED:
+        return max(at_least, short)
     return max(at_least, int(CASES * fraction))
 
 

@@ -21,7 +21,7 @@ from fuzzing import BYTE_SCHEDULE, fuzz_bytes_in_child, share_of_cases
 
 #: Cases per fixture as a share of CASES (100 by default, `make fuzz`: 20000), never fewer than a
 #: round of the byte kinds (all `make test` runs: some twenty fixtures, up to 100 ms a case).
-SHARE = 0.05
+SHARE = 0.1
 
 pytestmark = pytest.mark.fuzz
 
@@ -34,7 +34,7 @@ def test_mutants_of_every_registered_format_are_read_or_refused(tmp_path, fixtur
     shutil.copytree(source.parent, tmp_path / "checkpoint")
     target = tmp_path / "checkpoint" / source.name
     original = source.read_bytes()
-    cases = share_of_cases(SHARE, at_least=len(BYTE_SCHEDULE))
+    cases = share_of_cases(SHARE, at_least=len(BYTE_SCHEDULE), short=0)
     outcomes = fuzz_bytes_in_child(original, target, seed=41, count=cases, what=fixture,
                                    boundaries=[0, 8, len(original) - 8])
     print(f"{fixture}: {cases} cases: {dict(outcomes)}")

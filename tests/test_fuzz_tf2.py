@@ -31,20 +31,21 @@ from fuzzing import (BYTE_KINDS, BYTE_SCHEDULE, ENTRY_KINDS, ENTRY_SCHEDULE, IND
 TF2 = FIXTURES / "tf2"
 PREFIX = "bert_model.ckpt"
 #: fixture directory -> (bundle prefix inside it, share of CASES (100 by default, `make fuzz`:
-#: 20000) for its index bytes). A case costs 10-40 ms (tracemalloc on).
+#: 20000) for its index bytes, what the unit suite's short run takes (None: that share)). A case
+#: costs 10-40 ms (tracemalloc on).
 INDEX_SHARES = {
-    TF2 / "garden-model-adam": (PREFIX, 0.2),
-    TF2 / "bert-for-tf2": (PREFIX, 0.15),
-    TF2 / "hub-savedmodel": ("variables/variables", 0.15),
-    TF2 / "garden-functional": (PREFIX, 0.15),
-    FIXTURES / "tf_hub" / "classifier": (PREFIX, 0.15),
+    TF2 / "garden-model-adam": (PREFIX, 0.3, 20),
+    TF2 / "bert-for-tf2": (PREFIX, 0.15, None),
+    TF2 / "hub-savedmodel": ("variables/variables", 0.15, None),
+    TF2 / "garden-functional": (PREFIX, 0.15, None),
+    FIXTURES / "tf_hub" / "classifier": (PREFIX, 0.15, None),
 }
 #: A case costs about 90 ms: every TF reader's sniffer parses the index before the read.
 ENTRY_SHARE = 0.1
 GRAPH_DATA_SHARE = 0.3
 KERAS_BERT = FIXTURES / "keras_bert" / "pretraining"
 #: A case costs about 70 ms (h5py opens the file twice, tracemalloc on).
-KERAS_BERT_SHARE = 0.1
+KERAS_BERT_SHARE = 0.2
 
 pytestmark = pytest.mark.fuzz
 
@@ -62,11 +63,11 @@ def report(outcomes: Counter, total: int) -> None:
 
 @pytest.mark.parametrize("source", INDEX_SHARES, ids=lambda p: p.name)
 def test_index_bytes(tmp_path, source):
-    prefix, share = INDEX_SHARES[source]
+    prefix, share, short = INDEX_SHARES[source]
     directory = copy_of(source, tmp_path)
     index = directory / f"{prefix}.index"
     original = index.read_bytes()
-    cases = share_of_cases(share, at_least=INDEX_ROUND)
+    cases = share_of_cases(share, at_least=INDEX_ROUND, short=short)
 
     def case(mutant) -> str:
         index.write_bytes(mutant.data)
@@ -120,7 +121,7 @@ def test_keras_bert_bytes(tmp_path):
     original = source.read_bytes()
     target = tmp_path / "weights.h5"
     shutil.copy(KERAS_BERT / "bert_config.json", tmp_path / "bert_config.json")
-    cases = share_of_cases(KERAS_BERT_SHARE, at_least=len(BYTE_SCHEDULE))
+    cases = share_of_cases(KERAS_BERT_SHARE, at_least=len(BYTE_SCHEDULE), short=10)
     outcomes = fuzz_bytes_in_child(original, target, seed=34, count=cases, what="keras-bert",
                                    boundaries=[0, 8, 96, 512])
     print(f"keras-bert: {cases} cases: {dict(outcomes)}")
