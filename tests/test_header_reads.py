@@ -13,7 +13,7 @@ import pytest
 
 from benchmarks.measure import evict, resident_bytes
 from bertconv import dtypes
-from bertconv.containers.hdf5 import keras as keras_h5
+from bertconv.containers.hdf5 import keras as keras_h5, keras_listing
 from bertconv.containers import msgpack_file
 from bertconv.containers.hdf5 import keras_write as keras_h5_write
 from bertconv.formats.hf import flax as hf_flax
@@ -93,7 +93,7 @@ def test_msgpack_headers_from_a_cold_cache_pull_in_no_tensor_data(msgpack_path):
 
 def test_keras_h5_headers_from_a_cold_cache_pull_in_no_tensor_data(h5_path):
     cold(h5_path)
-    assert keras_h5.layout(h5_path) == "keras2" and keras_h5.layer_names(h5_path)
+    assert keras_listing.layout(h5_path) == "keras2" and keras_listing.layer_names(h5_path)
     weights = keras_h5.read_layers_unexpanded(h5_path)
     assert sum(len(layer.weights) for layer in weights.layers) == TENSORS
     tensor_bytes = TENSORS * TENSOR_VALUES * 4

@@ -146,64 +146,13 @@ class H5Tensor(LazyTensor):
 # --- sniffing -------------------------------------------------------------------------------
 
 
-def layout(path: Path) -> str | None:
-    """"keras2" for a file with Keras 2 `layer_names`, "keras3" for the `/layers/*/vars` layout,
-    None for anything else (another HDF5 file, or not HDF5 at all). Never raises."""
-    if not is_hdf5(path):
-        return None
-    try:
-        with h5py.File(path, "r") as f:
-            if _weights_group(f) is not None:
-                return "keras2"
-            if is_keras3(f):
-                return "keras3"
-    except Exception:  # noqa: BLE001 - sniffing answers "not mine" for any unreadable file
-        return None
-    return None
-
-
-def layer_names(path: Path) -> list[str]:
-    """The root `layer_names` of a Keras 2 file, plus the first path component of every weight
-    of a nested model group; [] for a file that is not one. Reads attributes only; never raises."""
-    listed = _listed_weights(path)
-    inner = [w.split("/", 1)[0] for name, weights in listed.items() for w in weights if not w.startswith(name + "/")]
-    return list(dict.fromkeys([*listed, *inner]))
-
-
-def weight_names(path: Path) -> dict[str, list[str]]:
-    """The layers of a Keras 2 file with their weights' names as `read_weights_file` lists them (a
-    nested model's layers in its place); {} for a file that is not one. Attributes only; never raises."""
-    layers: dict[str, list[str]] = {}
-    for name, weights in _listed_weights(path).items():
-        if not _is_nested_model(name, weights):
-            layers[name] = weights
-            continue
-        for weight in weights:
-            layers.setdefault(weight.split("/", 1)[0], []).append(weight)
-    return layers
-
-
-def _listed_weights(path: Path) -> dict[str, list[str]]:
-    """Each root `layer_names` entry with its group's `weight_names` ([] when it has no group)."""
-    try:
-        check_global_heaps(path)
-        with h5py.File(path, "r") as f:
-            group = _weights_group(f)
-            names = [] if group is None else _string_list(path, group.attrs, LAYER_NAMES, "the root") or []
-            children = {name: group.get(name) for name in names}
-            return {name: _string_list(path, child.attrs, WEIGHT_NAMES, f"layer {name!r}") or []
-                    if isinstance(child, h5py.Group) else [] for name, child in children.items()}
-    except Exception:  # noqa: BLE001 - a listing for sniffing; `read_weights_file` reports errors
-        return {}
-
-
 def is_keras3(f: h5py.File) -> bool:
     layers = f.get(KERAS3_LAYERS)
     return isinstance(layers, h5py.Group) and any(
         isinstance(child, h5py.Group) and KERAS3_VARS in child for child in layers.values())
 
 
-def _weights_group(f: h5py.File) -> h5py.Group | None:
+def weights_group(f: h5py.File) -> h5py.Group | None:
     """The group holding `layer_names`: the root, or `model_weights` in a `model.save` file."""
     if _has_list_attr(f.attrs, LAYER_NAMES):
         return f
@@ -226,7 +175,7 @@ def read_weights_file(path: Path) -> KerasWeightsFile:
 
 
 def _read_open(path: Path, f: h5py.File) -> KerasWeightsFile:
-    group = _weights_group(f)
+    group = weights_group(f)
     if group is None:
         if is_keras3(f):
             raise bad_input(path, "is in the Keras 3 weights layout (/layers/<class name>/vars/<n>, what "
@@ -234,7 +183,7 @@ def _read_open(path: Path, f: h5py.File) -> KerasWeightsFile:
                                   "layout with layer names that this reader expects")
         raise _no_layer_names(path, f)
     size = file_size(path)
-    names = _string_list(path, group.attrs, LAYER_NAMES, "the root")
+    names = string_list(path, group.attrs, LAYER_NAMES, "the root")
     check_layer_names(path, names)
     layers: list[KerasLayer] = []
     for name in names:
@@ -271,11 +220,11 @@ def read_layers_unexpanded(path: Path) -> KerasWeightsFile:
 
 
 def _read_unexpanded_open(path: Path, f: h5py.File) -> KerasWeightsFile:
-    group = _weights_group(f)
+    group = weights_group(f)
     if group is None:
         raise _no_layer_names(path, f)
     size = file_size(path)
-    names = _string_list(path, group.attrs, LAYER_NAMES, "the root")
+    names = string_list(path, group.attrs, LAYER_NAMES, "the root")
     check_layer_names(path, names)
     layers = []
     for name in names:
@@ -296,7 +245,7 @@ def read_listed_datasets(path: Path) -> tuple[KerasWeight, ...]:
 
 
 def _read_listed_open(path: Path, f: h5py.File) -> tuple[KerasWeight, ...]:
-    names = _string_list(path, f.attrs, LAYER_NAMES, "the root")
+    names = string_list(path, f.attrs, LAYER_NAMES, "the root")
     if names is None:
         raise bad_input(path, "an HDF5 file without a layer_names attribute listing its datasets")
     repeated = sorted(n for n, count in Counter(names).items() if count > 1)
@@ -342,7 +291,7 @@ def check_layer_names(path: Path, names: list[str]) -> None:
 def _read_layer(path: Path, root: h5py.Group, name: str, size: int) -> list[KerasLayer]:
     group, weight_names = _layer_group(path, root, name)
     weights = tuple(_read_weight(path, group, name, w, size) for w in weight_names)
-    if not _is_nested_model(name, weight_names):
+    if not is_nested_model(name, weight_names):
         return [KerasLayer(name, weights)]
     inner: dict[str, list[KerasWeight]] = {}
     for weight in weights:
@@ -357,7 +306,7 @@ def _layer_group(path: Path, root: h5py.Group, name: str) -> tuple[h5py.Group, l
     if not isinstance(group, h5py.Group):
         found = "nothing" if group is None else "a dataset"
         raise bad_input(path, f"{where} is listed in layer_names but the file holds {found} under that name")
-    weight_names = _string_list(path, group.attrs, WEIGHT_NAMES, where)
+    weight_names = string_list(path, group.attrs, WEIGHT_NAMES, where)
     if weight_names is None:
         raise bad_input(path, f"{where} has no weight_names attribute")
     repeated = sorted(n for n, count in Counter(weight_names).items() if count > 1)
@@ -366,7 +315,7 @@ def _layer_group(path: Path, root: h5py.Group, name: str) -> tuple[h5py.Group, l
     return group, weight_names
 
 
-def _is_nested_model(name: str, weight_names: Sequence[str]) -> bool:
+def is_nested_model(name: str, weight_names: Sequence[str]) -> bool:
     """A group whose weights all start with other layers' names is a nested model."""
     return bool(weight_names) and not any(w.startswith(name + "/") for w in weight_names)
 
@@ -448,7 +397,7 @@ def _extra_weights(path: Path, f: h5py.File, group: h5py.Group, size: int) -> li
     extra = []
     top = group.get(TOP_LEVEL_WEIGHTS)
     if isinstance(top, h5py.Group):
-        names = _string_list(path, top.attrs, WEIGHT_NAMES, TOP_LEVEL_WEIGHTS) or []
+        names = string_list(path, top.attrs, WEIGHT_NAMES, TOP_LEVEL_WEIGHTS) or []
         extra.extend(_read_weight(path, top, TOP_LEVEL_WEIGHTS, n, size) for n in names)
     optimizer = f.get(OPTIMIZER_WEIGHTS) if group is not f else None
     if isinstance(optimizer, h5py.Group):
@@ -460,7 +409,7 @@ def _extra_weights(path: Path, f: h5py.File, group: h5py.Group, size: int) -> li
     return extra
 
 
-def _string_list(path: Path, attrs, name: str, where: str) -> list[str] | None:
+def string_list(path: Path, attrs, name: str, where: str) -> list[str] | None:
     """Keras' list attribute `name`, joined from `name0`, `name1`, ... when split; None if absent."""
     if name in attrs:
         chunks = [attrs[name]]

@@ -19,13 +19,12 @@ from __future__ import annotations
 import errno
 import os
 import struct
-from contextlib import contextmanager
-from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from ...errors import bad_input
 from ...lazy import lazy_module
+from .one_reading import remembered
 
 if TYPE_CHECKING:
     import h5py
@@ -47,23 +46,6 @@ _HEAP_OBJECT_HEADER_BYTES = 16
 # --- reading: the global heaps HDF5 would loop on -------------------------------------------------
 
 
-#: Files whose global heaps were checked in the current `heaps_checked_once` block, by identity.
-_checked: ContextVar[set | None] = ContextVar("bertconv_hdf5_heaps_checked", default=None)
-
-
-@contextmanager
-def heaps_checked_once() -> Iterator[None]:
-    """Within this block each file's global heaps are checked once, however many readers open
-    it (format detection asks several, then one reads): for one reading of files that do not
-    change meanwhile. Outside it, every call checks (a file rewritten in place in the same
-    clock tick keeps its size and times)."""
-    token = _checked.set(set())
-    try:
-        yield
-    finally:
-        _checked.reset(token)
-
-
 def check_global_heaps(path: Path) -> None:
     """Refuse a file holding a global heap collection HDF5 would loop forever on.
 
@@ -75,22 +57,19 @@ def check_global_heaps(path: Path) -> None:
     read or written), and touching a few bytes of a mapped folio maps all of it, so the scattered
     metadata of a BERT-large tf_model.h5 counted 300 MiB of resident memory.
     """
-    checked = _checked.get()
+    remembered(path, "global heaps", lambda: _check_global_heaps(path))
+
+
+def _check_global_heaps(path: Path) -> None:
     try:
         with open(path, "rb", buffering=0) as f:
-            stat = os.fstat(f.fileno())
-            identity = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
-            if checked is not None and identity in checked:
-                return
-            size = stat.st_size
+            size = os.fstat(f.fileno()).st_size
             if size == 0:
                 return
             os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_RANDOM)  # no readahead around each range
             for begin, end in _metadata_ranges(path, size):
                 for start in _signatures(f.fileno(), begin, end):
                     _walk_global_heap(path, f.fileno(), start, size)
-            if checked is not None:
-                checked.add(identity)
     except OSError as exc:
         raise bad_input(path, f"cannot read: {exc.strerror or exc}") from None
 

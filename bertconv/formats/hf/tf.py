@@ -41,7 +41,7 @@ import re
 from pathlib import Path
 
 from ...config import BertConfig
-from ...containers.hdf5 import keras as keras_h5
+from ...containers.hdf5 import keras as keras_h5, keras_listing
 from ...containers.hdf5 import keras_write as keras_h5_write
 from ...containers.hdf5.keras_write import LayerToWrite
 from ...dtypes import BFLOAT16
@@ -95,11 +95,11 @@ def sniff(path: Path) -> str | None:
     path = Path(path)
     if path.name.endswith(hf_files.INDEX_SUFFIX):
         return FORMAT if hf_files.index_shards_end_with(path, ".h5") else None
-    if keras_h5.layout(path) != "keras2":
+    if keras_listing.layout(path) != "keras2":
         return None
     if path.name == TF_FILE or _SHARD_FILE.fullmatch(path.name):
         return FORMAT
-    names = keras_h5.layer_names(path)
+    names = keras_listing.layer_names(path)
     return FORMAT if any(name.split("/", 1)[0] in MAIN_LAYERS for name in names) else None
 
 
@@ -195,7 +195,7 @@ def _ignored_copy(entry: Entry, canonical: str, reason: str) -> Ignored:
 
 def _is_shard(path: Path) -> bool:
     """A shard lists datasets by path in `layer_names` (`bert/...:0`); a whole file lists layers."""
-    return any("/" in name for name in keras_h5.layer_names(path))
+    return any("/" in name for name in keras_listing.layer_names(path))
 
 
 def _single_entries(path: Path) -> list[Entry]:

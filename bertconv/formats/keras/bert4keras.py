@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...containers.hdf5 import keras as keras_h5
+from ...containers.hdf5 import keras as keras_h5, keras_listing
 from ...containers.hdf5 import keras3 as keras3_h5
 from ...containers.hdf5.keras import KerasLayer
 from ...errors import BadInput, bad_input
@@ -63,7 +63,7 @@ def sniff(path: Path) -> str | None:
     """The format of a Keras HDF5 weights file (by content: HDF5 signature and Keras' layer_names,
     or the Keras 3 layout, whatever the suffix); None otherwise. `read` refuses files that are
     Keras but not a bert4keras BERT, with a message saying what they hold."""
-    return {"keras2": FORMAT, "keras3": FORMAT_KERAS3}.get(keras_h5.layout(Path(path)))
+    return {"keras2": FORMAT, "keras3": FORMAT_KERAS3}.get(keras_listing.layout(Path(path)))
 
 
 def candidates(directory: Path) -> list[Path]:
@@ -73,9 +73,9 @@ def candidates(directory: Path) -> list[Path]:
 
 
 def _holds_bert(path: Path) -> bool:
-    kind = keras_h5.layout(path)
+    kind = keras_listing.layout(path)
     if kind == "keras2":
-        return any(kind_of(name) is not None for name in keras_h5.layer_names(path))
+        return any(kind_of(name) is not None for name in keras_listing.layer_names(path))
     if kind == "keras3":
         try:
             groups = {layer.group for layer in keras3_h5.read_keras3_file(path).layers}
@@ -92,7 +92,7 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     """Read a bert4keras HDF5 weights file into a canonical tree (no tensor data is read): the
     Keras 2 layout by layer names, the Keras 3 layout (`*.weights.h5`) with `read_keras3`."""
     path = Path(path)
-    if keras_h5.layout(path) == "keras3":
+    if keras_listing.layout(path) == "keras3":
         return read_keras3(path, config_path=config_path, num_heads=num_heads)
     weights_file = keras_h5.read_weights_file(path)
     weighted = [layer for layer in weights_file.layers if layer.weights]

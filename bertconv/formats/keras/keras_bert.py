@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ...containers.hdf5 import keras as keras_h5
+from ...containers.hdf5 import keras as keras_h5, keras_listing
 from ...errors import bad_input
 from ...records import replace
 from ...tree import Ignored, ParameterTree
@@ -79,7 +79,7 @@ _BLOCK = re.compile(r"^Encoder-(\d+)-")
 
 def _is_keras_bert(path: Path) -> bool:
     try:
-        return keras_h5.layout(path) == "keras2" and any(_SIGNATURE.match(n) for n in keras_h5.layer_names(path))
+        return keras_listing.layout(path) == "keras2" and any(_SIGNATURE.match(n) for n in keras_listing.layer_names(path))
     except Exception:  # sniffing never fails: the reader reports a broken file properly
         return False
 

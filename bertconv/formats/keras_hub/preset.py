@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ... import families
 from ...config import BertConfig
-from ...containers.hdf5 import keras as keras_h5
+from ...containers.hdf5 import keras_listing
 from ...containers.hdf5 import keras3 as keras3_h5
 from ...containers.hdf5.keras3_shards import SHARD_NAME, read_sharded
 from ...errors import bad_input
@@ -87,7 +87,7 @@ def sniff(path: Path) -> str | None:
     shard = bool(SHARD_NAME.fullmatch(path.name)) and (path.parent / SHARDED_INDEX).is_file()
     if not (index or shard or path.name in (MODEL_WEIGHTS, TASK_WEIGHTS)) or _backbone_class(path.parent) is None:
         return None
-    return FORMAT if index or keras_h5.layout(path) == "keras3" else None
+    return FORMAT if index or keras_listing.layout(path) == "keras3" else None
 
 
 # --- reading --------------------------------------------------------------------------------

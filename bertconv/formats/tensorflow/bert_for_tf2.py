@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...containers.hdf5 import keras as keras_h5
+from ...containers.hdf5 import keras as keras_h5, keras_listing
 from ...errors import bad_input
 from ...tree import Ignored, ParameterTree
 from . import object_bundle
@@ -117,9 +117,9 @@ def _bert_layer_of(path: Path) -> str | None:
     """The name of the layer of a Keras 2 HDF5 file whose weights are a BertModelLayer's (a
     word embedding and an encoder layer through the table), or None. Never raises."""
     try:
-        if keras_h5.layout(path) != "keras2":
+        if keras_listing.layout(path) != "keras2":
             return None
-        for layer, weights in keras_h5.weight_names(path).items():
+        for layer, weights in keras_listing.weight_names(path).items():
             found = {m.canonical for w in weights for n in [_h5_name(layer, w)]
                      if n is not None for m in [TABLE.match(n)] if m is not None}
             if "embeddings.word" in found and any(name.startswith("layers.") for name in found):

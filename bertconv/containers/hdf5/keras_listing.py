@@ -1,0 +1,83 @@
+"""What a Keras HDF5 file lists, learnt without reading its datasets: its layout, its layers and
+their weights' names. Format detection asks these of every HDF5 file (each reader of Keras files
+in turn), so within one reading each is answered once (`one_reading.remembered`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ...lazy import lazy_module
+from .keras import LAYER_NAMES, WEIGHT_NAMES, is_keras3, is_nested_model, string_list, weights_group
+from .one_reading import remembered
+from .signature import is_hdf5
+from .workarounds import check_global_heaps
+
+if TYPE_CHECKING:
+    import h5py
+else:  # imported on first use: most commands read no HDF5 file
+    h5py = lazy_module("h5py")
+
+
+def layout(path: Path) -> str | None:
+    """"keras2" for a file with Keras 2 `layer_names`, "keras3" for the `/layers/*/vars` layout,
+    None for anything else (another HDF5 file, or not HDF5 at all). Never raises."""
+    return remembered(path, "layout", lambda: _layout(path))
+
+
+def _layout(path: Path) -> str | None:
+    if not is_hdf5(path):
+        return None
+    try:
+        with h5py.File(path, "r") as f:
+            if weights_group(f) is not None:
+                return "keras2"
+            if is_keras3(f):
+                return "keras3"
+    except Exception:  # noqa: BLE001 - sniffing answers "not mine" for any unreadable file
+        return None
+    return None
+
+
+def layer_names(path: Path) -> list[str]:
+    """The root `layer_names` of a Keras 2 file, plus the first path component of every weight
+    of a nested model group; [] for a file that is not one. Reads attributes only; never raises."""
+    listed = _listed_weights(path)
+    inner = [w.split("/", 1)[0] for name, weights in listed.items() for w in weights if not w.startswith(name + "/")]
+    return list(dict.fromkeys([*listed, *inner]))
+
+
+def weight_names(path: Path) -> dict[str, list[str]]:
+    """The layers of a Keras 2 file with their weights' names as `read_weights_file` lists them (a
+    nested model's layers in its place); {} for a file that is not one. Attributes only; never raises."""
+    layers: dict[str, list[str]] = {}
+    for name, weights in _listed_weights(path).items():
+        if not is_nested_model(name, weights):
+            layers[name] = weights
+            continue
+        for weight in weights:
+            layers.setdefault(weight.split("/", 1)[0], []).append(weight)
+    return layers
+
+
+def _listed_weights(path: Path) -> dict[str, list[str]]:
+    """Each root `layer_names` entry with its group's `weight_names` ([] when it has no group)."""
+    return remembered(path, "listed weights", lambda: _list_weights(path))
+
+
+def _list_weights(path: Path) -> dict[str, list[str]]:
+    try:
+        check_global_heaps(path)
+        with h5py.File(path, "r") as f:
+            group = weights_group(f)
+            if group is None:
+                return {}
+            listed = {}
+            for name in string_list(path, group.attrs, LAYER_NAMES, "the root") or []:
+                child = group.get(name)
+                listed[name] = (string_list(path, child.attrs, WEIGHT_NAMES, f"layer {name!r}") or []
+                                if isinstance(child, h5py.Group) else [])
+            return listed
+    except Exception:  # noqa: BLE001 - a listing for sniffing; `read_weights_file` reports errors
+        return {}

@@ -1,0 +1,50 @@
+"""What is learnt of an HDF5 file, learnt once per reading.
+
+Finding a checkpoint's format asks every reader of HDF5 files whether a file is theirs (bert4keras,
+keras-bert, bert-for-tf2, transformers' tf_model.h5), and each opens the file, checks its global
+heaps and lists its layers' weight names; then one of them reads it. `formats.read` wraps all of
+that in `one_reading()`, within which `remembered(path, question, learn)` gives what `learn()`
+gave the first time that question was asked of that file, as long as the file is the same one
+(device, inode, size, modification and change times). Outside such a block every call learns
+afresh: a file rewritten in place within one clock tick keeps its size and times, and a check
+skipped on it (the global heaps HDF5 would loop on) could hang the process.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Callable, Iterator, TypeVar
+
+T = TypeVar("T")
+
+#: (question, file identity) -> answer, within the current `one_reading` block; None outside one.
+_answers: ContextVar[dict | None] = ContextVar("bertconv_hdf5_answers", default=None)
+
+
+@contextmanager
+def one_reading() -> Iterator[None]:
+    """A block within which each question about each unchanged file is answered once."""
+    token = _answers.set({})
+    try:
+        yield
+    finally:
+        _answers.reset(token)
+
+
+def remembered(path: Path, question: str, learn: Callable[[], T]) -> T:
+    """`learn()`, or within a `one_reading` block what it returned for this question and file
+    before (an exception is not remembered: the next call learns again)."""
+    answers = _answers.get()
+    if answers is None:
+        return learn()
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return learn()  # let the reader report what is wrong with the path
+    key = (question, stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+    if key not in answers:
+        answers[key] = learn()
+    return answers[key]
