@@ -56,8 +56,8 @@ def _lay_out(f: h5py.File, objects: Sequence[Keras3Object]) -> list[image.Placed
         group.attrs["name"] = obj.name
         for index, tensor in enumerate(obj.variables):
             bfloat16 = tensor.dtype is dtypes.BFLOAT16
-            dataset = group.create_dataset(str(index), tuple(tensor.shape), dtype=_BFLOAT16_STORED if bfloat16
-                                           else tensor.dtype.numpy, dcpl=image.allocated_unfilled())
+            dataset = image.unfilled_dataset(group, str(index), tuple(tensor.shape),
+                                             _BFLOAT16_STORED if bfloat16 else tensor.dtype.numpy)
             if bfloat16:
                 dataset.attrs["dtype"] = "bfloat16"
             placed.append((dataset.id.get_offset(), f"{group.name}/{index}", tensor))

@@ -70,8 +70,7 @@ def _lay_out(f: h5py.File, layers: Sequence[LayerToWrite], *, backend: str, kera
         group = f.create_group(layer.name)
         _save_list_attr(group, WEIGHT_NAMES, [name for name, _ in layer.weights])
         for name, tensor in layer.weights:
-            dataset = group.create_dataset(name, tuple(tensor.shape), dtype=tensor.dtype.numpy,
-                                           dcpl=image.allocated_unfilled())
+            dataset = image.unfilled_dataset(group, name, tuple(tensor.shape), tensor.dtype.numpy)
             placed.append((dataset.id.get_offset(), f"layer {layer.name!r} weight {name!r}", tensor))
     top = f.create_group(TOP_LEVEL_WEIGHTS)
     _save_list_attr(top, WEIGHT_NAMES, [])
