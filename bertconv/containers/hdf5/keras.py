@@ -41,7 +41,6 @@ storage, virtual datasets) is refused. What HDF5 would loop on is kept from it
 from __future__ import annotations
 
 import math
-import os
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
@@ -187,7 +186,7 @@ def _read_open(path: Path, f: h5py.File) -> KerasWeightsFile:
     check_layer_names(path, names)
     layers: list[KerasLayer] = []
     for name in names:
-        layers.extend(_read_layer(path, group, name, size))
+        layers.extend(_read_layer(path, group, name, size, f.id.fileno))
     seen: set[str] = set()
     for layer in layers:
         if layer.name in seen:
@@ -229,7 +228,7 @@ def _read_unexpanded_open(path: Path, f: h5py.File) -> KerasWeightsFile:
     layers = []
     for name in names:
         child, weight_names = _layer_group(path, group, name)
-        layers.append(KerasLayer(name, tuple(_read_weight(path, child, name, w, size) for w in weight_names)))
+        layers.append(KerasLayer(name, tuple(_read_weight(path, child, name, w, size, f.id.fileno) for w in weight_names)))
     return KerasWeightsFile(path, tuple(layers), tuple(_extra_weights(path, f, group, size)),
                             _string_attr(group.attrs, "backend"), _string_attr(group.attrs, "keras_version"))
 
@@ -288,9 +287,9 @@ def check_layer_names(path: Path, names: list[str]) -> None:
             raise bad_input(path, f"layer_names holds {name!r}, which is not a Keras layer name")
 
 
-def _read_layer(path: Path, root: h5py.Group, name: str, size: int) -> list[KerasLayer]:
+def _read_layer(path: Path, root: h5py.Group, name: str, size: int, home: tuple) -> list[KerasLayer]:
     group, weight_names = _layer_group(path, root, name)
-    weights = tuple(_read_weight(path, group, name, w, size) for w in weight_names)
+    weights = tuple(_read_weight(path, group, name, w, size, home) for w in weight_names)
     if not is_nested_model(name, weight_names):
         return [KerasLayer(name, weights)]
     inner: dict[str, list[KerasWeight]] = {}
@@ -320,7 +319,9 @@ def is_nested_model(name: str, weight_names: Sequence[str]) -> bool:
     return bool(weight_names) and not any(w.startswith(name + "/") for w in weight_names)
 
 
-def _read_weight(path: Path, group: h5py.Group, layer: str, name: str, size: int) -> KerasWeight:
+def _read_weight(path: Path, group: h5py.Group, layer: str, name: str, size: int, home: tuple) -> KerasWeight:
+    """The weight `name` listed by `layer`'s `group`; `home` is the file number of the file at `path`
+    (h5py's `fileno`: a dataset reached through an external link has another)."""
     where = f"layer {layer!r} weight {name!r}"
     if not name or name.startswith("/") or any(part in ("", ".", "..") for part in name.split("/")):
         raise bad_input(path, f"{where}: not a relative dataset name")
@@ -329,7 +330,7 @@ def _read_weight(path: Path, group: h5py.Group, layer: str, name: str, size: int
         found = "nothing" if dataset is None else "a group"
         raise bad_input(path, f"{where} is listed in weight_names but the file holds {found} at "
                               f"{group.name}/{name}")
-    if not os.path.samefile(dataset.file.filename, path):
+    if dataset.id.fileno != home:
         raise bad_input(path, f"{where} is an external link into {dataset.file.filename}; refused")
     return KerasWeight(name, dataset_tensor(path, dataset, size, where))
 
@@ -337,7 +338,7 @@ def _read_weight(path: Path, group: h5py.Group, layer: str, name: str, size: int
 def dataset_at(path: Path, f: h5py.File, name: str, size: int) -> LazyTensor:
     """Dataset `name` of the open file `f` as a lazy tensor, refused when it is an external link."""
     dataset = f[name]
-    if not os.path.samefile(dataset.file.filename, path):
+    if dataset.id.fileno != f.id.fileno:
         raise bad_input(path, f"dataset {name!r} is an external link into {dataset.file.filename}; refused")
     return dataset_tensor(path, dataset, size, f"dataset {name!r}")
 
@@ -398,7 +399,7 @@ def _extra_weights(path: Path, f: h5py.File, group: h5py.Group, size: int) -> li
     top = group.get(TOP_LEVEL_WEIGHTS)
     if isinstance(top, h5py.Group):
         names = string_list(path, top.attrs, WEIGHT_NAMES, TOP_LEVEL_WEIGHTS) or []
-        extra.extend(_read_weight(path, top, TOP_LEVEL_WEIGHTS, n, size) for n in names)
+        extra.extend(_read_weight(path, top, TOP_LEVEL_WEIGHTS, n, size, f.id.fileno) for n in names)
     optimizer = f.get(OPTIMIZER_WEIGHTS) if group is not f else None
     if isinstance(optimizer, h5py.Group):
         datasets: list[str] = []
