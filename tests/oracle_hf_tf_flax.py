@@ -73,18 +73,23 @@ def main(directory: Path, inputs_path: Path, out_path: Path) -> None:
         result = outputs(model(**feed, training=False), cls.__name__)
     else:
         import jax
+        from flax.core.frozen_dict import unfreeze
         from flax.serialization import msgpack_restore
+        from flax.traverse_util import flatten_dict
 
         cls = getattr(transformers, "Flax" + architecture)
-        model = cls.from_pretrained(directory)
-        # Flax's from_pretrained only logs what it missed: compare the file with a fresh model.
+        # Without _do_init, from_pretrained loads the file into no randomly initialised model
+        # (jax compiles every operation of that initialisation, seconds per class).
+        model, params = cls.from_pretrained(directory, _do_init=False)
+        # Flax's from_pretrained only logs what it missed: compare the file with the parameters
+        # the model has, transformers' own `params_shape_tree` (its initialisation, traced).
         files = sorted(directory.glob("flax_model*.msgpack"))  # the file, or its shards
         stored = {key for file in files for key in flat(msgpack_restore(file.read_bytes()))}
-        expected = set(flat(cls(model.config).params))
+        expected = set(flatten_dict(unfreeze(model.params_shape_tree), sep="/"))
         info = {"missing_keys": expected - stored, "unexpected_keys": stored - expected}
-        values = flat(model.params)
-        count = sum(p.size for p in jax.tree_util.tree_leaves(model.params))
-        result = outputs(model(**feed, params=model.to_fp32(model.params)), cls.__name__)
+        values = flat(params)
+        count = sum(p.size for p in jax.tree_util.tree_leaves(params))
+        result = outputs(model(**feed, params=model.to_fp32(params)), cls.__name__)
     np.savez(out_path, **{f"param:{k}": v for k, v in values.items()}, **result)
     print(json.dumps({"class": cls.__name__, "transformers": transformers.__version__, "parameters": int(count),
                       "missing": sorted(info.get("missing_keys", [])),
