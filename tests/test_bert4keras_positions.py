@@ -49,11 +49,13 @@ def _inputs(vocab_size: int, type_vocab_size: int = 2) -> list[np.ndarray]:
 
 
 def _predict(oracle, config: Path, manifest: dict, weights: Path, inputs) -> dict[str, np.ndarray]:
-    """bert4keras' own predict of the model `manifest` says, its outputs named."""
+    """bert4keras' own predict of the model `manifest` says, its outputs named: the model called on
+    the inputs, the computation `predict` wraps in a tf.function, eagerly (no graph traced per model;
+    measured within 6e-8 of `predict`)."""
     model = oracle.build(config, manifest["model"], manifest)
     model.load_weights(str(weights))
-    outputs = model.predict(inputs, verbose=0)
-    outputs = outputs if isinstance(outputs, list) else [outputs]
+    outputs = model(inputs, training=False)
+    outputs = [np.asarray(output) for output in (outputs if isinstance(outputs, (list, tuple)) else [outputs])]
     names = [key for key, present in (("nsp" if manifest["with_nsp"] else "pooled", manifest["with_pool"]),
                                       ("mlm", manifest["with_mlm"])) if present]
     return dict(zip(names, outputs, strict=True))

@@ -59,7 +59,8 @@ def bert4keras_logits(config_path, tokens, segments, *, checkpoint=None, weights
                                     with_mlm="linear")
     if weights is not None:
         model.load_weights(str(weights))
-    return model.predict([tokens, segments], verbose=0)
+    # predict's computation, called eagerly: no tf.function traced per model (within 6e-8 of predict)
+    return np.asarray(model([tokens, segments], training=False))
 
 
 @pytest.mark.parametrize("source, pytorch", SOURCES, ids=lambda p: "-".join(p.parts[-3:]))

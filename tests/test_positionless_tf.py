@@ -46,8 +46,9 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
 
 def _bert4keras_predict(directory: Path, model: str, inputs, heads_of: Path | None = None) -> dict[str, np.ndarray]:
     """bert4keras building the model from the checkpoint (`load_weights_from_checkpoint`, its
-    `variable_mapping`), as its users load the authors' releases, and its predict, outputs named;
-    the heads are those `fixture.json` in `heads_of` (default: `directory`) says, else the MLM's."""
+    `variable_mapping`), as its users load the authors' releases, and its predict, outputs named
+    (the model called eagerly: the computation `predict` wraps in a tf.function, no graph traced per
+    model); the heads are those `fixture.json` in `heads_of` (default: `directory`) says, else the MLM's."""
     needs("tensorflow")
     needs("bert4keras")
     from bert4keras.models import build_transformer_model
@@ -57,8 +58,8 @@ def _bert4keras_predict(directory: Path, model: str, inputs, heads_of: Path | No
     heads = {flag: manifest.get(flag, flag == "with_mlm") for flag in ("with_pool", "with_nsp", "with_mlm")}
     keras_model = build_transformer_model(str(directory / "bert_config.json"), str(directory / PREFIX), model=model,
                                           **heads)
-    outputs = keras_model.predict(inputs, verbose=0)
-    outputs = outputs if isinstance(outputs, list) else [outputs]
+    outputs = keras_model(inputs, training=False)
+    outputs = [np.asarray(output) for output in (outputs if isinstance(outputs, (list, tuple)) else [outputs])]
     names = [name for name, present in (("nsp", heads["with_nsp"]), ("mlm", heads["with_mlm"])) if present]
     return dict(zip(names, outputs, strict=True))
 
