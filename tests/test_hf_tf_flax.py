@@ -30,7 +30,7 @@ from bertconv.formats.hf import flax as hf_flax, tf as hf_tf
 from bertconv.tensor import MappedTensor
 from bertconv.tree import canonical_names
 import oracle_process
-from conftest import FIXTURES, requires
+from conftest import FIXTURES, requires, run_in_process
 
 TF = FIXTURES / "hf_tf"
 FLAX = FIXTURES / "hf_flax"
@@ -279,29 +279,29 @@ def test_converted_model_gives_transformers_4_logits_in_transformers_5(tmp_path,
 
 
 @pytest.mark.parametrize("directory", [TF / "pretraining", FLAX / "sharded"], ids=["tf", "flax-sharded"])
-def test_commands_work_on_the_files(cli, tmp_path, directory):
-    assert cli("inspect", directory).exit_code == 0
-    assert cli("audit", directory).exit_code == 0
-    assert cli("verify", directory, "--deep", "--allow-untrained-mlm").exit_code == 0  # random weights
-    assert cli("diff", directory, TF / "pretraining" / "pt" if directory.parent == TF else FLAX / "pretraining"
-               ).exit_code in (0, 1)
+def test_commands_work_on_the_files(tmp_path, directory):
+    assert run_in_process("inspect", directory).exit_code == 0
+    assert run_in_process("audit", directory).exit_code == 0
+    assert run_in_process("verify", directory, "--deep", "--allow-untrained-mlm").exit_code == 0  # random weights
+    other = TF / "pretraining" / "pt" if directory.parent == TF else FLAX / "pretraining"
+    assert run_in_process("diff", directory, other).exit_code in (0, 1)
     for target in ("hf-tf", "hf-flax"):
-        result = cli("convert", directory, tmp_path / target, "--to", target)
+        result = run_in_process("convert", directory, tmp_path / target, "--to", target)
         assert result.exit_code == 0, result.stderr
-        assert cli("diff", directory, tmp_path / target).exit_code == 0
+        assert run_in_process("diff", directory, tmp_path / target).exit_code == 0
 
 
 @requires("tokenizers")
 @pytest.mark.parametrize("directory", [TF / "pretraining", FLAX / "sharded"], ids=["tf", "flax-sharded"])
-def test_fill_mask_works_on_the_files(cli, directory):
-    result = cli("fill-mask", directory, "w1 w2 [MASK] w3", "--json")
+def test_fill_mask_works_on_the_files(directory):
+    result = run_in_process("fill-mask", directory, "w1 w2 [MASK] w3", "--json")
     assert result.exit_code == 0, result.stderr
 
 
-def test_a_broken_file_is_exit_2_naming_it(cli, tmp_path):
+def test_a_broken_file_is_exit_2_naming_it(tmp_path):
     path = tmp_path / "flax_model.msgpack"
     path.write_bytes((FLAX / "pretraining" / "flax_model.msgpack").read_bytes()[:5000])
-    result = cli("audit", path)
+    result = run_in_process("audit", path)
     assert result.exit_code == 2 and "flax_model.msgpack" in result.stderr and "Traceback" not in result.stderr
 
 

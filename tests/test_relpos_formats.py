@@ -17,7 +17,7 @@ from bertconv.errors import BadInput
 from bertconv.formats.hf import flax as hf_flax, tf as hf_tf
 
 import oracle_process
-from conftest import FIXTURES
+from conftest import FIXTURES, run_in_process
 
 RELPOS = FIXTURES / "relpos"
 REFERENCE = np.load(RELPOS / "reference.npz")
@@ -66,16 +66,16 @@ def test_a_relative_hf_output_says_transformers_5_computes_another_model(tmp_pat
 
 @pytest.mark.parametrize("target", ["tf", "bert4keras", "hf-tf", "hf-flax"])
 @pytest.mark.parametrize("name", ["bert_relative_key_query", "bert_relative_key"])
-def test_targets_without_relative_positions_refuse_naming_the_field(name, target, tmp_path, cli):
-    result = cli("convert", RELPOS / name, tmp_path / "out", "--to", target)
+def test_targets_without_relative_positions_refuse_naming_the_field(name, target, tmp_path):
+    result = run_in_process("convert", RELPOS / name, tmp_path / "out", "--to", target)
     assert result.exit_code == 2, result.stdout + result.stderr
     assert "position_embedding_type" in result.stderr and "distance_embedding" in result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("target", ["tf", "bert4keras"])
-def test_targets_without_causal_attention_refuse_naming_the_field(target, tmp_path, cli):
-    result = cli("convert", RELPOS / "bert_causal", tmp_path / "out", "--to", target)
+def test_targets_without_causal_attention_refuse_naming_the_field(target, tmp_path):
+    result = run_in_process("convert", RELPOS / "bert_causal", tmp_path / "out", "--to", target)
     assert result.exit_code == 2, result.stdout + result.stderr
     assert "is_decoder" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists()
