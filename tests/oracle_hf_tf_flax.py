@@ -6,7 +6,8 @@ tf-keras, flax, jax), by subprocess from tests/test_hf_tf_flax.py:
     python tests/oracle_hf_tf_flax.py DIRECTORY INPUTS.npz OUT.npz [DIRECTORY INPUTS.npz OUT.npz ...]
 
 The class is `TF<architecture>` for a `tf_model.h5`, `Flax<architecture>` for a
-`flax_model.msgpack`, the architecture read from `config.json`. OUT.npz gets every loaded
+`flax_model.msgpack`, the architecture read from `config.json` (or `class_name`, when `main` is
+given one: tests/oracle_process.py's `load-as`). OUT.npz gets every loaded
 parameter under `param:<transformers' name>` (bfloat16 as uint16 bits) and the outputs on the
 inputs (`mlm_logits`, `nsp_logits`, `sop_logits`, `rtd_logits`, `sequence_output`, in float32; a half-precision Flax model
 runs in float32). Prints one JSON line per directory: class, transformers version, parameter count, and the
@@ -59,14 +60,14 @@ def flat(params, prefix=()) -> dict[str, np.ndarray]:
     return values
 
 
-def main(directory: Path, inputs_path: Path, out_path: Path) -> None:
+def main(directory: Path, inputs_path: Path, out_path: Path, class_name: str | None = None) -> None:
     config = json.loads((directory / "config.json").read_text())
     architecture = config["architectures"][0]
     taken = ("input_ids", "attention_mask") if config["model_type"] == "distilbert" else (
         "input_ids", "token_type_ids", "attention_mask")  # DistilBERT's models take no token types
     feed = {k: v for k, v in np.load(inputs_path).items() if k in taken}
     if (directory / "tf_model.h5").exists() or (directory / "tf_model.h5.index.json").exists():
-        cls = getattr(transformers, "TF" + architecture)
+        cls = getattr(transformers, class_name or "TF" + architecture)
         model, info = cls.from_pretrained(directory, output_loading_info=True)
         values = {"/".join(v.name.split("/")[1:]): v.numpy() for v in model.weights}
         count = model.count_params()
@@ -77,7 +78,7 @@ def main(directory: Path, inputs_path: Path, out_path: Path) -> None:
         from flax.serialization import msgpack_restore
         from flax.traverse_util import flatten_dict
 
-        cls = getattr(transformers, "Flax" + architecture)
+        cls = getattr(transformers, class_name or "Flax" + architecture)
         # Without _do_init, from_pretrained loads the file into no randomly initialised model
         # (jax compiles every operation of that initialisation, seconds per class).
         model, params = cls.from_pretrained(directory, _do_init=False)

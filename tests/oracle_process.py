@@ -5,13 +5,14 @@ Importing TensorFlow, jax, torch and transformers costs the oracle environment
 call `run(kind, *arguments)`; the first call starts this file in the oracle environment, which
 then serves every job of the worker's session, one JSON line per request on its stdin:
 
-    {"kind": "load" | "relpos" | "roformer-tf" | "stranded-repo", "arguments": [...]}
+    {"kind": "load" | "load-as" | "relpos" | "roformer-tf" | "stranded-repo", "arguments": [...]}
 
 and one JSON line per reply on a descriptor of its own (the libraries' own printing goes to its
 stderr): the JSON lines the job printed, or the job's traceback when it raised. Each kind is one
 oracle script's function, called with that script's command-line arguments:
 
     load           oracle_hf_tf_flax.main     DIRECTORY INPUTS.npz OUT.npz
+    load-as        oracle_hf_tf_flax.main     DIRECTORY INPUTS.npz OUT.npz CLASS (not the config's architecture)
     relpos         oracle_relpos.run          CLASS DIRECTORY INPUTS.npz OUT.npz
     roformer-tf    oracle_roformer_tf.main    PREFIX CONFIG INPUTS.npz OUT.npz
     stranded-repo  oracle_stranded_repo.main  SENTENCEPIECE_MODEL TOKENIZER_JSON OUT_DIRECTORY
@@ -34,9 +35,10 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
 ORACLE_PYTHON = TESTS.parent / ".cache" / "oracle-venv" / "bin" / "python"
-#: kind -> (oracle script, its function, how many of the arguments are paths after the first `plain`).
-KINDS = {"load": ("oracle_hf_tf_flax", "main", 0), "relpos": ("oracle_relpos", "run", 1),
-         "roformer-tf": ("oracle_roformer_tf", "main", 4), "stranded-repo": ("oracle_stranded_repo", "main", 0)}
+#: kind -> (oracle script, its function, which of its arguments are paths).
+KINDS = {"load": ("oracle_hf_tf_flax", "main", slice(0, 3)), "load-as": ("oracle_hf_tf_flax", "main", slice(0, 3)),
+         "relpos": ("oracle_relpos", "run", slice(1, 4)), "roformer-tf": ("oracle_roformer_tf", "main", slice(0, 0)),
+         "stranded-repo": ("oracle_stranded_repo", "main", slice(0, 3))}
 #: A job taking longer than this is a hung oracle: the process is killed and the test fails.
 TIMEOUT = 900
 
@@ -98,13 +100,14 @@ def serve() -> None:
     sys.path.insert(0, str(TESTS))
     for request in sys.stdin:
         request = json.loads(request)
-        script, function, plain = KINDS[request["kind"]]
+        script, function, paths = KINDS[request["kind"]]
         arguments = request["arguments"]
+        arguments[paths] = map(Path, arguments[paths])
         printed = io.StringIO()
         try:
             job = getattr(importlib.import_module(script), function)
             with redirect_stdout(printed):
-                job(*arguments[:plain], *map(Path, arguments[plain:]))
+                job(*arguments)
         except BaseException:  # noqa: BLE001 (the test decides what a job's failure means)
             reply = {"error": traceback.format_exc()}
         else:
