@@ -1,7 +1,8 @@
 """Load a Hugging Face TF or Flax BERT directory with transformers 4.x and dump what it loaded.
 
 Runs in the oracle environment (.cache/oracle-venv: transformers 4.57.6, tensorflow-cpu 2.21 +
-tf-keras, flax, jax), by subprocess from tests/test_hf_tf_flax.py:
+tf-keras, flax, jax): `main` per job in the tests' oracle process (tests/oracle_process.py), or
+from the command line:
 
     python tests/oracle_hf_tf_flax.py DIRECTORY INPUTS.npz OUT.npz [DIRECTORY INPUTS.npz OUT.npz ...]
 
