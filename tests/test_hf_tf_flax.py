@@ -12,7 +12,6 @@ environment is absent.
 from __future__ import annotations
 
 import json
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,7 +29,8 @@ from bertconv.config.dialects import google_config_dict
 from bertconv.formats.hf import flax as hf_flax, tf as hf_tf
 from bertconv.tensor import MappedTensor
 from bertconv.tree import canonical_names
-from conftest import FIXTURES, ROOT, requires
+import oracle_process
+from conftest import FIXTURES, requires, run_in_process
 
 TF = FIXTURES / "hf_tf"
 FLAX = FIXTURES / "hf_flax"
@@ -38,8 +38,6 @@ TF_FIXTURES = ["pretraining", "masked_lm", "model", "sharded"]
 FLAX_FIXTURES = ["pretraining", "masked_lm", "model", "sharded", "bf16", "fp16"]
 ALL = [TF / name for name in TF_FIXTURES] + [FLAX / name for name in FLAX_FIXTURES]
 IDS = [f"tf-{name}" for name in TF_FIXTURES] + [f"flax-{name}" for name in FLAX_FIXTURES]
-ORACLE_PYTHON = ROOT / ".cache" / "oracle-venv" / "bin" / "python"
-ORACLE_SCRIPT = Path(__file__).resolve().parent / "oracle_hf_tf_flax.py"
 #: transformers 5 (torch) against transformers 4.x (TensorFlow, Flax) on the same weights.
 LOGITS_ATOL = 1e-5
 #: The config fields a conversion must carry over.
@@ -281,29 +279,29 @@ def test_converted_model_gives_transformers_4_logits_in_transformers_5(tmp_path,
 
 
 @pytest.mark.parametrize("directory", [TF / "pretraining", FLAX / "sharded"], ids=["tf", "flax-sharded"])
-def test_commands_work_on_the_files(cli, tmp_path, directory):
-    assert cli("inspect", directory).exit_code == 0
-    assert cli("audit", directory).exit_code == 0
-    assert cli("verify", directory, "--deep", "--allow-untrained-mlm").exit_code == 0  # random weights
-    assert cli("diff", directory, TF / "pretraining" / "pt" if directory.parent == TF else FLAX / "pretraining"
-               ).exit_code in (0, 1)
+def test_commands_work_on_the_files(tmp_path, directory):
+    assert run_in_process("inspect", directory).exit_code == 0
+    assert run_in_process("audit", directory).exit_code == 0
+    assert run_in_process("verify", directory, "--deep", "--allow-untrained-mlm").exit_code == 0  # random weights
+    other = TF / "pretraining" / "pt" if directory.parent == TF else FLAX / "pretraining"
+    assert run_in_process("diff", directory, other).exit_code in (0, 1)
     for target in ("hf-tf", "hf-flax"):
-        result = cli("convert", directory, tmp_path / target, "--to", target)
+        result = run_in_process("convert", directory, tmp_path / target, "--to", target)
         assert result.exit_code == 0, result.stderr
-        assert cli("diff", directory, tmp_path / target).exit_code == 0
+        assert run_in_process("diff", directory, tmp_path / target).exit_code == 0
 
 
 @requires("tokenizers")
 @pytest.mark.parametrize("directory", [TF / "pretraining", FLAX / "sharded"], ids=["tf", "flax-sharded"])
-def test_fill_mask_works_on_the_files(cli, directory):
-    result = cli("fill-mask", directory, "w1 w2 [MASK] w3", "--json")
+def test_fill_mask_works_on_the_files(directory):
+    result = run_in_process("fill-mask", directory, "w1 w2 [MASK] w3", "--json")
     assert result.exit_code == 0, result.stderr
 
 
-def test_a_broken_file_is_exit_2_naming_it(cli, tmp_path):
+def test_a_broken_file_is_exit_2_naming_it(tmp_path):
     path = tmp_path / "flax_model.msgpack"
     path.write_bytes((FLAX / "pretraining" / "flax_model.msgpack").read_bytes()[:5000])
-    result = cli("audit", path)
+    result = run_in_process("audit", path)
     assert result.exit_code == 2 and "flax_model.msgpack" in result.stderr and "Traceback" not in result.stderr
 
 
@@ -311,15 +309,11 @@ def test_a_broken_file_is_exit_2_naming_it(cli, tmp_path):
 
 
 def run_oracle(jobs: list[tuple[Path, Path, Path]]) -> list[dict]:
-    if not ORACLE_PYTHON.exists():
-        pytest.skip(f"no oracle environment at {ORACLE_PYTHON.parent.parent} (transformers 4.x with TF and Flax): "
-                    f"run `make oracle`")
-    arguments = [str(part) for job in jobs for part in job]
-    proc = subprocess.run([str(ORACLE_PYTHON), str(ORACLE_SCRIPT), *arguments], capture_output=True, text=True,
-                          timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert len(results) == len(jobs), proc.stdout[-2000:]
+    """transformers 4.x's loading of each (DIRECTORY, INPUTS.npz, OUT.npz) job: its JSON line
+    (tests/oracle_hf_tf_flax.py), in the worker's one oracle process (tests/oracle_process.py)."""
+    oracle_process.skip_unless_installed()
+    results = [line for job in jobs for line in oracle_process.run("load", *job)]
+    assert len(results) == len(jobs), results
     return results
 
 

@@ -232,37 +232,37 @@ def test_conversion_round_trips(tmp_path, source, target):
 
 @pytest.mark.parametrize("family, framework", [("mpnet", "tf"), ("roformer", "flax")])
 @pytest.mark.parametrize("with_config", [True, False], ids=["config", "no-config"])
-def test_a_family_not_read_here_is_exit_2_naming_what_the_file_holds(cli, tmp_path, family, framework, with_config):
+def test_a_family_not_read_here_is_exit_2_naming_what_the_file_holds(tmp_path, family, framework, with_config):
     """transformers 4.57's TF MPNet and Flax RoFormer, with their config.json (refused for its
     model_type) or alone (refused for its layers or keys): found and expected named, nothing written."""
     source = UNREAD / f"{family}_{framework}"
     for stored in source.iterdir():
         if with_config or "config" not in stored.name:
             shutil.copy(stored, tmp_path / stored.name.removeprefix(f"{family}_"))
-    result = cli("convert", tmp_path, tmp_path / "out", "--to", "hf")
+    result = run_in_process("convert", tmp_path, tmp_path / "out", "--to", "hf")
     assert result.exit_code == 2 and "Traceback" not in result.stderr
     assert family in result.stderr and "roberta" in result.stderr, result.stderr  # found, and what is read
     assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("directory", [TF / "roberta" / "masked_lm", FLAX / "electra" / "generator"], ids=["tf", "flax"])
-def test_a_config_of_another_family_is_exit_2_naming_both(cli, tmp_path, directory):
+def test_a_config_of_another_family_is_exit_2_naming_both(tmp_path, directory):
     copy = tmp_path / "copy"
     shutil.copytree(directory, copy)
     family = directory.parent.name
     other = "albert" if family != "albert" else "electra"
     (copy / "config.json").write_text((TF / other / "model" / "config.json").read_text())
-    result = cli("convert", copy, tmp_path / "out", "--to", "hf")
+    result = run_in_process("convert", copy, tmp_path / "out", "--to", "hf")
     assert result.exit_code == 2 and f"config is for a {other} model" in result.stderr and family in result.stderr
     assert not (tmp_path / "out").exists()
 
 
-def test_a_model_type_no_family_has_is_exit_2(cli, tmp_path):
+def test_a_model_type_no_family_has_is_exit_2(tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(TF / "roberta" / "model", copy)
     config = json.loads((copy / "config.json").read_text())
     (copy / "config.json").write_text(json.dumps({**config, "model_type": "xlnet"}))
-    result = cli("convert", copy, tmp_path / "out", "--to", "hf-flax")
+    result = run_in_process("convert", copy, tmp_path / "out", "--to", "hf-flax")
     assert result.exit_code == 2 and "xlnet" in result.stderr and "roberta" in result.stderr
     assert not (tmp_path / "out").exists()
 

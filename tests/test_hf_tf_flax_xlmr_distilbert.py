@@ -74,17 +74,17 @@ def test_task_heads_are_listed_as_ignored(directory):
     assert all("fine-tuning head" in i.reason for i in task_heads(tree))
 
 
-def test_camembert_to_hf_flax_is_refused_naming_why(cli, tmp_path):
-    result = cli("convert", TF / "camembert" / "masked_lm", tmp_path / "out", "--to", "hf-flax")
+def test_camembert_to_hf_flax_is_refused_naming_why(tmp_path):
+    result = run_in_process("convert", TF / "camembert" / "masked_lm", tmp_path / "out", "--to", "hf-flax")
     assert result.exit_code == 2 and "transformers 4.57 has no Flax CamemBERT" in result.stderr, result.stderr
     assert not (tmp_path / "out").exists()
 
 
-def test_a_flax_distilbert_with_sinusoidal_positions_is_exit_2_naming_them(cli, tmp_path):
+def test_a_flax_distilbert_with_sinusoidal_positions_is_exit_2_naming_them(tmp_path):
     """It stores no position table (Flax computes the sinusoids): refused, not read as missing one."""
     for stored in (FIXTURES / "unread_hf_tf_flax" / "distilbert_sinusoidal_flax").iterdir():
         shutil.copy(stored, tmp_path / stored.name.removeprefix("distilbert_"))
-    result = cli("convert", tmp_path, tmp_path / "out", "--to", "hf")
+    result = run_in_process("convert", tmp_path, tmp_path / "out", "--to", "hf")
     assert result.exit_code == 2 and "sinusoidal_pos_embds" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists()
 

@@ -8,19 +8,17 @@ vocabulary (the formats without computed positions refuse it: tests/test_roforme
 from __future__ import annotations
 
 import json
-import subprocess
 
 import numpy as np
 import pytest
 
 from bertconv import formats
 from bertconv.runtime.numpy_bert import NumpyBert
-from conftest import FIXTURES, ROOT, needs, run_in_process
+import oracle_process
+from conftest import FIXTURES, needs, run_in_process
 
 HF = FIXTURES / "nezha" / "hf"
 MASKED_LMS = {"pretraining": "NezhaForPreTraining", "masked_lm": "NezhaForMaskedLM"}
-ORACLE_PYTHON = ROOT / ".cache" / "oracle-venv" / "bin" / "python"
-ORACLE_SCRIPT = ROOT / "tests" / "oracle_relpos.py"
 #: float32 logits of a 2-layer model: both runtimes measured within 2e-6 of transformers 4.57.
 TOLERANCE = 1e-4
 #: 5 tokens (all distances within K = 6) and 20 (distances clipped at 6), the second row padded.
@@ -39,11 +37,10 @@ def _batch(vocab_size: int, seq_len: int) -> dict[str, np.ndarray]:
 
 @pytest.fixture(scope="module")
 def oracle_logits(tmp_path_factory) -> dict[tuple[str, str, int], np.ndarray]:
-    """(fixture, "source" or "written", length) -> transformers 4.57's logits, in one oracle process."""
-    if not ORACLE_PYTHON.exists():
-        pytest.skip(f"no oracle environment at {ORACLE_PYTHON.parent.parent} (transformers 4.57): run `make oracle`")
+    """(fixture, "source" or "written", length) -> transformers 4.57's logits, in the worker's one oracle process."""
+    oracle_process.skip_unless_installed("transformers 4.57")
     tmp_path = tmp_path_factory.mktemp("nezha_oracle")
-    jobs, arguments = [], []
+    logits = {}
     for name, cls in MASKED_LMS.items():
         written = tmp_path / f"{name}-hf"
         assert run_in_process("convert", HF / name, written, "--to", "hf").exit_code == 0
@@ -51,15 +48,10 @@ def oracle_logits(tmp_path_factory) -> dict[tuple[str, str, int], np.ndarray]:
             for length in LENGTHS:
                 inputs, out = tmp_path / f"{name}-{which}-{length}.npz", tmp_path / f"{name}-{which}-{length}-out.npz"
                 np.savez(inputs, **_batch(52, length))
-                jobs.append(((name, which, length), out))
-                arguments += [cls, str(directory), str(inputs), str(out)]
-    proc = subprocess.run([str(ORACLE_PYTHON), str(ORACLE_SCRIPT), *arguments], capture_output=True, text=True,
-                          timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    for line in (line for line in proc.stdout.splitlines() if line.startswith("{")):
-        result = json.loads(line)
-        assert result["transformers"].startswith("4.57") and not result["missing"], result
-    return {key: np.load(out)["logits"] for key, out in jobs}
+                [result] = oracle_process.run("relpos", cls, directory, inputs, out)
+                assert result["transformers"].startswith("4.57") and not result["missing"], result
+                logits[(name, which, length)] = np.load(out)["logits"]
+    return logits
 
 
 @pytest.mark.oracle

@@ -7,7 +7,6 @@ the oracle environment), in float16 too; DeBERTa is the one family still refused
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import replace
 
 import numpy as np
@@ -15,7 +14,8 @@ import pytest
 
 from bertconv import formats
 from bertconv.runtime.numpy_bert import NumpyBert
-from conftest import FIXTURES, ROOT
+import oracle_process
+from conftest import FIXTURES
 from test_onnx import ATOL, ORACLE_ATOL, check_interface, export, onnx, run, transformers_5_logits
 
 from bertconv.formats.onnx import check as onnx_check, graph as onnx_graph  # noqa: E402,I001 (needs the onnx package)
@@ -83,16 +83,13 @@ def test_the_export_computes_transformers_5s_logits(fixture, tmp_path):
 
 @pytest.mark.oracle
 def test_the_nezha_export_computes_transformers_4_57s_logits(tmp_path):
-    oracle_python = ROOT / ".cache" / "oracle-venv" / "bin" / "python"
-    if not oracle_python.exists():
-        pytest.skip(f"no oracle environment at {oracle_python.parent.parent} (transformers 4.57): run `make oracle`")
+    oracle_process.skip_unless_installed("transformers 4.57")
     fixture = FIXTURES / "nezha" / "hf" / "masked_lm"
     feed = padded_batch(formats.read(fixture).config, seed=4)
     inputs, logits = tmp_path / "inputs.npz", tmp_path / "logits.npz"
     np.savez(inputs, **feed)
-    proc = subprocess.run([str(oracle_python), str(ROOT / "tests" / "oracle_relpos.py"), "NezhaForMaskedLM",
-                           str(fixture), str(inputs), str(logits)], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0 and '"transformers": "4.57' in proc.stdout, proc.stderr[-3000:]
+    [result] = oracle_process.run("relpos", "NezhaForMaskedLM", fixture, inputs, logits)
+    assert result["transformers"].startswith("4.57"), result
     expected = np.load(logits)["logits"]
     real = feed["attention_mask"].astype(bool)
     assert np.abs(run(export("nezha/hf/masked_lm", tmp_path), feed) - expected)[real].max() <= ORACLE_ATOL

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -19,14 +18,13 @@ import pytest
 from bertconv import formats
 from bertconv.runtime.numerics import Numerics
 from bertconv.runtime.numpy_bert import NumpyBert
-from conftest import FIXTURES, ROOT, needs, run_in_process
+import oracle_process
+from conftest import FIXTURES, needs, run_in_process
 
 ROFORMER_MLM = FIXTURES / "roformer" / "tf" / "mlm"
 ROFORMER_PROJECTED = FIXTURES / "roformer" / "tf" / "projected"
 NEZHA = FIXTURES / "nezha" / "tf" / "pool-nsp-mlm"
 PREFIX = "bert_model.ckpt"
-ORACLE_PYTHON = ROOT / ".cache" / "oracle-venv" / "bin" / "python"
-ORACLE_SCRIPT = ROOT / "tests" / "oracle_roformer_tf.py"
 #: bert4keras' outputs are probabilities: both runtimes measured within 2.4e-7 of its predict on these
 #: 2-layer models (its sinusoids float32 computations, bertconv's float64 ones rounded); NEZHA run
 #: with Huawei's tanh "gelu" instead is 4.5e-5 away.
@@ -48,8 +46,9 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
 
 def _bert4keras_predict(directory: Path, model: str, inputs, heads_of: Path | None = None) -> dict[str, np.ndarray]:
     """bert4keras building the model from the checkpoint (`load_weights_from_checkpoint`, its
-    `variable_mapping`), as its users load the authors' releases, and its predict, outputs named;
-    the heads are those `fixture.json` in `heads_of` (default: `directory`) says, else the MLM's."""
+    `variable_mapping`), as its users load the authors' releases, and its predict, outputs named
+    (the model called eagerly: the computation `predict` wraps in a tf.function, no graph traced per
+    model); the heads are those `fixture.json` in `heads_of` (default: `directory`) says, else the MLM's."""
     needs("tensorflow")
     needs("bert4keras")
     from bert4keras.models import build_transformer_model
@@ -59,8 +58,8 @@ def _bert4keras_predict(directory: Path, model: str, inputs, heads_of: Path | No
     heads = {flag: manifest.get(flag, flag == "with_mlm") for flag in ("with_pool", "with_nsp", "with_mlm")}
     keras_model = build_transformer_model(str(directory / "bert_config.json"), str(directory / PREFIX), model=model,
                                           **heads)
-    outputs = keras_model.predict(inputs, verbose=0)
-    outputs = outputs if isinstance(outputs, list) else [outputs]
+    outputs = keras_model(inputs, training=False)
+    outputs = [np.asarray(output) for output in (outputs if isinstance(outputs, (list, tuple)) else [outputs])]
     names = [name for name, present in (("nsp", heads["with_nsp"]), ("mlm", heads["with_mlm"])) if present]
     return dict(zip(names, outputs, strict=True))
 
@@ -216,14 +215,15 @@ def test_tf_round_trip_keeps_every_tensor_and_config_field(source, tmp_path):
 # --- transformers 4.57's RoFormer TF loader -------------------------------------------------
 
 
-def _their_logits(tmp_path: Path, directory: Path, inputs) -> subprocess.CompletedProcess:
-    if not ORACLE_PYTHON.is_file():
-        pytest.skip(f"no oracle environment at {ORACLE_PYTHON.parent.parent} (transformers 4.57): run `make oracle`")
+def _their_logits(tmp_path: Path, directory: Path, inputs) -> np.ndarray:
+    """transformers 4.57's logits from the checkpoint (tests/oracle_roformer_tf.py), in the worker's
+    one oracle process; oracle_process.OracleError with its traceback when it cannot load it."""
+    oracle_process.skip_unless_installed("transformers 4.57")
     ids, types = inputs
     np.savez(tmp_path / "inputs.npz", input_ids=ids, token_type_ids=types, attention_mask=np.ones_like(ids))
-    return subprocess.run([str(ORACLE_PYTHON), str(ORACLE_SCRIPT), str(directory / PREFIX),
-                           str(directory / "bert_config.json"), str(tmp_path / "inputs.npz"),
-                           str(tmp_path / "out.npz")], capture_output=True, text=True, timeout=300)
+    oracle_process.run("roformer-tf", directory / PREFIX, directory / "bert_config.json", tmp_path / "inputs.npz",
+                       tmp_path / "out.npz")
+    return np.load(tmp_path / "out.npz")["logits"]
 
 
 @pytest.mark.oracle
@@ -235,13 +235,11 @@ def test_transformers_roformer_tf_loader_computes_our_logits(tmp_path, written):
         assert run_in_process("convert", ROFORMER_MLM, directory, "--to", "tf").exit_code == 0
     tree = formats.read(directory)
     inputs = _inputs(tree.config.vocab_size)
-    proc = _their_logits(tmp_path, directory, inputs)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    theirs = np.load(tmp_path / "out.npz")["logits"]
+    theirs = _their_logits(tmp_path, directory, inputs)
     assert np.abs(NumpyBert(tree)(*inputs).mlm_logits - theirs).max() <= LOGITS_ATOL
 
 
 @pytest.mark.oracle
 def test_transformers_roformer_tf_loader_stops_on_the_projection_as_the_caveat_says(tmp_path):
-    proc = _their_logits(tmp_path, ROFORMER_PROJECTED, _inputs(40))
-    assert proc.returncode != 0 and "AttributeError" in proc.stderr, proc.stderr[-2000:]
+    with pytest.raises(oracle_process.OracleError, match="AttributeError"):
+        _their_logits(tmp_path, ROFORMER_PROJECTED, _inputs(40))

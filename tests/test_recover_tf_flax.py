@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import FIXTURES, ROOT, run_cli
-from test_hf_tf_flax import LOGITS_ATOL, ORACLE_PYTHON
+import oracle_process
+from conftest import FIXTURES, ROOT, run_cli, run_in_process
+from test_hf_tf_flax import LOGITS_ATOL
 
 PAGE = ROOT / "docs" / "recover_tf_flax.md"
 SECTION = "## A stranded XLM-R repository, end to end"
-BUILDER = Path(__file__).resolve().parent / "oracle_stranded_repo.py"
 SENTENCEPIECE = FIXTURES / "family_hf" / "xlm_roberta" / "masked_lm" / "sentencepiece.bpe.model"
 #: Where the page's transcript was made (its absolute paths).
 PAGE_DIRECTORY = "/tmp/recipe"
@@ -45,9 +44,7 @@ def transcript() -> list[tuple[str, list[str]]]:
 @pytest.fixture(scope="module")
 def recipe(tmp_path_factory) -> Path:
     """The two directories transformers 4.57 saves, and `expected.npz` beside them."""
-    if not ORACLE_PYTHON.exists():
-        pytest.skip(f"no oracle environment at {ORACLE_PYTHON.parent.parent} (transformers 4.57 with TF and Flax): "
-                    f"run `make oracle`")
+    oracle_process.skip_unless_installed()
     pytest.importorskip("sentencepiece")
     transformers = pytest.importorskip("transformers")
     work = tmp_path_factory.mktemp("recipe")
@@ -59,10 +56,7 @@ def recipe(tmp_path_factory) -> Path:
     transformers.AutoTokenizer.from_pretrained(source).save_pretrained(work / "tokenizer5")
     directory = (work / "recipe").resolve()
     directory.mkdir()
-    proc = subprocess.run([str(ORACLE_PYTHON), str(BUILDER), str(SENTENCEPIECE), str(work / "tokenizer5" /
-                                                                                      "tokenizer.json"),
-                           str(directory)], capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    oracle_process.run("stranded-repo", SENTENCEPIECE, work / "tokenizer5" / "tokenizer.json", directory)
     return directory
 
 
@@ -89,12 +83,12 @@ def test_transformers_5_loads_each_output_with_4_57s_logits_and_tokenizer(recipe
     on the Flax output, against what transformers 4.57 computed from the TF and Flax files."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
+    monkeypatch.chdir(recipe)
     for command, _ in transcript():
         if command.startswith("bertconv convert"):
-            assert run_cli(*shlex.split(command)[1:], "--force", cwd=recipe, timeout=300).exit_code == 0
+            assert run_in_process(*shlex.split(command)[1:], "--force").exit_code == 0
     expected = np.load(recipe / "expected.npz")
     [code] = section_blocks("python")
-    monkeypatch.chdir(recipe)
     for output, framework in (("xlmr-pt", "tf"), ("xlmr-flax-pt", "flax")):
         for carried in ("sentencepiece.bpe.model", "tokenizer.json", "tokenizer_config.json",
                         "special_tokens_map.json"):

@@ -6,7 +6,6 @@ nothing written."""
 from __future__ import annotations
 
 import json
-import subprocess
 
 import numpy as np
 import pytest
@@ -17,14 +16,13 @@ from bertconv.conversion import convert
 from bertconv.errors import BadInput
 from bertconv.formats.hf import flax as hf_flax, tf as hf_tf
 
-from conftest import FIXTURES, ROOT
+import oracle_process
+from conftest import FIXTURES, run_in_process
 
 RELPOS = FIXTURES / "relpos"
 REFERENCE = np.load(RELPOS / "reference.npz")
 NAMES = sorted({key.split(":")[0] for key in REFERENCE.files})
 RELATIVE = [name for name in NAMES if "relative" in name]
-ORACLE_PYTHON = ROOT / ".cache" / "oracle-venv" / "bin" / "python"
-ORACLE_SCRIPT = ROOT / "tests" / "oracle_relpos.py"
 #: float32 logits of the same sums in another order: measured at most 2.9e-6 here.
 TOLERANCE = 1e-5
 
@@ -68,16 +66,16 @@ def test_a_relative_hf_output_says_transformers_5_computes_another_model(tmp_pat
 
 @pytest.mark.parametrize("target", ["tf", "bert4keras", "hf-tf", "hf-flax"])
 @pytest.mark.parametrize("name", ["bert_relative_key_query", "bert_relative_key"])
-def test_targets_without_relative_positions_refuse_naming_the_field(name, target, tmp_path, cli):
-    result = cli("convert", RELPOS / name, tmp_path / "out", "--to", target)
+def test_targets_without_relative_positions_refuse_naming_the_field(name, target, tmp_path):
+    result = run_in_process("convert", RELPOS / name, tmp_path / "out", "--to", target)
     assert result.exit_code == 2, result.stdout + result.stderr
     assert "position_embedding_type" in result.stderr and "distance_embedding" in result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("target", ["tf", "bert4keras"])
-def test_targets_without_causal_attention_refuse_naming_the_field(target, tmp_path, cli):
-    result = cli("convert", RELPOS / "bert_causal", tmp_path / "out", "--to", target)
+def test_targets_without_causal_attention_refuse_naming_the_field(target, tmp_path):
+    result = run_in_process("convert", RELPOS / "bert_causal", tmp_path / "out", "--to", target)
     assert result.exit_code == 2, result.stdout + result.stderr
     assert "is_decoder" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists()
@@ -112,25 +110,24 @@ WRITTEN = [*((name, "hf", json.loads((RELPOS / name / "config.json").read_text()
 
 @pytest.fixture(scope="module")
 def oracle_runs(tmp_path_factory):
-    """One oracle process for every output: (fixture, JSON line, logits) per WRITTEN entry."""
-    if not ORACLE_PYTHON.exists():
-        pytest.skip(f"no oracle environment at {ORACLE_PYTHON.parent.parent} (transformers 4.57): run `make oracle`")
+    """The worker's one oracle process for every output: (fixture, JSON line, logits) per WRITTEN entry."""
+    oracle_process.skip_unless_installed("transformers 4.57")
     tmp_path = tmp_path_factory.mktemp("relpos_oracle")
-    arguments = []
+    runs = []
     for number, (name, target, cls) in enumerate(WRITTEN):
         directory = tmp_path / f"w{number}"
         convert(formats.read(RELPOS / name), directory, target)
         inputs = tmp_path / f"in{number}.npz"
         np.savez(inputs, **{key: REFERENCE[f"{name}:{key}"]
                             for key in ("input_ids", "token_type_ids", "attention_mask")})
-        arguments += [cls, str(directory), str(inputs), str(tmp_path / f"out{number}.npz")]
-    proc = subprocess.run([str(ORACLE_PYTHON), str(ORACLE_SCRIPT), *arguments], capture_output=True, text=True,
-                          timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert len(results) == len(WRITTEN), proc.stdout[-2000:]
-    return [(name, result, np.load(tmp_path / f"out{number}.npz")["logits"])
-            for number, ((name, _, _), result) in enumerate(zip(WRITTEN, results))]
+        out = tmp_path / f"out{number}.npz"
+        if target == "hf":  # PyTorch, eager attention (tests/oracle_relpos.py)
+            [result] = oracle_process.run("relpos", cls, directory, inputs, out)
+            runs.append((name, result, np.load(out)["logits"]))
+        else:  # TF and Flax loaded as tests/oracle_hf_tf_flax.py loads them, Flax's missing weights listed too
+            [result] = oracle_process.run("load-as", directory, inputs, out, cls)
+            runs.append((name, result, np.load(out)["mlm_logits"]))
+    return runs
 
 
 @pytest.mark.oracle
