@@ -1,7 +1,8 @@
 """Load a Hugging Face directory with transformers 4.x as a named class and dump its logits.
 
 Runs in the oracle environment (.cache/oracle-venv: transformers 4.57.6 with torch, TensorFlow and
-Flax), by subprocess from tests/test_relpos_formats.py:
+Flax), as a job of the tests' oracle process
+(tests/oracle_process.py) for tests/test_relpos_formats.py, or on its own:
 
     python tests/oracle_relpos.py CLASS DIRECTORY INPUTS.npz OUT.npz [CLASS DIRECTORY INPUTS.npz OUT.npz ...]
 

@@ -1,7 +1,8 @@
 """Load a TF1 RoFormer checkpoint as transformers' conversion script does and dump its MLM logits.
 
 Runs in the oracle environment (.cache/oracle-venv: transformers 4.57.6 with torch and TensorFlow),
-by subprocess from tests/test_positionless_tf.py:
+as a job of the tests' oracle process
+(tests/oracle_process.py) for tests/test_positionless_tf.py, or on its own:
 
     python tests/oracle_roformer_tf.py PREFIX CONFIG INPUTS.npz OUT.npz
 

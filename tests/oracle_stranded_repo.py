@@ -2,7 +2,8 @@
 publisher left them: `config.json`, the tokenizer files `save_pretrained` writes for
 XLMRobertaTokenizerFast (`sentencepiece.bpe.model`, `tokenizer.json`, `tokenizer_config.json`,
 `special_tokens_map.json`) and the weights. Runs in the oracle environment (.cache/oracle-venv),
-by subprocess from tests/test_recover_tf_flax.py:
+as a job of the tests' oracle process (tests/oracle_process.py) for tests/test_recover_tf_flax.py,
+or on its own:
 
     python tests/oracle_stranded_repo.py SENTENCEPIECE_MODEL TOKENIZER_JSON OUT_DIRECTORY
 
@@ -39,7 +40,7 @@ def randomized(params, rng):
     """Every Flax array drawn anew, each dict keeping its key order."""
     if hasattr(params, "items"):
         return {key: randomized(value, rng) for key, value in params.items()}
-    return (rng.standard_normal(params.shape) * 0.5).astype(np.asarray(params).dtype)
+    return (rng.standard_normal(params.shape) * 0.5).astype(params.dtype)
 
 
 def main(spm: Path, tokenizer_json: Path, out: Path) -> None:
@@ -53,12 +54,15 @@ def main(spm: Path, tokenizer_json: Path, out: Path) -> None:
     tf_model(tf_model.dummy_inputs)
     for variable in tf_model.weights:
         variable.assign((rng.standard_normal(variable.shape) * 0.5).astype(variable.dtype.as_numpy_dtype))
-    flax_model = transformers.FlaxXLMRobertaForMaskedLM(config)
-    flax_model.params = randomized(flax_model.params, rng)
+    # Not initialised (`_do_init=False`): its parameters' shapes come from transformers' own
+    # initialisation, traced, not run op by op (seconds of jax compiling) before being redrawn.
+    flax_model = transformers.FlaxXLMRobertaForMaskedLM(config, _do_init=False)
+    flax_params = randomized(flax_model.params_shape_tree, rng)
     expected = {"input_ids": ids, "tf": np.asarray(tf_model(input_ids=ids, training=False).logits),
-                "flax": np.asarray(flax_model(input_ids=ids).logits)}
-    for name, model in (("xlmr-tf", tf_model), ("xlmr-flax", flax_model)):
-        model.save_pretrained(out / name)
+                "flax": np.asarray(flax_model(input_ids=ids, params=flax_params).logits)}
+    tf_model.save_pretrained(out / "xlmr-tf")
+    flax_model.save_pretrained(out / "xlmr-flax", params=flax_params)
+    for name in ("xlmr-tf", "xlmr-flax"):
         tokenizer.save_pretrained(out / name)
         shutil.copyfile(spm, out / name / "sentencepiece.bpe.model")
     np.savez(out / "expected.npz", **expected)
