@@ -22,7 +22,7 @@ from bertconv.dtypes import BFLOAT16, FLOAT16, FLOAT32, FLOAT64, all_elements_eq
 from bertconv.tensor import ArrayTensor
 from bertconv.tree import ParameterTree
 
-from conftest import FIXTURES, requires, run_cli
+from conftest import FIXTURES, requires, run_in_process
 
 TRAINED = FIXTURES / "trained"
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -34,13 +34,13 @@ FLOAT16_BUDGET = "0.05"
 
 
 def verify_json(path: Path, *flags: str) -> tuple[int, dict]:
-    result = run_cli("verify", path, "--json", *flags)
+    result = run_in_process("verify", path, "--json", *flags)
     assert result.exit_code in (EXIT_OK, EXIT_FAILED), result.stderr
     return result.exit_code, json.loads(result.stdout)
 
 
 def diff_json(a: Path, b: Path, *flags: str) -> tuple[int, dict]:
-    result = run_cli("diff", a, b, "--json", "--outputs", *flags)
+    result = run_in_process("diff", a, b, "--json", "--outputs", *flags)
     assert result.exit_code in (EXIT_OK, EXIT_FAILED), result.stderr
     return result.exit_code, json.loads(result.stdout)
 

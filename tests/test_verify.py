@@ -18,7 +18,7 @@ from bertconv.errors import BadInput, bad_input
 from bertconv.tensor import ArrayTensor, LazyTensor
 from bertconv.tree import ParameterTree
 
-from conftest import FIXTURES, run_cli, real_file
+from conftest import FIXTURES, run_in_process, real_file
 
 VERIFY = FIXTURES / "verify"
 HF = FIXTURES / "hf"
@@ -34,7 +34,7 @@ def tf_reader_available() -> bool:
 
 
 def verify_json(path: Path, *flags: str) -> tuple[int, dict]:
-    result = run_cli("verify", path, "--json", *flags)
+    result = run_in_process("verify", path, "--json", *flags)
     assert result.exit_code in (EXIT_OK, EXIT_FAILED), result.stderr
     assert "Traceback" not in result.stderr
     return result.exit_code, json.loads(result.stdout)
