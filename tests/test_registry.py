@@ -99,7 +99,7 @@ def test_every_registered_format_has_fixtures_that_read_with_its_reader(fmt):
     for path in paths:
         found, exact = formats.resolve(path)
         assert found is fmt, f"{path} resolves to {found.target}, its entry says {fmt.target}"
-        names_read.add(formats.read(path).format)
+        names_read.add(found.read(exact).format)  # what `formats.read(path)` reads, without resolving again
     assert names_read == set(fmt.names), "every reader name the entry declares comes out of a fixture"
 
 
