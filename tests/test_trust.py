@@ -29,7 +29,7 @@ from bertconv.checks.diff import diff
 from bertconv.config import COMPUTATION_FIELDS
 from bertconv.conversion import convert
 from bertconv.errors import BadInput
-from conftest import FIXTURES, needs, run_in_process
+from conftest import FIXTURES, needs, run_in_a_child, run_in_process
 
 HF = FIXTURES / "hf" / "pretraining"
 TF = FIXTURES / "tf" / "full"
@@ -398,10 +398,9 @@ def test_a_config_claiming_absurd_sizes_is_refused_at_once(tmp_path, layers):
 
 def test_a_fifo_is_refused_not_read(tmp_path):
     os.mkfifo(tmp_path / "fifo")
-    for args in (("audit", tmp_path / "fifo"), ("audit", HF, "--config", tmp_path / "fifo")):
-        proc = subprocess.run([sys.executable, "-m", "bertconv.cli", *map(str, args)], capture_output=True,
-                              text=True, timeout=60)
-        assert proc.returncode == 2 and "FIFO" in proc.stderr
+    for result in run_in_a_child(("audit", tmp_path / "fifo"), ("audit", HF, "--config", tmp_path / "fifo"),
+                                 timeout=60):
+        assert result.exit_code == 2 and "FIFO" in result.stderr
 
 
 def test_output_errors_and_bad_flags_are_messages_not_tracebacks():
