@@ -27,7 +27,6 @@ from bertconv.errors import BadInput, BertconvError
 from bertconv.config.dialects import computed_keys
 from bertconv.tree import HEAD_NAMES
 from conftest import FIXTURES, ROOT, needs, run_in_process
-from format_fixtures import FIXTURES_OF
 from bertconv.formats.hf.checkpoint import REFUSED_FAMILIES
 
 PACKAGE = ROOT / "bertconv"
@@ -342,11 +341,4 @@ def test_a_tensor_no_table_names_stops_every_command_that_computes_or_converts(u
     assert any(name in note and "--accept-loss" in note for note in inspected["notes"])
 
 
-def test_known_kinds_of_non_model_entry_are_not_unread():
-    """Optimizer slots, steps, buffers, task heads and the other model of an ELECTRA pre-training
-    checkpoint are named by the formats' skips: no fixture holds an entry nobody names."""
-    for fmt in formats.registry.FORMATS:
-        for pattern in FIXTURES_OF.get(fmt.target, ()):
-            for path in sorted(FIXTURES.glob(pattern)):
-                tree = formats.read(path)
-                assert not [i.name for i in tree.ignored if i.unread], path
+# No fixture holds an entry nobody names: tests/test_registry.py checks it on every fixture it reads.
