@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import json
 import os
 import subprocess
 import sys
@@ -108,6 +109,33 @@ def run_in_process(*args: str | os.PathLike) -> Result:
         except Exception as exc:
             raise AssertionError(f"bertconv {' '.join(map(str, args))}: uncaught {exc!r}") from exc
     return Result(status, out.getvalue(), err.getvalue())
+
+
+_RUN_EACH = """
+import io, json, sys
+from contextlib import redirect_stderr, redirect_stdout
+from bertconv.cli import main
+results = []
+for args in json.loads(sys.argv[1]):
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            main(args)
+        except SystemExit as exit:
+            results.append((exit.code, out.getvalue(), err.getvalue()))
+sys.stdout.write(json.dumps(results))
+"""
+
+
+def run_in_a_child(*runs: list, timeout: float) -> list[Result]:
+    """Run `bertconv ARGS...` for each ARGS of `runs` in turn, all in one child process killed after
+    `timeout` seconds (subprocess.TimeoutExpired fails the test): for commands that could block
+    (a FIFO opened), without paying for a whole process each."""
+    proc = subprocess.run([sys.executable, "-c", _RUN_EACH, json.dumps([[str(a) for a in args] for args in runs])],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "COLUMNS": "200"}, timeout=timeout)
+    assert proc.returncode == 0, f"the child running {runs} exited {proc.returncode}: {proc.stderr[-2000:]}"
+    return [Result(*result) for result in json.loads(proc.stdout)]
 
 
 @contextmanager

@@ -30,7 +30,7 @@ from bertconv.config.dialects import google_config_dict
 from bertconv.formats.keras import bert4keras_graph, bert4keras_table, bert4keras_write
 from bertconv.tree import component_of
 
-from conftest import FIXTURES, real_file, run_cli
+from conftest import FIXTURES, real_file, run_cli, run_in_process
 from fuzzing import CASE_TIMEOUT_SECONDS, share_of_cases
 
 B4K = FIXTURES / "bert4keras"
@@ -199,7 +199,7 @@ def test_conditional_layer_norm_round_trips_and_hf_refuses_it(tmp_path):
 
 def test_a_keras_file_that_is_not_bert_is_refused_naming_what_it_holds():
     path = real_file("keras2-bilstm-not-bert.weights.h5")
-    result = run_cli("audit", path)
+    result = run_in_process("audit", path)
     assert result.exit_code == 2
     assert "not a bert4keras BERT" in result.stderr
     assert "bidirectional_1" in result.stderr and "embedding_1" in result.stderr  # found
@@ -213,7 +213,7 @@ def test_keras3_layout_is_refused_saying_what_is_not_supported(tmp_path):
         f.create_dataset("layers/embedding/vars/0", data=np.zeros((5, 4), np.float32))
         f.create_group("layers/dropout/vars")
         f.create_group("vars")
-    result = run_cli("inspect", path)
+    result = run_in_process("inspect", path)
     assert result.exit_code == 2
     assert "Keras 3" in result.stderr and "not supported" in result.stderr
 

@@ -26,7 +26,7 @@ from bertconv.errors import BadInput
 from bertconv.formats.keras import bert4keras_keras3, bert4keras_table
 from bertconv.runtime.numerics import family_of
 
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, run_in_process
 from fuzzing import check_case, in_child, mutations, share_of_cases
 
 PRETRAINING = FIXTURES / "bert4keras_pretraining"
@@ -131,11 +131,11 @@ def test_keras3_heads_follow_from_the_dense_and_scale_offset_groups(groups, head
 def test_keras3_without_a_config_is_refused_saying_what_to_pass(tmp_path):
     path = keras3_copy(tmp_path)
     (tmp_path / "bert_config.json").unlink()
-    result = run_cli("convert", path, tmp_path / "out", "--to", "tf")
+    result = run_in_process("convert", path, tmp_path / "out", "--to", "tf")
     assert result.exit_code == 2 and "Traceback" not in result.stderr
     assert "Keras 3" in result.stderr and "--config bert_config.json" in result.stderr
-    assert run_cli("convert", path, tmp_path / "out", "--to", "tf", "--config",
-                   config_of("weights-h5")).exit_code == 0
+    assert run_in_process("convert", path, tmp_path / "out", "--to", "tf", "--config",
+                          config_of("weights-h5")).exit_code == 0
 
 
 def test_keras3_with_a_config_of_another_depth_is_refused_listing_missing_and_unexpected(tmp_path):
@@ -186,7 +186,7 @@ def test_an_object_checkpoint_without_its_object_graph_is_refused(tmp_path):
     key = "layer_with_weights-0/embeddings/.ATTRIBUTES/VARIABLE_VALUE"
     values = np.ones((VOCAB, HIDDEN), np.float32)
     tf_bundle_write.write_bundle(tmp_path / "bert_model.ckpt", [(key, FLOAT32, values.shape, lambda: values)])
-    result = run_cli("audit", tmp_path / "bert_model.ckpt")
+    result = run_in_process("audit", tmp_path / "bert_model.ckpt")
     assert result.exit_code == 2 and "_CHECKPOINTABLE_OBJECT_GRAPH" in result.stderr
     assert "Traceback" not in result.stderr
 
@@ -243,8 +243,8 @@ def converted(tmp_path_factory):
     def get(directory: str, name: str, target: str) -> Path:
         if (directory, name, target) not in outputs:
             out = root / f"{directory}-{name}-{target}"
-            result = run_cli("convert", source(directory, name), out, "--to", target, "--quiet",
-                             "--config", config_of(directory))
+            result = run_in_process("convert", source(directory, name), out, "--to", target, "--quiet",
+                                    "--config", config_of(directory))
             assert result.exit_code == 0, result.stderr
             outputs[directory, name, target] = out
         return outputs[directory, name, target]
@@ -303,7 +303,7 @@ def test_to_hf_gives_bert4keras_probabilities(directory, name, format_name, conv
 
 @pytest.mark.parametrize(("directory", "name", "format_name"), SOURCES, ids=SOURCE_IDS)
 def test_audit_counts_the_bert_model_and_lists_optimizer_state_as_ignored(directory, name, format_name, reference):
-    result = run_cli("audit", "--json", source(directory, name))
+    result = run_in_process("audit", "--json", source(directory, name))
     assert result.exit_code == 0, result.stderr
     report = json.loads(result.stdout)
     model = reference(directory)
@@ -333,7 +333,7 @@ def test_a_keras_object_checkpoint_that_is_not_bert_is_refused_naming_its_layers
                                  tf.keras.layers.Dense(3)])
     model.build((None, 5))
     model.save_weights(str(tmp_path / "x.ckpt"))
-    result = run_cli("convert", tmp_path / "x.ckpt", tmp_path / "out", "--to", "tf")
+    result = run_in_process("convert", tmp_path / "x.ckpt", tmp_path / "out", "--to", "tf")
     assert result.exit_code == 2 and "Traceback" not in result.stderr
     assert "a Keras object-based checkpoint, but not a bert4keras BERT" in result.stderr
     assert "embedding, lstm, dense" in result.stderr and "Embedding-Token" in result.stderr

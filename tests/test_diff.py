@@ -22,7 +22,7 @@ from bertconv.dtypes import FLOAT16, FLOAT32
 from bertconv.tensor import ArrayTensor, transpose
 from bertconv.tree import ParameterTree
 
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, run_in_process
 
 HF = FIXTURES / "hf"
 VERIFY = FIXTURES / "verify"
@@ -75,8 +75,8 @@ def test_conversion_through_every_target_and_back_is_equal(fixture, target, tmp_
 
 def test_cli_diff_of_a_conversion_is_empty_and_exits_zero(tmp_path):
     out = tmp_path / "tf"
-    assert run_cli("convert", HF / "pretraining", out, "--to", "tf").exit_code == EXIT_OK
-    result = run_cli("diff", HF / "pretraining", out, "--json")
+    assert run_in_process("convert", HF / "pretraining", out, "--to", "tf").exit_code == EXIT_OK
+    result = run_in_process("diff", HF / "pretraining", out, "--json")
     assert result.exit_code == EXIT_OK, result.stderr
     report = json.loads(result.stdout)
     assert report["identical"] and report["problems"] == []
@@ -90,8 +90,8 @@ def test_a_tied_copy_stored_on_one_side_only_is_not_a_difference():
     assert decoder["a"].startswith("not stored") and decoder["b"] == "cls.predictions.decoder.weight"
 
 
-def test_a_stored_decoder_that_differs_from_the_other_sides_table_is_named(cli):
-    result = cli("diff", VERIFY / "complete_tied", VERIFY / "decoder_differs")
+def test_a_stored_decoder_that_differs_from_the_other_sides_table_is_named():
+    result = run_in_process("diff", VERIFY / "complete_tied", VERIFY / "decoder_differs")
     assert result.exit_code == EXIT_DIFFERENT
     line = next(line for line in result.stdout.splitlines() if "mlm.decoder " in line)
     assert "cls.predictions.decoder.weight" in line and "[17, 5]" in line
@@ -127,8 +127,8 @@ def flipped(tmp_path) -> Path:
     return copy
 
 
-def test_a_flipped_bit_is_found_and_named(flipped, cli):
-    result = cli("diff", HF / "masked_lm", flipped, "--json")
+def test_a_flipped_bit_is_found_and_named(flipped):
+    result = run_in_process("diff", HF / "masked_lm", flipped, "--json")
     assert result.exit_code == EXIT_DIFFERENT
     report = json.loads(result.stdout)
     assert not report["identical"] and len(report["problems"]) == 1
@@ -136,28 +136,28 @@ def test_a_flipped_bit_is_found_and_named(flipped, cli):
     assert entry["name"] == FLIPPED_CANONICAL and entry["a"] == FLIPPED_TENSOR
     assert entry["first_difference"]["index"] == list(reversed(FLIPPED_AT))
     assert 0 < entry["max_abs_diff"] < 1e-6
-    human = cli("diff", HF / "masked_lm", flipped)
+    human = run_in_process("diff", HF / "masked_lm", flipped)
     assert human.exit_code == EXIT_DIFFERENT
     assert FLIPPED_CANONICAL in human.stdout and FLIPPED_TENSOR in human.stdout and "[9, 4]" in human.stdout
     assert "DIFFERENT (1 difference(s))" in human.stdout and "Traceback" not in human.stderr, human.stderr
 
 
-def test_atol_lets_small_differences_pass(flipped, cli):
-    result = cli("diff", HF / "masked_lm", flipped, "--atol", SMALL_ATOL, "--json")
+def test_atol_lets_small_differences_pass(flipped):
+    result = run_in_process("diff", HF / "masked_lm", flipped, "--atol", SMALL_ATOL, "--json")
     assert result.exit_code == EXIT_OK, result.stdout
     report = json.loads(result.stdout)
     assert report["ok"] and not report["identical"]
-    assert cli("diff", HF / "masked_lm", flipped, "--atol", "1e-12").exit_code == EXIT_DIFFERENT
+    assert run_in_process("diff", HF / "masked_lm", flipped, "--atol", "1e-12").exit_code == EXIT_DIFFERENT
 
 
-def test_dtype_difference_is_reported_and_values_still_compared(cli):
-    result = cli("diff", HF / "pretraining", HF / "fp16", "--json")
+def test_dtype_difference_is_reported_and_values_still_compared():
+    result = run_in_process("diff", HF / "pretraining", HF / "fp16", "--json")
     assert result.exit_code == EXIT_DIFFERENT
     report = json.loads(result.stdout)
     assert {d["a"] for d in report["dtype_differences"]} == {"float32"}
     assert {d["b"] for d in report["dtype_differences"]} == {"float16"}
     assert all(0 < t["max_abs_diff"] < 1e-3 for t in report["tensors"])
-    assert cli("diff", HF / "pretraining", HF / "fp16", "--atol", "1e-3").exit_code == EXIT_OK
+    assert run_in_process("diff", HF / "pretraining", HF / "fp16", "--atol", "1e-3").exit_code == EXIT_OK
 
 
 # --- what counts as a difference ---------------------------------------------------------------

@@ -13,7 +13,7 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, run_in_process
 from bertconv import formats
 from bertconv.checks.audit import audit
 from bertconv import families
@@ -123,7 +123,7 @@ def test_round_trip_is_bit_exact_and_keeps_brightmarts_names_and_config(tmp_path
 
 @pytest.mark.parametrize("target", ["hf", "bert4keras"])
 def test_conversion_to_a_format_that_cannot_hold_it_is_refused(tmp_path, target):
-    result = run_cli("convert", TF_DIR, tmp_path / "out", "--to", target)
+    result = run_in_process("convert", TF_DIR, tmp_path / "out", "--to", target)
     assert result.exit_code == 2, result.stdout + result.stderr
     assert "brightmart albert_zh ALBERT" in result.stderr and "word_embeddings_2" in result.stderr
     assert "--to tf" in result.stderr and not (tmp_path / "out").exists()
@@ -144,11 +144,11 @@ def test_without_a_config_the_applied_layer_count_is_asked_for_by_what_computes(
     directory = tmp_path / "bare"
     shutil.copytree(TF_DIR, directory)
     (directory / "albert_config_tiny.json").unlink()
-    assert run_cli("audit", directory).exit_code == 0
-    result = run_cli("verify", directory)
+    assert run_in_process("audit", directory).exit_code == 0
+    result = run_in_process("verify", directory)
     assert result.exit_code == 2 and "--config" in result.stderr and "num_hidden_layers" in result.stderr
 
 
 def test_verify_says_the_head_is_complete_and_tied():
-    result = run_cli("verify", TF_DIR)
+    result = run_in_process("verify", TF_DIR)
     assert result.exit_code == 0, result.stdout + result.stderr

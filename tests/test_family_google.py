@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import FIXTURES, real_file, run_cli
+from conftest import FIXTURES, real_file, run_cli, run_in_process
 from bertconv import formats
 from bertconv.checks.audit import audit
 from bertconv.containers.tensorflow import bundle as tf_bundle
@@ -76,12 +76,12 @@ def test_real_electra_reads_the_generator_by_default_and_the_discriminator_on_re
 def test_real_index_files_work_with_the_commands_that_need_no_data(tmp_path):
     albert = _real(tmp_path, "albert-small-zh", ("albert_config.json",))
     electra = _real(tmp_path, "electra-180g-small", ("generator_config.json", "discriminator_config.json"))
-    result = run_cli("audit", electra, "--json")
+    result = run_in_process("audit", electra, "--json")
     assert result.exit_code == 0 and json.loads(result.stdout)["model"] == "generator"
-    result = run_cli("inspect", electra, "--model", "discriminator")
+    result = run_in_process("inspect", electra, "--model", "discriminator")
     assert result.exit_code == 0 and "model discriminator" in result.stdout
     for path in (albert, electra):
-        result = run_cli("verify", path, "--headers-only")
+        result = run_in_process("verify", path, "--headers-only")
         assert result.exit_code == 0, result.stdout + result.stderr
 
 
@@ -143,7 +143,7 @@ def test_model_option_is_refused_where_a_file_holds_one_model(tmp_path):
     convert(formats.read(TF / "electra", model="discriminator"), tmp_path / "disc", "tf")
     with pytest.raises(BadInput, match="holding no generator"):
         formats.read(tmp_path / "disc", model="generator")
-    result = run_cli("audit", TF / "albert", "--model", "discriminator")
+    result = run_in_process("audit", TF / "albert", "--model", "discriminator")
     assert result.exit_code == 2 and "--model discriminator applies to ELECTRA" in result.stderr
 
 
@@ -318,7 +318,7 @@ def test_fairseq_is_found_in_its_directory_and_converts_within_its_family(tmp_pa
     fmt, path = formats.resolve(FAIRSEQ / "roberta")
     assert fmt.target == "fairseq" and path.name == "model.pt"
     assert fairseq.sniff(FIXTURES / "hf" / "pretraining_bin" / "pytorch_model.bin") is None
-    result = run_cli("convert", FAIRSEQ / "roberta", tmp_path / "out", "--to", "tf")
+    result = run_in_process("convert", FAIRSEQ / "roberta", tmp_path / "out", "--to", "tf")
     assert result.exit_code == 2 and "RoBERTa" in result.stderr
 
 

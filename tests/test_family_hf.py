@@ -207,9 +207,9 @@ REFUSED = [(target, fixture) for target in formats.TARGETS
 
 
 @pytest.mark.parametrize("target, fixture", REFUSED)
-def test_converting_across_families_is_refused(cli, tmp_path, target, fixture):
+def test_converting_across_families_is_refused(tmp_path, target, fixture):
     family = FIXTURES_CLASSES[fixture][1]
-    result = cli("convert", FAMILY / fixture, tmp_path / "out", "--to", target)
+    result = run_in_process("convert", FAMILY / fixture, tmp_path / "out", "--to", target)
     assert result.exit_code == 2, result.stderr
     assert f"model (model_type '{family}')" in result.stderr and f"the {target} writer has names for bert" \
         in result.stderr and "--to hf" in result.stderr
@@ -353,20 +353,20 @@ def test_fill_mask_with_tokenizer_json_matches_the_pipeline(family, text):
                                    rtol=0, atol=1e-5)
 
 
-def test_fill_mask_command_finds_the_tokenizer_json_and_takes_mask_for_its_mask_token(cli):
+def test_fill_mask_command_finds_the_tokenizer_json_and_takes_mask_for_its_mask_token():
     directory = FAMILY / "roberta" / "masked_lm"
-    with_own = cli("fill-mask", directory, "the cat <mask> on the mat", "--json", "--top-k", "3")
-    with_bert = cli("fill-mask", directory, "the cat [MASK] on the mat", "--json", "--top-k", "3")
+    with_own = run_in_process("fill-mask", directory, "the cat <mask> on the mat", "--json", "--top-k", "3")
+    with_bert = run_in_process("fill-mask", directory, "the cat [MASK] on the mat", "--json", "--top-k", "3")
     assert with_own.exit_code == 0, with_own.stderr
     assert json.loads(with_own.stdout)["masks"] == json.loads(with_bert.stdout)["masks"]
     assert len(json.loads(with_own.stdout)["masks"][0]["predictions"]) == 3
 
 
-def test_a_broken_tokenizer_json_is_bad_input(cli, tmp_path):
+def test_a_broken_tokenizer_json_is_bad_input(tmp_path):
     for name in ("model.safetensors", "config.json"):
         shutil.copy(FAMILY / "roberta" / "masked_lm" / name, tmp_path / name)
     (tmp_path / "tokenizer.json").write_text('{"model": 3}')
-    result = cli("fill-mask", tmp_path, "the <mask>")
+    result = run_in_process("fill-mask", tmp_path, "the <mask>")
     assert result.exit_code == 2 and "tokenizer.json" in result.stderr and "Traceback" not in result.stderr
 
 

@@ -14,7 +14,7 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import FIXTURES, needs, real_file, run_cli
+from conftest import FIXTURES, needs, real_file, run_in_process
 from bertconv import formats
 from bertconv.checks.verify import verify
 from bertconv.containers.tensorflow import bundle_write as tf_bundle_write
@@ -24,7 +24,7 @@ HF_DISCRIMINATOR = FIXTURES / "family_hf" / "electra" / "discriminator"
 
 
 def _json(*args) -> tuple[int, dict]:
-    result = run_cli("verify", *args, "--json")
+    result = run_in_process("verify", *args, "--json")
     return result.exit_code, json.loads(result.stdout)
 
 
@@ -37,7 +37,7 @@ def test_a_discriminator_is_verified_by_its_rtd_head_and_claims_no_mlm_verdict(a
                              "trained": {"verdict": "trained", "evidence": "signs", "signs": []}}
     assert report["mlm_trained"]["verdict"] == "n/a" and report["tying"] == "n/a"
     assert not any("MLM head" in p for p in report["problems"])
-    human = run_cli("verify", *args)
+    human = run_in_process("verify", *args)
     assert "RTD head:     complete" in human.stdout and "MLM head:     n/a" in human.stdout
 
 

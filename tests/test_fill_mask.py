@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import FIXTURES, needs, requires
+from conftest import FIXTURES, needs, requires, run_in_process
 from bertconv import load
 from bertconv.runtime import Numerics, NumpyBert, fill_mask, open_tokenizer
 from bertconv.runtime.fill_mask import predict
@@ -67,9 +67,9 @@ def test_library_matches_the_transformers_pipeline(pipeline_predictions, text, r
     assert_same_predictions([[p.as_dict() for p in m.predictions] for m in results], pipeline_predictions[text])
 
 
-def test_cli_json_matches_the_transformers_pipeline(cli, pipeline_predictions):
+def test_cli_json_matches_the_transformers_pipeline(pipeline_predictions):
     text = TEXTS[2]
-    result = cli("fill-mask", TIED, text, "--json", "--top-k", TOP_K)
+    result = run_in_process("fill-mask", TIED, text, "--json", "--top-k", TOP_K)
     assert result.exit_code == 0, result.stderr
     printed = [mask["predictions"] for mask in json.loads(result.stdout)["masks"]]
     assert all(set(p) == {"token", "id", "prob"} for mask in printed for p in mask)
@@ -79,41 +79,41 @@ def test_cli_json_matches_the_transformers_pipeline(cli, pipeline_predictions):
 
 
 @requires("tokenizers", "torch")
-def test_cli_text_output_names_numerics_and_predictions(cli):
-    result = cli("fill-mask", TIED, "the cat [MASK] on the mat.", "--top-k", "3", "--runtime", "torch")
+def test_cli_text_output_names_numerics_and_predictions():
+    result = run_in_process("fill-mask", TIED, "the cat [MASK] on the mat.", "--top-k", "3", "--runtime", "torch")
     assert result.exit_code == 0, result.stderr
     assert "activation=gelu " in result.stdout and "mask_adder=dtype-min" in result.stdout
     assert "[MASK] #1 (token 3):" in result.stdout
     assert "walk" in result.stdout
 
 
-def test_without_an_mlm_head_exits_one_saying_so(cli):
-    result = cli("fill-mask", ENCODER_ONLY, "the cat [MASK] on the mat.")
+def test_without_an_mlm_head_exits_one_saying_so():
+    result = run_in_process("fill-mask", ENCODER_ONLY, "the cat [MASK] on the mat.")
     assert result.exit_code == 1
     assert "has no MLM head" in result.stderr and "fill-mask" in result.stderr
 
 
-def test_a_real_encoder_only_checkpoint_exits_one(cli, minilm):
-    result = cli("fill-mask", minilm, "paris is the [MASK] of france.")
+def test_a_real_encoder_only_checkpoint_exits_one(minilm):
+    result = run_in_process("fill-mask", minilm, "paris is the [MASK] of france.")
     assert result.exit_code == 1
     assert "has no MLM head" in result.stderr
 
 
 @requires("tokenizers")
-def test_text_without_mask_and_missing_vocab_exit_two(cli, tmp_path):
-    result = cli("fill-mask", TIED, "no mask here")
+def test_text_without_mask_and_missing_vocab_exit_two(tmp_path):
+    result = run_in_process("fill-mask", TIED, "no mask here")
     assert result.exit_code == 2 and "has no [MASK]" in result.stderr
     for name in ("model.safetensors", "config.json"):
         shutil.copy(TIED / name, tmp_path / name)
-    result = cli("fill-mask", tmp_path, "the [MASK]")
+    result = run_in_process("fill-mask", tmp_path, "the [MASK]")
     assert result.exit_code == 2 and "--vocab" in result.stderr
-    assert cli("fill-mask", tmp_path, "the [MASK]", "--vocab", VOCAB).exit_code == 0
+    assert run_in_process("fill-mask", tmp_path, "the [MASK]", "--vocab", VOCAB).exit_code == 0
 
 
 @requires("tokenizers")
-def test_casing_flags(cli):
+def test_casing_flags():
     def predictions(*args):
-        result = cli("fill-mask", TIED, *args, "--json")
+        result = run_in_process("fill-mask", TIED, *args, "--json")
         assert result.exit_code == 0, result.stderr
         return json.loads(result.stdout)["masks"]
 
@@ -124,8 +124,8 @@ def test_casing_flags(cli):
 
 
 @requires("tokenizers")
-def test_numerics_flags_reach_the_runtime(cli):
-    result = cli("fill-mask", TIED, "the cat [MASK] on the mat.", "--json", "--act", "gelu_tanh",
+def test_numerics_flags_reach_the_runtime():
+    result = run_in_process("fill-mask", TIED, "the cat [MASK] on the mat.", "--json", "--act", "gelu_tanh",
                  "--layer-norm-eps", "1e-6", "--mask-adder", "-10000")
     assert result.exit_code == 0, result.stderr
     model = NumpyBert(load(TIED), Numerics(activation=GELU_TANH, layer_norm_eps=1e-6, mask_adder=-10000.0))
@@ -133,17 +133,18 @@ def test_numerics_flags_reach_the_runtime(cli):
     report = json.loads(result.stdout)
     assert report["masks"] == [{"position": m.position, "predictions": [p.as_dict() for p in m.predictions]}
                                for m in expected]
-    bad = cli("fill-mask", TIED, "the [MASK]", "--mask-adder", "lots")
+    bad = run_in_process("fill-mask", TIED, "the [MASK]", "--mask-adder", "lots")
     assert bad.exit_code == 2 and "dtype-min" in bad.stderr
     for spelling in (["--mask-adder=-inf"], ["--mask-adder", "-inf"], ["--mask-adder", "-1e9"],
                      ["--mask-adder", "-1.5E+4"], ["--mask-adder", "-.5"]):
-        assert cli("fill-mask", TIED, "the [MASK]", *spelling, "--json").exit_code == 0, spelling
-    assert cli("fill-mask", TIED, "the [MASK]", "--mask-adder", "-q").exit_code == 2  # an option, not a number
+        assert run_in_process("fill-mask", TIED, "the [MASK]", *spelling, "--json").exit_code == 0, spelling
+    # an option, not a number
+    assert run_in_process("fill-mask", TIED, "the [MASK]", "--mask-adder", "-q").exit_code == 2
 
 
 @requires("tokenizers")
-def test_a_google_checkpoint_uses_googles_numerics(cli):
-    result = cli("fill-mask", FIXTURES / "tf" / "full", "the [MASK] of")
+def test_a_google_checkpoint_uses_googles_numerics():
+    result = run_in_process("fill-mask", FIXTURES / "tf" / "full", "the [MASK] of")
     assert result.exit_code == 0, result.stderr
     assert "activation=gelu_tanh" in result.stdout and "mask_adder=-10000.0" in result.stdout
 
@@ -172,7 +173,7 @@ def files_only_checkpoint(family: str, directory) -> None:
 
 
 @pytest.mark.parametrize("family", list(FILES_ONLY))
-def test_files_only_checkpoints_match_the_transformers_pipeline(family, tmp_path, cli):
+def test_files_only_checkpoints_match_the_transformers_pipeline(family, tmp_path):
     transformers = pytest.importorskip("transformers")
     transformers.logging.set_verbosity_error()
     files_only_checkpoint(family, tmp_path)
@@ -186,7 +187,7 @@ def test_files_only_checkpoints_match_the_transformers_pipeline(family, tmp_path
     model = getattr(transformers, cls_name).from_pretrained(tmp_path).eval()
     pipeline = transformers.pipeline("fill-mask", model=model, tokenizer=tokenizer, top_k=3)
     texts = [text.format(mask=mask) for text in FAMILY_TEXTS]
-    result = cli("fill-mask", tmp_path, *texts, "--json", "--top-k", 3)
+    result = run_in_process("fill-mask", tmp_path, *texts, "--json", "--top-k", 3)
     assert result.exit_code == 0, result.stderr
     reports = [json.loads(line) for line in result.stdout.splitlines()]
     assert [r["index"] for r in reports] == [0, 1, 2] and [r["text"] for r in reports] == texts
@@ -200,9 +201,9 @@ def test_files_only_checkpoints_match_the_transformers_pipeline(family, tmp_path
 
 
 @requires("tokenizers")
-def test_a_files_only_roberta_reads_mask_for_its_mask_token(tmp_path, cli):
+def test_a_files_only_roberta_reads_mask_for_its_mask_token(tmp_path):
     files_only_checkpoint("roberta", tmp_path)
-    own, bert = (json.loads(cli("fill-mask", tmp_path, f"the cat {m} on the mat", "--json").stdout)
+    own, bert = (json.loads(run_in_process("fill-mask", tmp_path, f"the cat {m} on the mat", "--json").stdout)
                  for m in ("<mask>", "[MASK]"))
     assert own["masks"] == bert["masks"] and own["ok"]
 
@@ -244,15 +245,15 @@ def test_a_roberta_batch_keeps_each_texts_positions(tmp_path):
 
 
 @requires("tokenizers")
-def test_texts_from_arguments_a_file_and_stdin_in_order(cli, tmp_path):
+def test_texts_from_arguments_a_file_and_stdin_in_order(tmp_path):
     listing = tmp_path / "texts.txt"
     listing.write_text("the [MASK] of france is paris.\n\n[MASK] dog ran in the [MASK] house!\n", encoding="utf-8")
-    from_file = cli("fill-mask", TIED, TEXTS[0], "--file", listing, "--json", "--batch-size", 2)
+    from_file = run_in_process("fill-mask", TIED, TEXTS[0], "--file", listing, "--json", "--batch-size", 2)
     assert from_file.exit_code == 0, from_file.stderr
     reports = [json.loads(line) for line in from_file.stdout.splitlines()]
     assert [r["text"] for r in reports] == [TEXTS[0], TEXTS[1], TEXTS[2]]  # the blank line skipped
     for report in reports:
-        alone = json.loads(cli("fill-mask", TIED, report["text"], "--json").stdout)
+        alone = json.loads(run_in_process("fill-mask", TIED, report["text"], "--json").stdout)
         assert [[p["id"] for p in m["predictions"]] for m in report["masks"]] == \
             [[p["id"] for p in m["predictions"]] for m in alone["masks"]]
     from conftest import ROOT
@@ -264,20 +265,21 @@ def test_texts_from_arguments_a_file_and_stdin_in_order(cli, tmp_path):
 
 
 @requires("tokenizers")
-def test_one_text_that_cannot_be_filled_is_its_own_error_and_exit_two(cli):
-    result = cli("fill-mask", TIED, TEXTS[0], "no mask here", TEXTS[1], "--json")
+def test_one_text_that_cannot_be_filled_is_its_own_error_and_exit_two():
+    result = run_in_process("fill-mask", TIED, TEXTS[0], "no mask here", TEXTS[1], "--json")
     assert result.exit_code == 2
     first, bad, last = (json.loads(line) for line in result.stdout.splitlines())
     assert first["ok"] and last["ok"] and last["index"] == 2
     assert bad["ok"] is False and bad["index"] == 1 and bad["text"] == "no mask here"
     assert "has no [MASK]" in bad["error"]["message"]
-    people = cli("fill-mask", TIED, TEXTS[0], "no mask here")
+    people = run_in_process("fill-mask", TIED, TEXTS[0], "no mask here")
     assert people.exit_code == 2 and "text #2: no mask here" in people.stdout and "has no [MASK]" in people.stdout
     assert "walk" in people.stdout
-    assert cli("fill-mask", TIED).exit_code == 2 and "no text" in cli("fill-mask", TIED).stderr
+    textless = run_in_process("fill-mask", TIED)
+    assert textless.exit_code == 2 and "no text" in textless.stderr
 
 
-def test_without_the_tokenizers_library_it_names_the_extra(cli, tmp_path):
+def test_without_the_tokenizers_library_it_names_the_extra(tmp_path):
     blocker = tmp_path / "tokenizers.py"
     blocker.write_text("raise ImportError('not installed')\n")
     import os
@@ -311,7 +313,7 @@ def cased_vocab_checkpoint(directory) -> None:
     (directory / "vocab.txt").write_text("\n".join(cased.get(t, t) for t in tokens) + "\n", encoding="utf-8")
 
 
-def test_a_bare_cased_vocab_fills_as_transformers_5_on_the_same_directory(cli, tmp_path):
+def test_a_bare_cased_vocab_fills_as_transformers_5_on_the_same_directory(tmp_path):
     """transformers 5 lower-cases a vocab.txt with no tokenizer_config.json (BertTokenizer's default),
     whatever its tokens: "Paris" becomes [UNK]; fill-mask gives its ids and probabilities and says so."""
     transformers = pytest.importorskip("transformers")
@@ -321,7 +323,7 @@ def test_a_bare_cased_vocab_fills_as_transformers_5_on_the_same_directory(cli, t
     model = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path, attn_implementation="eager").eval()
     pipeline = transformers.pipeline("fill-mask", model=model, tokenizer=tokenizer, top_k=TOP_K)
     text = "Paris is [MASK] Big"
-    result = cli("fill-mask", tmp_path, text, "--json", "--top-k", TOP_K)
+    result = run_in_process("fill-mask", tmp_path, text, "--json", "--top-k", TOP_K)
     assert result.exit_code == 0, result.stderr
     report = json.loads(result.stdout)
     assert_same_predictions([m["predictions"] for m in report["masks"]],
@@ -330,22 +332,22 @@ def test_a_bare_cased_vocab_fills_as_transformers_5_on_the_same_directory(cli, t
                                                "strip_accents": None}
     assert report["tokenizer"]["casing"] == "do_lower_case true, BertTokenizer's default"
     assert len(report["notes"]) == 1 and "upper-case letters" in report["notes"][0]
-    people = cli("fill-mask", tmp_path, text)
+    people = run_in_process("fill-mask", tmp_path, text)
     assert "tokenizer settings: do_lower_case=true, tokenize_chinese_chars=true, strip_accents=null" in people.stdout
     assert "warning:" in people.stderr and "--cased" in people.stderr
 
 
 @requires("tokenizers")
-def test_a_vocab_shorter_than_the_embeddings_warns_naming_both_sizes(cli, tmp_path):
+def test_a_vocab_shorter_than_the_embeddings_warns_naming_both_sizes(tmp_path):
     """Rows no token names are kept (a vocabulary padded for speed leaves them on purpose), and said."""
     for name in ("model.safetensors", "config.json"):
         shutil.copy(TIED / name, tmp_path / name)
     tokens = VOCAB.read_text(encoding="utf-8").splitlines()
     (tmp_path / "vocab.txt").write_text("\n".join(tokens[:83]) + "\n", encoding="utf-8")
-    people = cli("fill-mask", tmp_path, "the cat [MASK] on the mat.")
+    people = run_in_process("fill-mask", tmp_path, "the cat [MASK] on the mat.")
     assert people.exit_code == 0, people.stderr
     assert "warning:" in people.stderr and "83 tokens" in people.stderr and "99 rows" in people.stderr
     assert "rows 83..98 have no token" in people.stderr
-    report = json.loads(cli("fill-mask", tmp_path, "the cat [MASK] on the mat.", "--json").stdout)
+    report = json.loads(run_in_process("fill-mask", tmp_path, "the cat [MASK] on the mat.", "--json").stdout)
     assert any("83 tokens" in note and "99 rows" in note for note in report["notes"])
-    assert "warning" not in cli("fill-mask", TIED, "the cat [MASK] on the mat.").stderr
+    assert "warning" not in run_in_process("fill-mask", TIED, "the cat [MASK] on the mat.").stderr

@@ -16,7 +16,7 @@ from bertconv.formats.tensorflow import google as google_tf
 from bertconv.tree import canonical_names
 from bertconv.config import Heads
 
-from conftest import FIXTURES, real_file
+from conftest import FIXTURES, real_file, run_in_process
 
 TF = FIXTURES / "tf"
 HF = FIXTURES / "hf"
@@ -189,7 +189,7 @@ def test_untied_decoder_is_refused_unless_dropped(tmp_path):
     ("missing_shard", "missing data file"),
     ("short_data", "truncated"),
 ])
-def test_damaged_bundles_exit_two_with_a_clear_message(tmp_path, cli, damage, expected):
+def test_damaged_bundles_exit_two_with_a_clear_message(tmp_path, damage, expected):
     shutil.copytree(TF / "full", tmp_path / "ckpt")
     index = tmp_path / "ckpt" / "bert_model.ckpt.index"
     data = tmp_path / "ckpt" / "bert_model.ckpt.data-00000-of-00001"
@@ -203,7 +203,7 @@ def test_damaged_bundles_exit_two_with_a_clear_message(tmp_path, cli, damage, ex
         data.write_bytes(data.read_bytes()[:1000])
     command = "audit" if damage in ("truncate_index", "bad_magic") else "convert"
     args = [tmp_path / "ckpt"] if command == "audit" else [tmp_path / "ckpt", tmp_path / "out", "--to", "hf"]
-    result = cli(command, *args)
+    result = run_in_process(command, *args)
     assert result.exit_code == 2, result
     assert expected in result.stderr.lower() and "bert_model.ckpt" in result.stderr
     assert "Traceback" not in result.stderr

@@ -15,7 +15,7 @@ from bertconv import formats
 from bertconv.checks.audit import audit
 from bertconv.errors import BadInput
 
-from conftest import FIXTURES
+from conftest import FIXTURES, run_in_process
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -137,12 +137,12 @@ class _RunsCode:
         return (os.system, (f"touch {self.canary}",))
 
 
-def test_pickle_that_would_run_code_is_refused(tmp_path, cli):
+def test_pickle_that_would_run_code_is_refused(tmp_path):
     canary = tmp_path / "canary"
     checkpoint = tmp_path / "pytorch_model.bin"
     with zipfile.ZipFile(checkpoint, "w") as archive:
         archive.writestr("archive/data.pkl", pickle.dumps({"bert.embeddings.word_embeddings.weight": _RunsCode(canary)}, protocol=2))
-    result = cli("audit", checkpoint)
+    result = run_in_process("audit", checkpoint)
     assert result.exit_code == 2
     assert "posix.system" in result.stderr or "os.system" in result.stderr
     assert "Traceback" not in result.stderr

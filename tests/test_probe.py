@@ -22,7 +22,7 @@ from bertconv.checks.verify.trained_head import PROBE_NOT_ASKED
 from bertconv.dtypes import INT32
 from bertconv.tensor import ArrayTensor
 
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, run_in_process
 
 TRAINED = FIXTURES / "trained"
 
@@ -72,7 +72,7 @@ def test_a_context_free_head_gains_nothing():
 
 
 def subprocess_verify(path, *flags: str) -> dict:
-    result = run_cli("verify", path, "--json", *flags)
+    result = run_in_process("verify", path, "--json", *flags)
     assert result.exit_code in (0, 1), result.stderr
     return json.loads(result.stdout)
 
@@ -89,7 +89,7 @@ def test_not_asked_for_is_a_reason_and_the_verdict_rests_on_the_signs():
     judged = report["mlm_trained"]
     assert (judged["verdict"], judged["evidence"], judged["probe"]) == ("trained", "signs", None)
     assert judged["probe_not_run"] == PROBE_NOT_ASKED
-    human = run_cli("verify", TRAINED / "hf")
+    human = run_in_process("verify", TRAINED / "hf")
     line = next(line for line in human.stdout.splitlines() if line.startswith("trained:"))
     assert "signs only" in line and "probe not run: not asked for" in line
 

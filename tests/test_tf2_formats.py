@@ -21,7 +21,7 @@ from bertconv.errors import BadInput
 from bertconv.formats.tensorflow import google as google_tf
 from bertconv.runtime.numerics import family_of
 
-from conftest import FIXTURES
+from conftest import FIXTURES, run_in_process
 
 TF_HUB = FIXTURES / "tf_hub" / "classifier"
 TF_HUB_SCOPE = "module/"
@@ -166,21 +166,21 @@ def test_tf_hub_values_are_tensorflows_bit_for_bit():
         assert got.dtype == expected.dtype and np.array_equal(got, expected), param.source
 
 
-def test_tf_hub_inspect_reports_the_scope_in_text_and_json(cli):
-    text = cli("inspect", TF_HUB)
+def test_tf_hub_inspect_reports_the_scope_in_text_and_json():
+    text = run_in_process("inspect", TF_HUB)
     assert text.exit_code == 0, text.stderr
     assert f"under scope {TF_HUB_SCOPE}" in text.stdout
     assert "output_weights" in text.stdout and "classifier head" in text.stdout
-    report = json.loads(cli("inspect", TF_HUB, "--json").stdout)
+    report = json.loads(run_in_process("inspect", TF_HUB, "--json").stdout)
     assert report["scope"] == TF_HUB_SCOPE
-    plain = json.loads(cli("inspect", FIXTURES / "tf" / "full", "--json").stdout)
+    plain = json.loads(run_in_process("inspect", FIXTURES / "tf" / "full", "--json").stdout)
     assert plain["scope"] == ""
 
 
-def test_tf_hub_index_alone_inspects_and_audits(tmp_path, cli):
+def test_tf_hub_index_alone_inspects_and_audits(tmp_path):
     shutil.copy(TF_HUB / "bert_model.ckpt.index", tmp_path / "bert_model.ckpt.index")
     shutil.copy(TF_HUB / "bert_config.json", tmp_path / "bert_config.json")
-    result = cli("audit", tmp_path / "bert_model.ckpt.index")
+    result = run_in_process("audit", tmp_path / "bert_model.ckpt.index")
     assert result.exit_code == 0, result.stderr
     assert audit(formats.read(tmp_path))["parameters"] == audit(formats.read(TF_HUB))["parameters"]
 
@@ -312,27 +312,27 @@ def test_bert_for_tf2_converted_encoder_matches_its_own_output(tmp_path):
 
 
 @pytest.mark.parametrize("fixture", OBJECT_FIXTURES)
-def test_object_checkpoint_inspects_and_audits_from_the_index_alone(fixture, tmp_path, cli):
+def test_object_checkpoint_inspects_and_audits_from_the_index_alone(fixture, tmp_path):
     """As tf.train.list_variables does: no data file, no object graph."""
     for name in ("bert_model.ckpt.index", "bert_config.json"):
         if (TF2 / fixture / name).exists():
             shutil.copy(TF2 / fixture / name, tmp_path / name)
     tree = formats.read(tmp_path / "bert_model.ckpt.index")
     assert audit(tree)["parameters"] == audit(formats.read(TF2 / fixture))["parameters"]
-    result = cli("inspect", tmp_path / "bert_model.ckpt.index", "--json")
+    result = run_in_process("inspect", tmp_path / "bert_model.ckpt.index", "--json")
     assert result.exit_code == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["format"] == OBJECT_FIXTURES[fixture][0] and report["scope"] == OBJECT_FIXTURES[fixture][1]
-    assert cli("audit", tmp_path / "bert_model.ckpt.index").exit_code == 0
+    assert run_in_process("audit", tmp_path / "bert_model.ckpt.index").exit_code == 0
 
 
-def test_bert4keras_object_checkpoint_without_its_data_file_says_what_can_and_cannot_be_known(tmp_path, cli):
+def test_bert4keras_object_checkpoint_without_its_data_file_says_what_can_and_cannot_be_known(tmp_path):
     source = FIXTURES / "bert4keras_pretraining" / "train-adam"
     shutil.copy(source / "bert_model.ckpt.index", tmp_path / "bert_model.ckpt.index")
     listing = tf_variables(source / "bert_model.ckpt")
     weights = {n: s for n, s in listing.items() if n.endswith(VARIABLE_SUFFIX) and not n.startswith("optimizer/")
                and "/.OPTIMIZER_SLOT/" not in n}
-    result = cli("audit", tmp_path / "bert_model.ckpt.index")
+    result = run_in_process("audit", tmp_path / "bert_model.ckpt.index")
     assert result.exit_code == 2 and "Traceback" not in result.stderr
     message = " ".join(result.stderr.split())
     assert "is absent" in message and "object graph" in message
@@ -380,10 +380,10 @@ def test_hub_savedmodel_holds_exactly_the_checkpoint_it_was_exported_from(tmp_pa
     assert_round_trips(tree, tmp_path)
 
 
-def test_hub_savedmodel_without_its_data_file_says_the_names_are_in_the_graph(tmp_path, cli):
+def test_hub_savedmodel_without_its_data_file_says_the_names_are_in_the_graph(tmp_path):
     (tmp_path / "variables").mkdir()
     shutil.copy(HUB_SAVEDMODEL / "variables" / "variables.index", tmp_path / "variables" / "variables.index")
-    result = cli("inspect", tmp_path)
+    result = run_in_process("inspect", tmp_path)
     assert result.exit_code == 2 and "Traceback" not in result.stderr
     message = " ".join(result.stderr.split())
     assert "is absent" in message and "by position" in message
@@ -420,9 +420,9 @@ def test_functional_garden_converted_encoder_matches_its_own_output(tmp_path):
     assert np.max(np.abs(out.pooler_output.numpy() - reference["pooled_output"])) <= LOGITS_TOLERANCE
 
 
-def test_functional_garden_index_alone_says_the_layers_are_named_by_the_graph(tmp_path, cli):
+def test_functional_garden_index_alone_says_the_layers_are_named_by_the_graph(tmp_path):
     shutil.copy(GARDEN_FUNCTIONAL / "bert_model.ckpt.index", tmp_path / "bert_model.ckpt.index")
-    result = cli("audit", tmp_path / "bert_model.ckpt.index")
+    result = run_in_process("audit", tmp_path / "bert_model.ckpt.index")
     assert result.exit_code == 2 and "Traceback" not in result.stderr
     message = " ".join(result.stderr.split())
     assert "is absent" in message and "layer_with_weights-N" in message

@@ -22,7 +22,7 @@ from bertconv.dtypes import BFLOAT16, FLOAT16, FLOAT32, FLOAT64, all_elements_eq
 from bertconv.tensor import ArrayTensor
 from bertconv.tree import ParameterTree
 
-from conftest import FIXTURES, requires, run_cli
+from conftest import FIXTURES, requires, run_in_process
 
 TRAINED = FIXTURES / "trained"
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -34,13 +34,13 @@ FLOAT16_BUDGET = "0.05"
 
 
 def verify_json(path: Path, *flags: str) -> tuple[int, dict]:
-    result = run_cli("verify", path, "--json", *flags)
+    result = run_in_process("verify", path, "--json", *flags)
     assert result.exit_code in (EXIT_OK, EXIT_FAILED), result.stderr
     return result.exit_code, json.loads(result.stdout)
 
 
 def diff_json(a: Path, b: Path, *flags: str) -> tuple[int, dict]:
-    result = run_cli("diff", a, b, "--json", "--outputs", *flags)
+    result = run_in_process("diff", a, b, "--json", "--outputs", *flags)
     assert result.exit_code in (EXIT_OK, EXIT_FAILED), result.stderr
     return result.exit_code, json.loads(result.stdout)
 
@@ -104,22 +104,22 @@ def test_probe_figures_add_up():
     assert probe["nll"] < probe["chance_nll"]  # a trained head is surer of its sample than a uniform guess
 
 
-def test_untrained_message_says_what_it_means_and_how_it_happens(cli):
+def test_untrained_message_says_what_it_means_and_how_it_happens():
     _, report = verify_json(TRAINED / "encoder_then_mlm")
     message = report["problems"][0]
     for words in ("untrained MLM head", "cls.predictions.bias", "cls.predictions.transform.LayerNorm.weight",
                   "newly initialized", "save_pretrained", "--allow-untrained-mlm"):
         assert words in message, message
-    human = cli("verify", TRAINED / "encoder_then_mlm")
+    human = run_in_process("verify", TRAINED / "encoder_then_mlm")
     assert human.exit_code == EXIT_FAILED
     assert any(line.startswith("trained:") and "untrained" in line for line in human.stdout.splitlines())
 
 
-def test_probe_message_gives_the_figures(cli):
+def test_probe_message_gives_the_figures():
     _, report = verify_json(TRAINED / "copied_head", "--probe")
     message = report["problems"][0]
     assert "context gain" in message and "entropy" in message and "--allow-untrained-mlm" in message
-    human = cli("verify", TRAINED / "copied_head", "--probe")
+    human = run_in_process("verify", TRAINED / "copied_head", "--probe")
     line = next(line for line in human.stdout.splitlines() if line.startswith("trained:"))
     assert "untrained" in line and "sample it wrote itself" in line
 
@@ -244,7 +244,7 @@ def test_non_finite_logits_fail_the_probe():
 # --- what cannot be judged ---------------------------------------------------------------------
 
 
-def test_without_the_data_file_signs_are_not_checked_and_the_probe_is_bad_input(tmp_path, cli):
+def test_without_the_data_file_signs_are_not_checked_and_the_probe_is_bad_input(tmp_path):
     copy = tmp_path / "tf"
     shutil.copytree(TRAINED / "tf", copy)
     next(copy.glob("*.data-*")).unlink()
@@ -253,7 +253,7 @@ def test_without_the_data_file_signs_are_not_checked_and_the_probe_is_bad_input(
     assert any("not checked" in note for note in report["notes"])
     code, report = verify_json(copy)  # without --headers-only the absent data file fails
     assert code == EXIT_FAILED and any("data file does not exist" in p for p in report["problems"])
-    probe = cli("verify", copy, "--probe")
+    probe = run_in_process("verify", copy, "--probe")
     assert probe.exit_code == EXIT_BAD_INPUT and "data-00000-of-00001" in probe.stderr
     assert "Traceback" not in probe.stderr
 
@@ -269,14 +269,14 @@ def test_no_head_and_conditional_layernorm_are_not_judged():
 # --- the real MiniLM, loaded into BertForMaskedLM and saved --------------------------------------
 
 
-def test_minilm_loaded_into_a_masked_lm_and_saved_fails(minilm, tmp_path, cli):
+def test_minilm_loaded_into_a_masked_lm_and_saved_fails(minilm, tmp_path):
     transformers = pytest.importorskip("transformers")
     transformers.logging.set_verbosity_error()
     transformers.BertForMaskedLM.from_pretrained(minilm).save_pretrained(tmp_path / "minilm-mlm")
     code, report = verify_json(tmp_path / "minilm-mlm")
     assert code == EXIT_FAILED and report["mlm_head"] == "complete" and report["tying"] == "tied"
     assert report["mlm_trained"]["signs"] == ALL_SIGNS
-    allowed = cli("verify", tmp_path / "minilm-mlm", "--allow-untrained-mlm")
+    allowed = run_in_process("verify", tmp_path / "minilm-mlm", "--allow-untrained-mlm")
     assert allowed.exit_code == EXIT_OK, allowed.stdout
     # Even with its initializer values disguised, the probe finds it at chance.
     tree = formats.read(tmp_path / "minilm-mlm")
@@ -306,10 +306,10 @@ def test_diff_outputs_passes_a_float16_conversion_within_its_budget(float16_copy
     assert outputs["top1_agreement"] == 1.0
 
 
-def test_diff_outputs_default_tolerance_is_float32_noise(float16_copy, cli):
+def test_diff_outputs_default_tolerance_is_float32_noise(float16_copy):
     code, report = diff_json(TRAINED / "hf", float16_copy)
     assert code == EXIT_FAILED and report["outputs"]["atol"] == pytest.approx(1e-4)
-    human = cli("diff", TRAINED / "hf", float16_copy, "--outputs")
+    human = run_in_process("diff", TRAINED / "hf", float16_copy, "--outputs")
     assert human.exit_code == EXIT_FAILED and "--outputs-atol" in human.stdout
 
 

@@ -29,7 +29,7 @@ from bertconv.checks.diff import diff
 from bertconv.config import COMPUTATION_FIELDS
 from bertconv.conversion import convert
 from bertconv.errors import BadInput
-from conftest import FIXTURES, needs, run_cli
+from conftest import FIXTURES, needs, run_in_a_child, run_in_process
 
 HF = FIXTURES / "hf" / "pretraining"
 TF = FIXTURES / "tf" / "full"
@@ -73,16 +73,18 @@ CONFIGS = [
 @pytest.mark.parametrize("changes", CONFIGS, ids=["A8-eps1e-5-tanh", "A2-erf", "A1-eps1e-6-relu"])
 def test_every_pair_of_formats_round_trips_values_and_config(tmp_path, changes):
     source = formats.read(copy_of(HF, tmp_path / "source", **changes))
+    there = {}  # each format's conversion of the source, written once and read by every pair
+    for a in TARGETS:
+        convert(source, tmp_path / f"{a}-x", a)
+        there[a] = formats.read(tmp_path / f"{a}-x")
     for a, b in itertools.product(TARGETS, repeat=2):
-        x = tmp_path / f"{a}-{b}-x"
         y = tmp_path / f"{a}-{b}-y"
         z = tmp_path / f"{a}-{b}-z"
-        convert(source, x, a)
-        convert(formats.read(x), y, b)
+        convert(there[a], y, b)
         convert(formats.read(y), z, a)
-        there, back = formats.read(x), formats.read(z)
-        assert computation(back) == computation(there) == computation(source), (a, b)
-        report = diff(there, back)
+        back = formats.read(z)
+        assert computation(back) == computation(there[a]) == computation(source), (a, b)
+        report = diff(there[a], back)
         assert report["identical"] and report["ok"], (a, b, report["problems"])
         assert diff(source, back)["identical"], (a, b)
 
@@ -90,12 +92,12 @@ def test_every_pair_of_formats_round_trips_values_and_config(tmp_path, changes):
 def test_minilm_through_bert4keras_keeps_its_twelve_heads_and_outputs(minilm, tmp_path):
     from bertconv.runtime import NumpyBert
 
-    assert run_cli("convert", minilm, tmp_path / "b4k", "--to", "bert4keras").exit_code == 0
-    result = run_cli("convert", tmp_path / "b4k", tmp_path / "hf", "--to", "hf")
+    assert run_in_process("convert", minilm, tmp_path / "b4k", "--to", "bert4keras").exit_code == 0
+    result = run_in_process("convert", tmp_path / "b4k", tmp_path / "hf", "--to", "hf")
     assert result.exit_code == 0, result.stderr
     back = formats.read(tmp_path / "hf")
     assert back.config.num_attention_heads == 12
-    assert run_cli("diff", minilm, tmp_path / "hf").exit_code == 0
+    assert run_in_process("diff", minilm, tmp_path / "hf").exit_code == 0
     ids = np.random.default_rng(0).integers(0, back.config.vocab_size, (2, 9))
     ones, zeros = np.ones_like(ids), np.zeros_like(ids)
     original = NumpyBert(formats.read(minilm))(ids, zeros, ones).sequence_output
@@ -105,19 +107,19 @@ def test_minilm_through_bert4keras_keeps_its_twelve_heads_and_outputs(minilm, tm
 
 def test_layer_norm_eps_survives_tf_and_back(tmp_path):
     source = copy_of(HF, tmp_path / "source", layer_norm_eps=1e-5)
-    assert run_cli("convert", source, tmp_path / "tf", "--to", "tf").exit_code == 0
-    assert run_cli("convert", tmp_path / "tf", tmp_path / "hf", "--to", "hf").exit_code == 0
+    assert run_in_process("convert", source, tmp_path / "tf", "--to", "tf").exit_code == 0
+    assert run_in_process("convert", tmp_path / "tf", tmp_path / "hf", "--to", "hf").exit_code == 0
     assert json.loads((tmp_path / "hf" / "config.json").read_text())["layer_norm_eps"] == 1e-5
 
 
 def test_a_field_the_output_cannot_keep_is_refused_unless_accepted(tmp_path):
     source = copy_of(HF, tmp_path / "source", tie_word_embeddings=False)  # untied, but no decoder stored
     before = digest(source)
-    result = run_cli("convert", source, tmp_path / "tf", "--to", "tf")
+    result = run_in_process("convert", source, tmp_path / "tf", "--to", "tf")
     assert result.exit_code == 2
     assert "tie_word_embeddings" in result.stderr and "--accept-loss" in result.stderr
     assert not (tmp_path / "tf").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["source"]
-    result = run_cli("convert", source, tmp_path / "tf", "--to", "tf", "--accept-loss", "tie_word_embeddings")
+    result = run_in_process("convert", source, tmp_path / "tf", "--to", "tf", "--accept-loss", "tie_word_embeddings")
     assert result.exit_code == 0, result.stderr
     assert "accepted loss: tie_word_embeddings is False in the source, True in the output" in result.stderr
     assert digest(source) == before
@@ -125,18 +127,18 @@ def test_a_field_the_output_cannot_keep_is_refused_unless_accepted(tmp_path):
 
 def test_a_default_written_down_as_a_fact_is_said(tmp_path):
     shutil.copy(HF / "model.safetensors", tmp_path)  # no config: the head count is H / 64
-    result = run_cli("convert", tmp_path / "model.safetensors", tmp_path / "out", "--to", "hf")
+    result = run_in_process("convert", tmp_path / "model.safetensors", tmp_path / "out", "--to", "hf")
     assert result.exit_code == 0, result.stderr
     assert "num_attention_heads = 1 is bertconv's default (no config stated it)" in result.stderr
 
 
 def test_diff_counts_a_config_difference_as_a_difference(tmp_path):
     other = copy_of(HF, tmp_path / "other", num_attention_heads=8)
-    result = run_cli("diff", HF, other)
+    result = run_in_process("diff", HF, other)
     assert result.exit_code == 1
     assert "num_attention_heads is 4 in A (file), 8 in B (file)" in result.stdout
     assert "identical" not in result.stdout
-    report = json.loads(run_cli("diff", HF, other, "--json").stdout)
+    report = json.loads(run_in_process("diff", HF, other, "--json").stdout)
     assert not report["ok"] and report["config_differences"][0]["field"] == "num_attention_heads"
 
 
@@ -158,7 +160,7 @@ def _bin_with_extra_heads(directory: Path) -> Path:
 
 def test_convert_names_what_it_drops_and_counts_what_it_wrote(tmp_path):
     source = _bin_with_extra_heads(tmp_path / "bin")
-    result = run_cli("convert", source, tmp_path / "out", "--to", "hf", "--json")
+    result = run_in_process("convert", source, tmp_path / "out", "--to", "hf", "--json")
     assert result.exit_code == 0, result.stderr
     report = json.loads(result.stdout)
     header_length = int.from_bytes((tmp_path / "out" / "model.safetensors").read_bytes()[:8], "little")
@@ -172,7 +174,7 @@ def test_convert_names_what_it_drops_and_counts_what_it_wrote(tmp_path):
     assert "tied copy" in ignored["cls.predictions.decoder.weight"]["reason"]
     assert report["output"]["files"] == [str(tmp_path / "out" / n) for n in ("model.safetensors", "config.json")]
 
-    result = run_cli("convert", source, tmp_path / "text", "--to", "hf")
+    result = run_in_process("convert", source, tmp_path / "text", "--to", "hf")
     assert "46 tensors written" in result.stderr
     assert "not written: ignored 3 entries (163 values; a fine-tuning head" in result.stderr
 
@@ -205,20 +207,20 @@ def test_no_spelling_of_an_input_is_replaced(tmp_path, source, spelling):
     else:
         os.link(source / "model.safetensors", tmp_path / "link.safetensors")
         args = (source, tmp_path / "link.safetensors")
-    result = run_cli("convert", *args, "--to", "hf", "--force")
+    result = run_in_process("convert", *args, "--to", "hf", "--force")
     assert result.exit_code == 2, result.stderr
     assert "which this conversion reads" in result.stderr and "Traceback" not in result.stderr
     assert digest(source) == before
 
 
 def test_a_destination_inside_the_source_or_holding_the_config_is_refused(tmp_path, source):
-    result = run_cli("convert", source, source / "tf", "--to", "tf")
+    result = run_in_process("convert", source, source / "tf", "--to", "tf")
     assert result.exit_code == 2 and "lies inside" in result.stderr
     configs = tmp_path / "configs"
     configs.mkdir()
     shutil.copy(source / "config.json", configs / "config.json")
     before = digest(configs)
-    result = run_cli("convert", source / "model.safetensors", configs, "--to", "hf", "--force",
+    result = run_in_process("convert", source / "model.safetensors", configs, "--to", "hf", "--force",
                      "--config", configs / "config.json")
     assert result.exit_code == 2 and "contains" in result.stderr
     assert digest(configs) == before and not (source / "tf").exists()
@@ -230,7 +232,7 @@ def test_force_refuses_a_directory_with_other_content(tmp_path):
     (destination / "notes.txt").write_text("my notes")
     before = digest(destination)
     for target in TARGETS:
-        result = run_cli("convert", HF, destination, "--to", target, "--force")
+        result = run_in_process("convert", HF, destination, "--to", target, "--force")
         assert result.exit_code == 2, result.stderr
         assert "not part of the checkpoint" in result.stderr and "notes.txt" in result.stderr
         assert digest(destination) == before
@@ -238,9 +240,9 @@ def test_force_refuses_a_directory_with_other_content(tmp_path):
 
 def test_force_replaces_only_a_checkpoint_of_the_same_kind(tmp_path):
     destination = tmp_path / "out"
-    assert run_cli("convert", HF, destination, "--to", "tf").exit_code == 0
+    assert run_in_process("convert", HF, destination, "--to", "tf").exit_code == 0
     before = digest(destination)
-    result = run_cli("convert", HF, destination, "--to", "hf", "--force")
+    result = run_in_process("convert", HF, destination, "--to", "hf", "--force")
     assert result.exit_code == 2 and "bert_model.ckpt.index" in result.stderr
     assert digest(destination) == before
 
@@ -268,7 +270,7 @@ def test_force_never_replaces_a_device_fifo_socket_file_or_link(tmp_path):
     targets["symbolic link"] = tmp_path / "link"
     for what, path in targets.items():
         mode = os.lstat(path).st_mode
-        result = run_cli("convert", HF, path, "--to", "bert4keras", "--force")
+        result = run_in_process("convert", HF, path, "--to", "bert4keras", "--force")
         assert result.exit_code == 2, (what, result.stderr)
         assert what in result.stderr, (what, result.stderr)
         assert os.lstat(path).st_mode == mode, f"{what} was replaced"
@@ -278,7 +280,7 @@ def test_force_never_replaces_a_device_fifo_socket_file_or_link(tmp_path):
 def test_the_output_carries_the_source_tokenizer_files(tmp_path, source):
     for target in TARGETS:
         out = tmp_path / f"out-{target}"
-        result = run_cli("convert", source, out, "--to", target)
+        result = run_in_process("convert", source, out, "--to", target)
         assert result.exit_code == 0, result.stderr
         for name in ("vocab.txt", "tokenizer.json", "special_tokens_map.json"):
             assert (out / name).read_bytes() == (source / name).read_bytes(), (target, name)
@@ -297,7 +299,7 @@ def test_a_destination_that_appears_meanwhile_is_left_whole(tmp_path):
 
 def test_a_destination_replaced_meanwhile_is_not_replaced_again(tmp_path):
     destination = tmp_path / "out"
-    assert run_cli("convert", HF, destination, "--to", "hf").exit_code == 0
+    assert run_in_process("convert", HF, destination, "--to", "hf").exit_code == 0
     with pytest.raises(BadInput, match="changed while this conversion was writing"):
         with atomic_output(destination, directory=True, force=True) as partial:
             (partial / "mine").write_text("this run")
@@ -315,7 +317,7 @@ def test_two_conversions_to_one_destination_one_wins_whole(tmp_path):
     assert [code for code, _ in outcomes] == [0, 2], outcomes
     assert "already exists" in outcomes[1][1] or "appeared while" in outcomes[1][1]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
-    assert run_cli("diff", TF, destination).exit_code == 0
+    assert run_in_process("diff", TF, destination).exit_code == 0
 
 
 # --- checks that say "ok" have looked --------------------------------------------------------------
@@ -324,25 +326,25 @@ def test_two_conversions_to_one_destination_one_wins_whole(tmp_path):
 def test_verify_fails_on_a_missing_or_truncated_data_file(tmp_path):
     missing = copy_of(TF, tmp_path / "missing")
     (missing / "bert_model.ckpt.data-00000-of-00001").unlink()
-    result = run_cli("verify", missing)
+    result = run_in_process("verify", missing)
     assert result.exit_code == 1 and "data file does not exist" in result.stdout
-    assert run_cli("verify", missing, "--headers-only").exit_code == 0
-    report = json.loads(run_cli("inspect", missing, "--json").stdout)
+    assert run_in_process("verify", missing, "--headers-only").exit_code == 0
+    report = json.loads(run_in_process("inspect", missing, "--json").stdout)
     assert report["missing_files"] == [str(missing / "bert_model.ckpt.data-00000-of-00001")]
     assert report["files"] == [str(missing / "bert_model.ckpt.index")]
 
     truncated = copy_of(TF, tmp_path / "truncated")
     data = truncated / "bert_model.ckpt.data-00000-of-00001"
     os.truncate(data, data.stat().st_size // 2)
-    result = run_cli("verify", truncated)
+    result = run_in_process("verify", truncated)
     assert result.exit_code == 1 and "the file is truncated" in result.stdout
 
 
 def test_inspect_shows_the_file_shape_with_the_file_name():
-    tensors = {t["name"]: t for t in json.loads(run_cli("inspect", TF, "--json").stdout)["tensors"]}
+    tensors = {t["name"]: t for t in json.loads(run_in_process("inspect", TF, "--json").stdout)["tensors"]}
     nsp = tensors["cls/seq_relationship/output_weights"]
     assert (nsp["shape"], nsp["canonical"], nsp["canonical_shape"]) == ([2, 32], "nsp.kernel", [32, 2])
-    tensors = {t["name"]: t for t in json.loads(run_cli("inspect", HF, "--json").stdout)["tensors"]}
+    tensors = {t["name"]: t for t in json.loads(run_in_process("inspect", HF, "--json").stdout)["tensors"]}
     ffn = tensors["bert.encoder.layer.0.intermediate.dense.weight"]
     assert (ffn["shape"], ffn["canonical_shape"]) == ([37, 32], [32, 37])
 
@@ -361,7 +363,7 @@ def test_training_saves_and_non_tensor_entries_are_read_and_listed(tmp_path):
         (tmp_path / name).mkdir()
         torch.save(saved, tmp_path / name / "pytorch_model.bin")
         shutil.copy(HF / "config.json", tmp_path / name)
-        report = json.loads(run_cli("audit", tmp_path / name, "--json").stdout)
+        report = json.loads(run_in_process("audit", tmp_path / name, "--json").stdout)
         assert report["ok"] and report["parameters"] == 20495, name
         ignored = {entry["name"]: entry for entry in report["ignored"]}
         if name == "nested":
@@ -373,7 +375,7 @@ def test_training_saves_and_non_tensor_entries_are_read_and_listed(tmp_path):
                                                                    "some_list": "not a tensor (list)"}
     (tmp_path / "string").mkdir()
     torch.save({**state, "bert.pooler.dense.bias": "oops"}, tmp_path / "string" / "pytorch_model.bin")
-    result = run_cli("audit", tmp_path / "string" / "pytorch_model.bin", "--heads", "4")
+    result = run_in_process("audit", tmp_path / "string" / "pytorch_model.bin", "--heads", "4")
     assert result.exit_code == 2
     assert "'bert.pooler.dense.bias' is a str where a tensor is expected (pooler.bias)" in result.stderr
 
@@ -388,7 +390,7 @@ def test_a_config_claiming_absurd_sizes_is_refused_at_once(tmp_path, layers):
     for args in (("audit", source), ("verify", source), ("convert", source, tmp_path / "out", "--to", "tf"),
                  ("fill-mask", source, "t1 [MASK]")):
         started = time.monotonic()
-        result = run_cli(*args)
+        result = run_in_process(*args)
         assert result.exit_code == 2, (args, result.stderr)
         assert f"num_hidden_layers is {layers}" in result.stderr and "Traceback" not in result.stderr
         assert time.monotonic() - started < 30
@@ -396,14 +398,13 @@ def test_a_config_claiming_absurd_sizes_is_refused_at_once(tmp_path, layers):
 
 def test_a_fifo_is_refused_not_read(tmp_path):
     os.mkfifo(tmp_path / "fifo")
-    for args in (("audit", tmp_path / "fifo"), ("audit", HF, "--config", tmp_path / "fifo")):
-        proc = subprocess.run([sys.executable, "-m", "bertconv.cli", *map(str, args)], capture_output=True,
-                              text=True, timeout=60)
-        assert proc.returncode == 2 and "FIFO" in proc.stderr
+    for result in run_in_a_child(("audit", tmp_path / "fifo"), ("audit", HF, "--config", tmp_path / "fifo"),
+                                 timeout=60):
+        assert result.exit_code == 2 and "FIFO" in result.stderr
 
 
 def test_output_errors_and_bad_flags_are_messages_not_tracebacks():
-    result = run_cli("diff", HF, HF, "--atol", "nan")
+    result = run_in_process("diff", HF, HF, "--atol", "nan")
     assert result.exit_code == 2 and "not a finite, non-negative number" in result.stderr
     closed = subprocess.run([sys.executable, "-m", "bertconv.cli", "audit", str(HF), "--json"],
                             stdout=None, stderr=subprocess.PIPE, text=True, preexec_fn=lambda: os.close(1))
@@ -420,17 +421,17 @@ def test_output_errors_and_bad_flags_are_messages_not_tracebacks():
                                           ("layer_norm_eps", "1e-12"), ("tie_word_embeddings", "yes")])
 def test_a_config_value_of_the_wrong_json_type_is_refused_by_name(tmp_path, field, value):
     source = copy_of(HF, tmp_path / "src", **{field: value})
-    result = run_cli("audit", source)
+    result = run_in_process("audit", source)
     assert result.exit_code == 2
     assert f"{field} is {json.dumps(value)}" in result.stderr
 
 
 def test_heads_flag_never_silently_overrides_a_stated_head_count(tmp_path):
-    result = run_cli("audit", HF, "--heads", "8")
+    result = run_in_process("audit", HF, "--heads", "8")
     assert result.exit_code == 2 and "--heads 8 contradicts" in result.stderr and "is 4" in result.stderr
-    assert run_cli("audit", HF, "--heads", "4").exit_code == 0
+    assert run_in_process("audit", HF, "--heads", "4").exit_code == 0
     shutil.copy(HF / "model.safetensors", tmp_path)  # no config: --heads says what nothing else does
-    report = json.loads(run_cli("audit", tmp_path / "model.safetensors", "--heads", "2", "--json").stdout)
+    report = json.loads(run_in_process("audit", tmp_path / "model.safetensors", "--heads", "2", "--json").stdout)
     assert report["config"]["num_attention_heads"] == 2
 
 
@@ -438,7 +439,7 @@ def test_sharded_output_is_byte_identical_to_save_pretrained(tmp_path):
     transformers = pytest.importorskip("transformers")
     model = transformers.BertForPreTraining.from_pretrained(HF)
     model.save_pretrained(tmp_path / "reference", max_shard_size="10KB")
-    result = run_cli("convert", HF, tmp_path / "ours", "--to", "hf", "--max-shard-size", "10KB")
+    result = run_in_process("convert", HF, tmp_path / "ours", "--to", "hf", "--max-shard-size", "10KB")
     assert result.exit_code == 0, result.stderr
     reference = sorted(p.name for p in (tmp_path / "reference").iterdir())
     assert sorted(p.name for p in (tmp_path / "ours").iterdir()) == reference

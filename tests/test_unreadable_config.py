@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, run_cli, run_in_process
+from conftest import FIXTURES, run_in_a_child, run_in_process
 
 #: (format, fixture directory, the config name its reader looks for first)
 CHECKPOINTS = [
@@ -33,11 +33,12 @@ FIFO_TIMEOUT = 60
 WHY = {"dangling symlink": "is a symlink to ", "fifo": "is a FIFO", "directory": "is a directory"}
 
 
-def bertconv(kind: str, *args):
-    """`bertconv ARGS`: in this process, or in a process of its own under a timeout for a FIFO."""
+def bertconv(kind: str, *runs: tuple) -> list:
+    """`bertconv ARGS` for each ARGS of `runs`: in this process, or for a FIFO in a child process
+    of their own under a timeout."""
     if kind == "fifo":
-        return run_cli(*args, timeout=FIFO_TIMEOUT)
-    return run_in_process(*args)
+        return run_in_a_child(*runs, timeout=FIFO_TIMEOUT)
+    return [run_in_process(*args) for args in runs]
 
 
 def spoil(path: Path, kind: str) -> None:
@@ -64,9 +65,8 @@ def checkpoint(request, tmp_path):
 def test_unreadable_config_stops_every_command(checkpoint, kind, tmp_path):
     directory, config = checkpoint
     spoil(config, kind)
-    for args in (("inspect", directory), ("audit", directory), ("verify", directory),
-                 ("convert", directory, tmp_path / "out", "--to", "hf")):
-        result = bertconv(kind, *args)
+    for result in bertconv(kind, ("inspect", directory), ("audit", directory), ("verify", directory),
+                           ("convert", directory, tmp_path / "out", "--to", "hf")):
         output = result.stdout + result.stderr
         assert result.exit_code == 2, output
         assert "Traceback" not in output
@@ -79,8 +79,7 @@ def test_unreadable_config_stops_every_command(checkpoint, kind, tmp_path):
 def test_unreadable_config_in_json(checkpoint, kind):
     directory, config = checkpoint
     spoil(config, kind)
-    for command in ("audit", "verify", "inspect"):
-        result = bertconv(kind, command, directory, "--json")
+    for result in bertconv(kind, *((command, directory, "--json") for command in ("audit", "verify", "inspect"))):
         assert result.exit_code == 2, result.stdout + result.stderr
         report = json.loads(result.stdout)
         assert report["ok"] is False

@@ -18,7 +18,7 @@ from bertconv.errors import BadInput, bad_input
 from bertconv.tensor import ArrayTensor, LazyTensor
 from bertconv.tree import ParameterTree
 
-from conftest import FIXTURES, run_cli, real_file
+from conftest import FIXTURES, run_in_process, real_file
 
 VERIFY = FIXTURES / "verify"
 HF = FIXTURES / "hf"
@@ -34,7 +34,7 @@ def tf_reader_available() -> bool:
 
 
 def verify_json(path: Path, *flags: str) -> tuple[int, dict]:
-    result = run_cli("verify", path, "--json", *flags)
+    result = run_in_process("verify", path, "--json", *flags)
     assert result.exit_code in (EXIT_OK, EXIT_FAILED), result.stderr
     assert "Traceback" not in result.stderr
     return result.exit_code, json.loads(result.stdout)
@@ -103,8 +103,8 @@ def test_untied_decoder_is_a_note_when_the_config_says_untied():
     assert any("untied decoder, as the config says" in note for note in report["notes"])
 
 
-def test_human_report_is_short_and_readable(cli):
-    result = cli("verify", VERIFY / "complete_tied")
+def test_human_report_is_short_and_readable():
+    result = run_in_process("verify", VERIFY / "complete_tied")
     assert result.exit_code == EXIT_OK, result.stderr
     for line_start in ("MLM head:", "tying:", "consistency:", "deep checks:"):
         assert any(line.startswith(line_start) for line in result.stdout.splitlines()), result.stdout
@@ -123,12 +123,12 @@ def test_shared_storage_and_other_dtypes_verify_deep():
 # --- the real MiniLM file (encoder only) -------------------------------------------------------
 
 
-def test_minilm_has_no_mlm_head_and_says_so(minilm, cli):
+def test_minilm_has_no_mlm_head_and_says_so(minilm):
     code, report = verify_json(minilm)
     assert (code, report["mlm_head"], report["tying"]) == (EXIT_FAILED, "missing", "n/a")
     message = report["problems"][0]
     assert "no MLM head" in message and "randomly initialized" in message and "--allow-missing-mlm" in message
-    human = cli("verify", minilm)
+    human = run_in_process("verify", minilm)
     assert human.exit_code == EXIT_FAILED and "no MLM head" in human.stdout and "FAILED" in human.stdout
 
 
@@ -240,7 +240,7 @@ needs_tf = pytest.mark.skipif(not tf_reader_available(),
 
 
 @needs_tf
-def test_corrupted_byte_in_a_tf_data_file_fails_deep_naming_the_tensor(tmp_path, cli):
+def test_corrupted_byte_in_a_tf_data_file_fails_deep_naming_the_tensor(tmp_path):
     if not TF_FULL.exists():
         pytest.skip(f"{TF_FULL} does not exist yet (written by fixtures/make_tf_fixtures.py)")
     copy = tmp_path / "full"
@@ -252,7 +252,7 @@ def test_corrupted_byte_in_a_tf_data_file_fails_deep_naming_the_tensor(tmp_path,
     code, report = verify_json(copy, "--deep")
     assert code == EXIT_FAILED
     assert any("crc32c" in p and "cannot be read" in p for p in report["problems"]), report["problems"]
-    assert cli("audit", copy).exit_code == EXIT_OK  # headers only: the corrupt byte is not read
+    assert run_in_process("audit", copy).exit_code == EXIT_OK  # headers only: the corrupt byte is not read
 
 
 @needs_tf
