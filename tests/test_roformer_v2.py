@@ -19,7 +19,7 @@ from bertconv.config import expected_parameters
 from bertconv.runtime.numpy_bert import NumpyBert
 from conftest import FIXTURES, needs, run_in_process
 from kerashub_process import kerashub, load
-from test_bert4keras_positions import _predict as positions_predict
+from test_bert4keras_positions import _loaded, _predict as positions_predict
 from test_bert4keras_positions import _softmax, oracle  # noqa: F401 (the fixture: bert4keras' build)
 
 NAME = "roformer_v2/bert4keras/mlm"
@@ -38,10 +38,11 @@ def _inputs(padded: bool) -> list[np.ndarray]:
 
 
 def _predict(oracle, directory, inputs, with_mlm: bool = True) -> np.ndarray:
-    """bert4keras' predict of the RoFormer-v2 in `directory`: probabilities [B, S, V] (with_mlm)."""
+    """bert4keras' predict of the RoFormer-v2 in `directory` (its model called eagerly, as
+    test_bert4keras_positions does): probabilities [B, S, V] (with_mlm)."""
     manifest = {"model": "roformer_v2", "with_pool": False, "with_nsp": False, "with_mlm": with_mlm}
-    return positions_predict(oracle, directory / "bert_config.json", manifest, directory / "bert4keras_model.h5",
-                             inputs)["mlm"]
+    model = _loaded(oracle, directory / "bert_config.json", manifest, directory / "bert4keras_model.h5")
+    return positions_predict(model, manifest, inputs)["mlm"]
 
 
 def test_it_is_read_as_roformer_v2_with_its_closed_form():
