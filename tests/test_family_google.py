@@ -26,7 +26,6 @@ from bertconv.conversion import convert
 from bertconv.errors import BadInput
 from bertconv.formats.keras import bert4keras_table
 from bertconv.formats import fairseq
-from bertconv.formats.tensorflow import google as google_tf
 
 FAMILY = FIXTURES / "family_google"
 TF = FAMILY / "tf"

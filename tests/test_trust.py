@@ -12,7 +12,6 @@ import itertools
 import json
 import os
 import shutil
-import signal
 import socket
 import stat
 import subprocess
