@@ -12,8 +12,8 @@ Why not let HDF5 write the file: after a failed write (a full disk) h5py's close
 process (SIGSEGV, HDF5 1.14), which no message can explain; here HDF5 never touches the disk, and
 a full disk is an ordinary OSError from bertconv's own writes (found before anything is written
 for a large file, whose size is reserved). And a file written by HDF5 itself goes through the page
-cache in small writes: 1.2-1.7 s for bert-base on the test machine, against 0.4 s for `cp` +
-`sync` of the same bytes.
+cache: a bert-base hf -> bert4keras conversion took 1.3-1.8 s on the test machine, against
+0.36-0.39 s for `cp` + `sync` of the same bytes (docs/performance.md).
 
 h5py's file-object driver asks nothing of the layout (no metadata aggregation), so the offsets
 differ from those the sec2 driver (h5py's default, which Keras uses) would choose: a different
