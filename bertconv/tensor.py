@@ -282,8 +282,9 @@ TRANSPOSE_TILE_COLUMNS = 512
 #: A transpose of at least this many bytes is split between two threads, each writing its own
 #: half of the output rows (NumPy releases the GIL while it copies a tile); smaller ones are not
 #: worth it: diff's 4 MiB chunks took 0.30 s split against 0.23 s on one thread (bert-base, in one
-#: process; the second thread's hand-offs, and its system time, cost more than its half saved),
-#: and conversions of kernels of 2.4 to 4 MiB were no faster split.
+#: process; the second thread's hand-offs, and its system time, cost more than its half saved;
+#: measured again side by side: 0.42 s against 0.44 s split from 1 MiB). A conversion's writer
+#: splits from less (`containers.stream.TWO_THREAD_TRANSPOSE_BYTES`).
 TRANSPOSE_TWO_THREADS_BYTES = 8 << 20
 
 _transpose_helper = None  # the second thread's executor, started by the first large transpose
@@ -299,13 +300,13 @@ def transpose(array: np.ndarray) -> np.ndarray:
     return out
 
 
-def transpose_into(array: np.ndarray, out: np.ndarray) -> None:
+def transpose_into(array: np.ndarray, out: np.ndarray, *, two_threads_from: int = TRANSPOSE_TWO_THREADS_BYTES) -> None:
     """out[...] = array.T for 2-D `array` [R, C] and a writable C-contiguous `out` [C, R] (a new
-    array, or an output's staging block), copied tile by tile; a large one by two threads, each
-    taking half of the output rows (the source's columns)."""
+    array, or an output's staging block), copied tile by tile; one of at least `two_threads_from`
+    bytes by two threads, each taking half of the output rows (the source's columns)."""
     array = np.asarray(array)
     columns = array.shape[1]
-    if array.nbytes < TRANSPOSE_TWO_THREADS_BYTES or columns < 2:
+    if array.nbytes < two_threads_from or columns < 2:
         _transpose_columns(array, out, 0, columns)
         return
     middle = columns // 2

@@ -252,3 +252,24 @@ def test_a_tf_bundle_written_direct_is_byte_identical(fixture, tmp_path, monkeyp
     assert [p.name for p in opened] == ["bert_model.ckpt.data-00000-of-00001"]
     for name in ("bert_model.ckpt.data-00000-of-00001", "bert_model.ckpt.index"):
         assert (direct / name).read_bytes() == (buffered / name).read_bytes()
+
+
+def test_a_staging_block_waits_for_the_checksums_of_its_bytes(tmp_path, monkeypatch):
+    """A TF bundle's CRC32Cs are taken on a thread of their own over the staging blocks; with
+    that thread slowed down, the blocks must still not be refilled before it has read them
+    (a Hugging Face source: its spans are copied into the blocks, its kernels transposed there)."""
+    from bertconv.containers import stream
+
+    buffered, direct = tmp_path / "buffered", tmp_path / "direct"
+    fixture = FIXTURES / "hf" / "masked_lm"
+    convert(formats.read(fixture), buffered, "tf")
+    forced_direct(monkeypatch)
+    real_extend = stream._Sink._extend
+
+    def slow_extend(self, data):
+        threading.Event().wait(0.001)
+        real_extend(self, data)
+
+    monkeypatch.setattr(stream._Sink, "_extend", slow_extend)
+    convert(formats.read(fixture), direct, "tf")
+    assert (direct / "bert_model.ckpt.index").read_bytes() == (buffered / "bert_model.ckpt.index").read_bytes()

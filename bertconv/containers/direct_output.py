@@ -22,9 +22,12 @@ import mmap
 import os
 from collections import deque
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import TYPE_CHECKING, BinaryIO, Callable
 
 from ..errors import bad_input
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 #: Offsets, lengths and buffer addresses of O_DIRECT writes are multiples of this (the largest
 #: logical block size of common disks; 512-byte devices accept it too).
@@ -106,8 +109,9 @@ class DirectOutput:
 
         self._writers = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="bertconv-write")
         self._free = deque(memoryview(mmap.mmap(-1, block_bytes)) for _ in range(WRITERS + 1))
-        self._in_flight: deque = deque()  # (future, block), oldest first
+        self._in_flight: deque = deque()  # (write, block, hold), oldest first
         self._block = self._free.popleft()
+        self._hold = None  # what must be done before this block is refilled, besides its write
         self._filled = 0  # bytes staged in self._block
         self._block_offset = 0  # where self._block goes in the file
 
@@ -161,15 +165,25 @@ class DirectOutput:
                 if self._filled == len(self._block):
                     self._submit()
 
+    def hold(self, until: Future) -> None:
+        """The staging block is not refilled before `until` is done (a reader of its bytes: a
+        checksum taken on another thread); a later hold of the same block replaces it, so the
+        holds of a block must be done in the order given."""
+        self._hold = until
+
     def _submit(self) -> None:
-        """Hand the full block to a writer; take a free block, waiting for the oldest write if none."""
+        """Hand the full block to a writer; take a free block, waiting for the oldest write (and
+        hold) if none."""
         future = self._writers.submit(_write_fully, self._fd, self._block, self._block_offset)
-        self._in_flight.append((future, self._block))
+        self._in_flight.append((future, self._block, self._hold))
+        self._hold = None
         self._block_offset += self._filled
         self._filled = 0
         if not self._free:
-            done, block = self._in_flight.popleft()
+            done, block, hold = self._in_flight.popleft()
             done.result()  # a write's error is raised here, at the next block
+            if hold is not None:
+                hold.result()
             self._free.append(block)
         self._block = self._free.popleft()
 
