@@ -273,3 +273,34 @@ def test_a_staging_block_waits_for_the_checksums_of_its_bytes(tmp_path, monkeypa
     monkeypatch.setattr(stream._Sink, "_extend", slow_extend)
     convert(formats.read(fixture), direct, "tf")
     assert (direct / "bert_model.ckpt.index").read_bytes() == (buffered / "bert_model.ckpt.index").read_bytes()
+
+
+def _resident_kib_of_mapping(path: Path) -> int:
+    """This process's resident KiB of its memory maps of `path` (/proc/self/smaps)."""
+    resident, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        fields = line.split()
+        if "-" in fields[0] and len(fields) >= 5:  # a mapping's header line
+            inside = fields[-1] == str(path)
+        elif inside and fields[0] == "Rss:":
+            resident += int(fields[1])
+    return resident
+
+
+def test_the_loader_maps_in_a_mapped_tensors_pages(tmp_path):
+    """`stream.populate` (what the loader thread does to each array it hands over) maps in the
+    pages of a memory-mapped tensor, so that the writer's transpose does not fault them in."""
+    from bertconv.containers import stream
+    from bertconv.tensor import MappedTensor
+
+    if not Path("/proc/self/smaps").exists():
+        pytest.skip("no /proc/self/smaps to see a mapping's resident pages")
+    release = tuple(int(part) for part in os.uname().release.split("-")[0].split(".")[:2])
+    if release < (5, 14):
+        pytest.skip(f"Linux {os.uname().release} has no MADV_POPULATE_READ (5.14)")
+    path = tmp_path / "tensor.bin"
+    path.write_bytes(np.arange(256 * 1024, dtype=np.float32).tobytes())  # 1 MiB, in the page cache
+    array = MappedTensor(path, 0, FLOAT32, (512, 512)).read()
+    before = _resident_kib_of_mapping(path)
+    stream.populate(array)
+    assert (before, _resident_kib_of_mapping(path)) == (0, 1024)
