@@ -300,12 +300,15 @@ def transpose(array: np.ndarray) -> np.ndarray:
     return out
 
 
-def transpose_into(array: np.ndarray, out: np.ndarray, *, two_threads_from: int = TRANSPOSE_TWO_THREADS_BYTES) -> None:
+def transpose_into(array: np.ndarray, out: np.ndarray, *, two_threads_from: int | None = None) -> None:
     """out[...] = array.T for 2-D `array` [R, C] and a writable C-contiguous `out` [C, R] (a new
     array, or an output's staging block), copied tile by tile; one of at least `two_threads_from`
-    bytes by two threads, each taking half of the output rows (the source's columns)."""
+    bytes (`TRANSPOSE_TWO_THREADS_BYTES` unless given) by two threads, each taking half of the
+    output rows (the source's columns)."""
     array = np.asarray(array)
     columns = array.shape[1]
+    if two_threads_from is None:
+        two_threads_from = TRANSPOSE_TWO_THREADS_BYTES
     if array.nbytes < two_threads_from or columns < 2:
         _transpose_columns(array, out, 0, columns)
         return

@@ -13,17 +13,29 @@ loss is Google's (`loss`).
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING
 
+# Bound here, not on first use: `fill_mask` is also the name of a module of this package, which
+# an import of `bertconv.runtime.fill_mask` would otherwise leave in its place.
 from .fill_mask import MaskPredictions, Prediction, fill_mask
-from .loss import PretrainingLoss
-from .numerics import Numerics
-from .numpy_bert import BertOutput, NumpyBert
-from .tokenization.select import open_tokenizer
-from .tokenization.tokenizer import Encoding, Tokenizer
 
 if TYPE_CHECKING:
+    from .loss import PretrainingLoss
+    from .numerics import Numerics
+    from .numpy_bert import BertOutput, NumpyBert
+    from .tokenization.select import open_tokenizer
+    from .tokenization.tokenizer import Encoding, Tokenizer
     from .torch_bert import TorchBert
+
+#: Where each name lives; imported when first asked for. A format module that needs one runtime
+#: module (a bert4keras writer, `sinusoids`) then pays for that module, not for every runtime and
+#: tokenizer (10 ms of a conversion's start-up), and torch is imported only for `TorchBert`.
+_HOME = {
+    "PretrainingLoss": "loss", "Numerics": "numerics", "BertOutput": "numpy_bert", "NumpyBert": "numpy_bert",
+    "open_tokenizer": "tokenization.select", "Encoding": "tokenization.tokenizer",
+    "Tokenizer": "tokenization.tokenizer", "TorchBert": "torch_bert",
+}
 
 __all__ = [
     "BertOutput", "Encoding", "MaskPredictions", "Numerics", "NumpyBert", "Prediction", "PretrainingLoss",
@@ -32,7 +44,12 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    if name == "TorchBert":  # torch is imported on first use only
-        from .torch_bert import TorchBert
-        return TorchBert
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
