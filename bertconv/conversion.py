@@ -168,7 +168,7 @@ def convert(tree: ParameterTree, destination: Path, target: str, *, force: bool 
                 result.notes += checked
                 result.ignored = _set_aside(tree, set(result.tensors), absent=_NOT_EXPORTED)
             else:
-                output = formats.read(partial)
+                output = formats.read(partial, written_as=fmt)
                 dropped = ("mlm.decoder", "mlm.decoder_bias") if options.drop_untied_decoder else ()
                 accepted = (*accept_loss, "tie_word_embeddings") if dropped else accept_loss
                 heads = tuple(n for n in tree.params if role_of(n).head in accept_loss and n not in output.params)

@@ -58,11 +58,12 @@ def resolve(path: Path) -> tuple[Format, Path]:
     return fmt, exact
 
 
-def _resolve(path: Path) -> tuple[Format, Path, list[Path]]:
-    """`resolve`, and the other copies of the model a directory holds (see `preferred`)."""
+def _resolve(path: Path, only: Format | None = None) -> tuple[Format, Path, list[Path]]:
+    """`resolve`, and the other copies of the model a directory holds (see `preferred`); with
+    `only`, no other format is asked."""
     path = Path(path)
     hints = container_hints(path)
-    asked = [fmt for fmt in SNIFF_ORDER if fmt.may_claim(hints)]
+    asked = [only] if only is not None else [fmt for fmt in SNIFF_ORDER if fmt.may_claim(hints)]
     if path.is_dir():
         found: dict[Path, Format] = {}
         for fmt in asked:
@@ -102,16 +103,18 @@ def _resolve(path: Path) -> tuple[Format, Path, list[Path]]:
 
 
 def read(path: Path, *, config_path: Path | None = None, num_heads: int | None = None,
-         model: str | None = None) -> ParameterTree:
+         model: str | None = None, written_as: Format | None = None) -> ParameterTree:
     """Read any supported checkpoint into a canonical `ParameterTree` (headers only).
 
     `model` picks one of the models a file holds (an ELECTRA pre-training checkpoint's
     "generator", the default, or "discriminator"); a format whose files hold one model refuses it.
+    `written_as`: the format that wrote `path`, the only one asked (reading back a conversion's
+    output: a bert4keras file is not first listed for bert-for-tf2's sniffer).
     A directory holding the model in several of transformers' formats is read from the file
     transformers reads; the tree lists the others (`ParameterTree.copies`) and says so in a note.
     """
     with one_reading():  # the readers that look at an HDF5 file while finding its format, then the one reading it
-        fmt, exact, copies = _resolve(path)
+        fmt, exact, copies = _resolve(path, only=written_as)
         if model is None:
             tree = fmt.read(exact, config_path=config_path, num_heads=num_heads)
         elif model not in fmt.models:
