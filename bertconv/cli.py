@@ -178,6 +178,8 @@ def run() -> None:
         raise SystemExit(EXIT_BAD_INPUT)
     try:
         main()
+    except SystemExit as finished:
+        status = finished.code
     finally:
         try:
             sys.stdout.flush()  # a full disk behind stdout shows here, not at interpreter exit
@@ -185,6 +187,24 @@ def run() -> None:
             sys.stderr.write(f"bertconv: error: cannot write the output: {exc.strerror}\n")
             _silence_stdout()
             raise SystemExit(EXIT_BAD_INPUT) from None
+    _end_now(status)
+
+
+def _end_now(status: int | str | None) -> NoReturn:
+    """End the process with `status` (as SystemExit would), skipping the interpreter's teardown.
+
+    Everything the command wrote is complete by now: outputs fsynced and renamed into place,
+    files closed, stdout flushed. The teardown would only free every module and join idle worker
+    threads: 15 to 40 ms after a bert-base conversion (with h5py loaded, the most), which is 5 to
+    15% of the time `cp` + `sync` takes to write the same bytes.
+    """
+    if status is None:
+        status = EXIT_OK
+    elif not isinstance(status, int):
+        sys.stderr.write(f"{status}\n")
+        status = 1
+    sys.stderr.flush()
+    os._exit(status)
 
 
 if __name__ == "__main__":

@@ -63,3 +63,23 @@ def test_a_signal_ends_the_run_with_one_line_and_the_json_error_object(script, s
     assert report["bertconv"]["schema"] == "bertconv.audit/1"
     people = run(script, signum, "audit", str(CHECKPOINT))
     assert people.returncode == 128 + signum and people.stdout == "" and people.stderr == f"bertconv: {name}\n"
+
+
+@pytest.mark.parametrize(("status", "code", "stderr"), [(None, 0, ""), (2, 2, ""), ("no such thing", 1, "no such thing\n")])
+def test_the_process_ends_with_the_status_systemexit_would_give(status, code, stderr):
+    """`cli.run` ends the process at once after the command (`_end_now`: no interpreter teardown);
+    the status is read as SystemExit reads it."""
+    ended = subprocess.run([sys.executable, "-c", f"from bertconv import cli; cli._end_now({status!r})"],
+                           capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert (ended.returncode, ended.stderr) == (code, stderr)
+
+
+def test_what_a_command_prints_is_all_written_before_the_process_ends(tmp_path):
+    """Ended without the interpreter's teardown, the run still leaves stdout complete in a file."""
+    listing = tmp_path / "audit.json"
+    with listing.open("w") as stdout:
+        ended = subprocess.run([sys.executable, "-c", "from bertconv import launch; launch.run()", "audit",
+                                str(CHECKPOINT), "--json"], stdout=stdout, stderr=subprocess.PIPE, cwd=ROOT,
+                               timeout=120)
+    assert ended.returncode == 0, ended.stderr
+    assert json.loads(listing.read_text())["bertconv"]["schema"] == "bertconv.audit/1"  # whole: it parses
