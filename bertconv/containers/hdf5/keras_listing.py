@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...lazy import lazy_module
-from .keras import LAYER_NAMES, WEIGHT_NAMES, is_keras3, is_nested_model, string_list, weights_group
+from .keras import LAYER_NAMES, WEIGHT_NAMES, get, is_keras3, is_nested_model, string_list, weights_group
 from .one_reading import remembered
 from .signature import is_hdf5
 from .workarounds import check_global_heaps
@@ -75,7 +75,7 @@ def _list_weights(path: Path) -> dict[str, list[str]]:
                 return {}
             listed = {}
             for name in string_list(path, group.attrs, LAYER_NAMES, "the root") or []:
-                child = group.get(name)
+                child = get(group, name)
                 listed[name] = (string_list(path, child.attrs, WEIGHT_NAMES, f"layer {name!r}") or []
                                 if isinstance(child, h5py.Group) else [])
             return listed
