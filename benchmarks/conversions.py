@@ -370,17 +370,21 @@ STARTUP_REPS = 21
 
 
 def startup_row(size: str, section: Section, runner: Runner) -> None:
-    """Issue 17: `bertconv audit` of model.safetensors within 3x of a bare interpreter, the two
-    taking turns, `STARTUP_REPS` runs each (medians)."""
+    """Issues 17 and 31: `bertconv audit` and `bertconv inspect` of model.safetensors each within
+    3x of a bare interpreter, the three taking turns, `STARTUP_REPS` runs each (medians)."""
     reps = max(runner.reps, STARTUP_REPS)
-    audit_runs, bare = runner.run_alternating([Command([*bertconv_command(), "audit", inputs.entry_path(size, "hf-safetensors")]),
-                                               Command([sys.executable, "-c", "pass"])], reps=reps)
-    passed = None if bare is None or audit_runs is None else audit_runs.median_s <= STARTUP_GOAL * bare.median_s
-    times = "" if passed is None else \
-        (f"bertconv audit = {audit_runs.median_s / bare.median_s:.1f}× this "
-         f"({audit_runs.median_s * 1000:.0f} vs {bare.median_s * 1000:.0f} ms, medians of {reps} runs each, taking turns)")
-    section.rows.append(Row("audit model.safetensors", "python -c pass (interpreter start-up)", bare,
-                            check=f"bertconv ≤ {STARTUP_GOAL:g}× this", passed=passed, note=times, why=WHY["startup"]))
+    entry = inputs.entry_path(size, "hf-safetensors")
+    *headers, bare = runner.run_alternating([Command([*bertconv_command(), "audit", entry]),
+                                             Command([*bertconv_command(), "inspect", entry]),
+                                             Command([sys.executable, "-c", "pass"])], reps=reps)
+    for command, runs in zip(("audit", "inspect"), headers):
+        passed = None if bare is None or runs is None else runs.median_s <= STARTUP_GOAL * bare.median_s
+        times = "" if passed is None else \
+            (f"bertconv {command} = {runs.median_s / bare.median_s:.1f}× this "
+             f"({runs.median_s * 1000:.0f} vs {bare.median_s * 1000:.0f} ms, medians of {reps} runs each, taking turns)")
+        section.rows.append(Row(f"{command} model.safetensors", "python -c pass (interpreter start-up)", bare,
+                                check=f"bertconv ≤ {STARTUP_GOAL:g}× this", passed=passed, note=times,
+                                why=WHY["startup"]))
 
 
 def diff_row(size: str, runner: Runner, section: Section) -> None:

@@ -248,6 +248,21 @@ def test_a_section_builds_its_inputs_in_an_empty_bench_dir(tiny_inputs, tmp_path
     assert audit is not None and audit.samples[0].exit_code == 0
 
 
+def test_the_startup_rows_hold_audit_and_inspect_against_a_bare_interpreter(tiny_inputs, tmp_path, monkeypatch,
+                                                                              no_untimed_first_runs):
+    """Issue 31: `audit` and `inspect` are each measured against `python -c pass`, the three
+    taking turns, and each row says its ratio and verdict."""
+    from benchmarks import conversions, report
+
+    monkeypatch.setattr(conversions, "STARTUP_REPS", 2)
+    section = report.Section("tiny")
+    conversions.startup_row("tiny", section, conversions.Runner(1, tmp_path / "out", lambda line: None))
+    assert [row.task for row in section.rows] == ["audit model.safetensors", "inspect model.safetensors"]
+    for row, command in zip(section.rows, ("audit", "inspect")):
+        assert row.tool == "python -c pass (interpreter start-up)" and row.passed is not None
+        assert row.note.startswith(f"bertconv {command} = ") and "medians of 2 runs each" in row.note
+
+
 @requires("safetensors")
 @pytest.mark.parametrize("kind", ["hf-tf", "hf-flax"])
 def test_inputs_bertconv_writes_are_built_from_the_safetensors_input(tiny_inputs, kind):
