@@ -248,6 +248,7 @@ def test_a_section_builds_its_inputs_in_an_empty_bench_dir(tiny_inputs, tmp_path
     assert audit is not None and audit.samples[0].exit_code == 0
 
 
+@requires("safetensors")  # the inputs' writer
 def test_the_startup_rows_hold_audit_and_inspect_against_a_bare_interpreter(tiny_inputs, tmp_path, monkeypatch,
                                                                               no_untimed_first_runs):
     """Issue 31: `audit` and `inspect` are each measured against `python -c pass`, the three
