@@ -259,7 +259,7 @@ def _read_listed_open(path: Path, f: h5py.File) -> tuple[KerasWeight, ...]:
         if not isinstance(found, h5py.Dataset):
             what = "nothing" if found is None else "a group"
             raise bad_input(path, f"layer_names lists dataset {name!r} but the file holds {what} there")
-        weights.append(KerasWeight(name, dataset_at(path, f, name, size)))
+        weights.append(KerasWeight(name, _dataset_in_file(path, f, name, found, size)))
     return tuple(weights)
 
 
@@ -349,7 +349,11 @@ def get(group: h5py.Group, name: str) -> h5py.Group | h5py.Dataset | h5py.Dataty
 
 def dataset_at(path: Path, f: h5py.File, name: str, size: int) -> LazyTensor:
     """Dataset `name` of the open file `f` as a lazy tensor, refused when it is an external link."""
-    dataset = f[name]
+    return _dataset_in_file(path, f, name, f[name], size)
+
+
+def _dataset_in_file(path: Path, f: h5py.File, name: str, dataset: h5py.Dataset, size: int) -> LazyTensor:
+    """`dataset`, opened as `name` in `f`, as a lazy tensor; refused when it is an external link."""
     if dataset.id.fileno != f.id.fileno:
         raise bad_input(path, f"dataset {name!r} is an external link into {dataset.file.filename}; refused")
     return dataset_tensor(path, dataset, size, f"dataset {name!r}")
