@@ -99,3 +99,57 @@ def test_outside_a_reading_every_question_is_answered_afresh(tmp_path):
         path.write_bytes(b"yy")
         assert one_reading.remembered(path, "q", learn) == 5
     assert one_reading.remembered(path, "q", learn) == 6
+
+
+def test_a_reading_reads_each_layers_weight_names_once(monkeypatch):
+    """The reader takes each layer's weight names from the listing format detection made of the
+    same file in the same reading: every `weight_names` attribute is read once, and the tree is
+    the one a reading without that listing gives."""
+    read_names = []
+    string_list = keras_h5.string_list
+
+    def recording(path, attrs, name, where):
+        read_names.append((name, where))
+        return string_list(path, attrs, name, where)
+
+    alone = keras_h5.read_weights_file(B4K / WEIGHTS)  # outside a reading: nothing listed before
+    monkeypatch.setattr(keras_h5, "string_list", recording)
+    monkeypatch.setattr(keras_listing, "string_list", recording)
+    assert formats.read(B4K).format == "bert4keras-h5"
+    layers = [where for name, where in read_names if name == keras_h5.WEIGHT_NAMES]
+    assert layers and len(layers) == len(set(layers))
+    with one_reading.one_reading():
+        keras_listing.layer_names(B4K / WEIGHTS)
+        listed_first = keras_h5.read_weights_file(B4K / WEIGHTS)
+    assert [(layer.name, [(w.name, w.tensor.shape) for w in layer.weights]) for layer in listed_first.layers] == \
+        [(layer.name, [(w.name, w.tensor.shape) for w in layer.weights]) for layer in alone.layers]
+
+
+def test_a_layer_without_weight_names_is_refused_after_a_listing(tmp_path):
+    """The listing notes a layer group without `weight_names` as such (not as a layer without
+    weights), so the reader still refuses it, naming the layer."""
+    path = tmp_path / WEIGHTS
+    path.write_bytes((B4K / WEIGHTS).read_bytes())
+    with h5py.File(path, "r+") as f:
+        del f["Embedding-Token"].attrs["weight_names"]
+    with one_reading.one_reading():
+        assert "Embedding-Token" in keras_listing.layer_names(path)
+        try:
+            keras_h5.read_weights_file(path)
+        except Exception as error:  # noqa: BLE001 - the message is what is checked
+            assert "layer 'Embedding-Token' has no weight_names attribute" in str(error)
+        else:
+            raise AssertionError("a layer without weight_names was read")
+
+
+def test_known_answers_only_what_this_reading_learnt_of_this_file(tmp_path):
+    path = tmp_path / "f.h5"
+    path.write_bytes(b"x")
+    assert one_reading.known(path, "q") is None
+    with one_reading.one_reading():
+        assert one_reading.known(path, "q") is None  # never learns
+        one_reading.remembered(path, "q", lambda: {"a": []})
+        assert one_reading.known(path, "q") == {"a": []} and one_reading.known(path, "other") is None
+        path.write_bytes(b"yy")
+        assert one_reading.known(path, "q") is None
+    assert one_reading.known(path, "q") is None

@@ -51,6 +51,7 @@ from ...errors import BadInput, bad_input
 from ...lazy import lazy_module
 from ...records import record
 from ...tensor import ArrayTensor, LazyTensor, MappedTensor, check_span, file_size
+from .one_reading import known
 from .signature import is_hdf5
 from .workarounds import check_global_heaps
 
@@ -184,9 +185,10 @@ def _read_open(path: Path, f: h5py.File) -> KerasWeightsFile:
     size = file_size(path)
     names = string_list(path, group.attrs, LAYER_NAMES, "the root")
     check_layer_names(path, names)
+    listed = _listed(path)
     layers: list[KerasLayer] = []
     for name in names:
-        layers.extend(_read_layer(path, group, name, size, f.id.fileno))
+        layers.extend(_read_layer(path, group, name, size, f.id.fileno, listed))
     seen: set[str] = set()
     for layer in layers:
         if layer.name in seen:
@@ -225,9 +227,10 @@ def _read_unexpanded_open(path: Path, f: h5py.File) -> KerasWeightsFile:
     size = file_size(path)
     names = string_list(path, group.attrs, LAYER_NAMES, "the root")
     check_layer_names(path, names)
+    listed = _listed(path)
     layers = []
     for name in names:
-        child, weight_names = _layer_group(path, group, name)
+        child, weight_names = _layer_group(path, group, name, listed)
         layers.append(KerasLayer(name, tuple(_read_weight(path, child, name, w, size, f.id.fileno) for w in weight_names)))
     return KerasWeightsFile(path, tuple(layers), tuple(_extra_weights(path, f, group, size)),
                             _string_attr(group.attrs, "backend"), _string_attr(group.attrs, "keras_version"))
@@ -287,8 +290,9 @@ def check_layer_names(path: Path, names: list[str]) -> None:
             raise bad_input(path, f"layer_names holds {name!r}, which is not a Keras layer name")
 
 
-def _read_layer(path: Path, root: h5py.Group, name: str, size: int, home: tuple) -> list[KerasLayer]:
-    group, weight_names = _layer_group(path, root, name)
+def _read_layer(path: Path, root: h5py.Group, name: str, size: int, home: tuple,
+                listed: dict[str, list[str] | None]) -> list[KerasLayer]:
+    group, weight_names = _layer_group(path, root, name, listed)
     weights = tuple(_read_weight(path, group, name, w, size, home) for w in weight_names)
     if not is_nested_model(name, weight_names):
         return [KerasLayer(name, weights)]
@@ -298,14 +302,30 @@ def _read_layer(path: Path, root: h5py.Group, name: str, size: int, home: tuple)
     return [KerasLayer(inner_name, tuple(ws), parent=name) for inner_name, ws in inner.items()]
 
 
-def _layer_group(path: Path, root: h5py.Group, name: str) -> tuple[h5py.Group, list[str]]:
-    """The group of layer `name` listed in `root`'s layer_names, and its weight names."""
+#: The `one_reading` question whose answer is each root `layer_names` entry with its group's
+#: `weight_names` (None where it has no group or no such attribute): `keras_listing` asks it.
+LISTED_WEIGHTS = "listed weights"
+
+
+def _listed(path: Path) -> dict[str, list[str] | None]:
+    """The weight names of the file's layers, as this reading's format detection already listed
+    them (`keras_listing`), or {}: a reader then need not read each layer's attribute again."""
+    listed = known(path, LISTED_WEIGHTS)
+    return listed if isinstance(listed, dict) else {}
+
+
+def _layer_group(path: Path, root: h5py.Group, name: str,
+                 listed: dict[str, list[str] | None]) -> tuple[h5py.Group, list[str]]:
+    """The group of layer `name` listed in `root`'s layer_names, and its weight names (`listed`'s
+    when it has them: read by the same call from the same, unchanged file)."""
     where = f"layer {name!r}"
     group = get(root, name)
     if not isinstance(group, h5py.Group):
         found = "nothing" if group is None else "a dataset"
         raise bad_input(path, f"{where} is listed in layer_names but the file holds {found} under that name")
-    weight_names = string_list(path, group.attrs, WEIGHT_NAMES, where)
+    weight_names = listed.get(name)
+    if weight_names is None:
+        weight_names = string_list(path, group.attrs, WEIGHT_NAMES, where)
     if weight_names is None:
         raise bad_input(path, f"{where} has no weight_names attribute")
     repeated = sorted(n for n, count in Counter(weight_names).items() if count > 1)

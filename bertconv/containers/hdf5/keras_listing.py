@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...lazy import lazy_module
-from .keras import LAYER_NAMES, WEIGHT_NAMES, get, is_keras3, is_nested_model, string_list, weights_group
+from .keras import (LAYER_NAMES, LISTED_WEIGHTS, WEIGHT_NAMES, get, is_keras3, is_nested_model, string_list,
+                    weights_group)
 from .one_reading import remembered
 from .signature import is_hdf5
 from .workarounds import check_global_heaps
@@ -44,7 +45,8 @@ def layer_names(path: Path) -> list[str]:
     """The root `layer_names` of a Keras 2 file, plus the first path component of every weight
     of a nested model group; [] for a file that is not one. Reads attributes only; never raises."""
     listed = _listed_weights(path)
-    inner = [w.split("/", 1)[0] for name, weights in listed.items() for w in weights if not w.startswith(name + "/")]
+    inner = [w.split("/", 1)[0] for name, weights in listed.items() for w in weights or ()
+             if not w.startswith(name + "/")]
     return list(dict.fromkeys([*listed, *inner]))
 
 
@@ -53,6 +55,7 @@ def weight_names(path: Path) -> dict[str, list[str]]:
     nested model's layers in its place); {} for a file that is not one. Attributes only; never raises."""
     layers: dict[str, list[str]] = {}
     for name, weights in _listed_weights(path).items():
+        weights = weights or []
         if not is_nested_model(name, weights):
             layers[name] = weights
             continue
@@ -61,12 +64,13 @@ def weight_names(path: Path) -> dict[str, list[str]]:
     return layers
 
 
-def _listed_weights(path: Path) -> dict[str, list[str]]:
-    """Each root `layer_names` entry with its group's `weight_names` ([] when it has no group)."""
-    return remembered(path, "listed weights", lambda: _list_weights(path))
+def _listed_weights(path: Path) -> dict[str, list[str] | None]:
+    """Each root `layer_names` entry with its group's `weight_names` (None when it has no group or
+    no such attribute); `keras.read_weights_file` takes them from here within one reading."""
+    return remembered(path, LISTED_WEIGHTS, lambda: _list_weights(path))
 
 
-def _list_weights(path: Path) -> dict[str, list[str]]:
+def _list_weights(path: Path) -> dict[str, list[str] | None]:
     try:
         check_global_heaps(path)
         with h5py.File(path, "r") as f:
@@ -76,8 +80,8 @@ def _list_weights(path: Path) -> dict[str, list[str]]:
             listed = {}
             for name in string_list(path, group.attrs, LAYER_NAMES, "the root") or []:
                 child = get(group, name)
-                listed[name] = (string_list(path, child.attrs, WEIGHT_NAMES, f"layer {name!r}") or []
-                                if isinstance(child, h5py.Group) else [])
+                listed[name] = (string_list(path, child.attrs, WEIGHT_NAMES, f"layer {name!r}")
+                                if isinstance(child, h5py.Group) else None)
             return listed
     except Exception:  # noqa: BLE001 - a listing for sniffing; `read_weights_file` reports errors
         return {}

@@ -34,17 +34,33 @@ def one_reading() -> Iterator[None]:
         _answers.reset(token)
 
 
+def _identity(path: Path, question: str) -> tuple | None:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return (question, stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+
+
+def known(path: Path, question: str) -> object | None:
+    """What this question about this unchanged file was answered within the current `one_reading`
+    block, if it was asked; None otherwise (nothing is learnt)."""
+    answers = _answers.get()
+    if not answers:
+        return None
+    key = _identity(path, question)
+    return None if key is None else answers.get(key)
+
+
 def remembered(path: Path, question: str, learn: Callable[[], T]) -> T:
     """`learn()`, or within a `one_reading` block what it returned for this question and file
     before (an exception is not remembered: the next call learns again)."""
     answers = _answers.get()
     if answers is None:
         return learn()
-    try:
-        stat = os.stat(path)
-    except OSError:
+    key = _identity(path, question)
+    if key is None:
         return learn()  # let the reader report what is wrong with the path
-    key = (question, stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
     if key not in answers:
         answers[key] = learn()
     return answers[key]

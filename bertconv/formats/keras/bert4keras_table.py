@@ -32,6 +32,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections import Counter
+from functools import cache
 from pathlib import Path
 from typing import Iterable
 
@@ -315,9 +316,10 @@ ROFORMER_V2_TABLE = Table("bert4keras roformer_v2", tuple(
     or row.canonical.startswith("layers.") and row.canonical.endswith(".kernel")))
 
 
-def _patterns(layers: tuple[tuple[str, LayerKind], ...]) -> tuple[tuple[re.Pattern, LayerKind], ...]:
-    return tuple((re.compile(re.escape(template).replace(re.escape("{i}"), r"(?:0|[1-9]\d*)") + r"\Z"), kind)
-                 for template, kind in layers)
+@cache  # a family's few layer templates, matched against every layer of every file read and written
+def _pattern(template: str) -> re.Pattern:
+    """The layer names `template` stands for: "Transformer-{i}-FeedForward" with any layer index."""
+    return re.compile(re.escape(template).replace(re.escape("{i}"), r"(?:0|[1-9]\d*)") + r"\Z")
 
 
 @record
@@ -338,8 +340,8 @@ class Family:
     weightless: tuple[str, ...] = ()
 
     def kind_of(self, layer: str) -> LayerKind | None:
-        for pattern, kind in _patterns(self.layers):
-            if pattern.match(layer):
+        for template, kind in self.layers:
+            if _pattern(template).match(layer):
                 return kind
         return None
 

@@ -50,13 +50,14 @@ def layers_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) -
     refuse_sentence_head_without_pooler(tree, ("nsp", "sop"), "bert4keras' NSP-Proba sits on Pooler-Dense (with_nsp "
                                         "implies with_pool), so it cannot be written --to bert4keras")
     refuse_untied_decoder(tree, drop_untied_decoder, "bert4keras ties the decoder to Embedding-Token by construction")
+    conditional = tree.conditional
     names = model_layers(tree.config.num_hidden_layers, heads, segments="embeddings.token_type" in tree,
-                         conditional=tree.conditional, family=family,
+                         conditional=conditional, family=family,
                          projection="embeddings.projection.kernel" in tree)
     layers, written, missing = [], set(), []
     for name in names:
         kind = family.kind_of(name)
-        slots = () if kind is None else kind.slots + (kind.conditional if tree.conditional else ())
+        slots = () if kind is None else kind.slots + (kind.conditional if conditional else ())
         if kind is RELATIVE_POSITION:  # NEZHA's sinusoids: computed, as bert4keras initializes them
             layers.append(LayerToWrite(name, ((f"{name}/embeddings:0", _relative_sinusoids(tree)),)))
             continue
