@@ -117,6 +117,24 @@ MAX_MODULE_LINES = 500
 MAX_FOLDER_MODULES = 15
 
 
+@pytest.mark.parametrize("script", sorted((ROOT / "fixtures").glob("make_*.py")), ids=lambda path: path.name)
+def test_every_name_a_fixture_script_takes_from_bertconv_exists(script):
+    """`make fixtures` runs these scripts with TensorFlow and the other libraries, which the suite
+    does not run them with: a module or name moved inside bertconv must not break one unseen."""
+    import importlib.util
+
+    for node in ast.walk(ast.parse(script.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "bertconv":
+            module = importlib.import_module(node.module)
+            missing = [alias.name for alias in node.names
+                       if not hasattr(module, alias.name) and importlib.util.find_spec(f"{node.module}.{alias.name}") is None]
+            assert not missing, f"{script.name} line {node.lineno}: {node.module} has no {', '.join(missing)}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "bertconv":
+                    importlib.import_module(alias.name)
+
+
 def test_no_module_outgrows_one_job():
     long = {str(path.relative_to(ROOT)): n for path in PACKAGE.rglob("*.py")
             if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
