@@ -256,13 +256,13 @@ def _read_listed_open(path: Path, f: h5py.File) -> tuple[KerasWeight, ...]:
     size = file_size(path)
     weights = []
     for name in names:
-        if not name or name.startswith("/") or any(part in ("", ".", "..") for part in name.split("/")):
+        if not _is_relative_path(name):
             raise bad_input(path, f"layer_names holds {name!r}, not a relative dataset path")
         found = get(f, name)
         if not isinstance(found, h5py.Dataset):
             what = "nothing" if found is None else "a group"
             raise bad_input(path, f"layer_names lists dataset {name!r} but the file holds {what} there")
-        weights.append(KerasWeight(name, _dataset_in_file(path, f, name, found, size)))
+        weights.append(KerasWeight(name, _tensor_in_file(path, found, f.id.fileno, size, f"dataset {name!r}")))
     return tuple(weights)
 
 
@@ -339,20 +339,23 @@ def is_nested_model(name: str, weight_names: Sequence[str]) -> bool:
     return bool(weight_names) and not any(w.startswith(name + "/") for w in weight_names)
 
 
+def _is_relative_path(name: str) -> bool:
+    """A path below the group it is looked up in: not empty, not absolute, no empty, "." or ".." part."""
+    return bool(name) and not name.startswith("/") and not any(part in ("", ".", "..") for part in name.split("/"))
+
+
 def _read_weight(path: Path, group: h5py.Group, layer: str, name: str, size: int, home: tuple) -> KerasWeight:
     """The weight `name` listed by `layer`'s `group`; `home` is the file number of the file at `path`
-    (h5py's `fileno`: a dataset reached through an external link has another)."""
+    (see `_tensor_in_file`)."""
     where = f"layer {layer!r} weight {name!r}"
-    if not name or name.startswith("/") or any(part in ("", ".", "..") for part in name.split("/")):
+    if not _is_relative_path(name):
         raise bad_input(path, f"{where}: not a relative dataset name")
     dataset = get(group, name)
     if not isinstance(dataset, h5py.Dataset):
         found = "nothing" if dataset is None else "a group"
         raise bad_input(path, f"{where} is listed in weight_names but the file holds {found} at "
                               f"{group.name}/{name}")
-    if dataset.id.fileno != home:
-        raise bad_input(path, f"{where} is an external link into {dataset.file.filename}; refused")
-    return KerasWeight(name, dataset_tensor(path, dataset, size, where))
+    return KerasWeight(name, _tensor_in_file(path, dataset, home, size, where))
 
 
 def get(group: h5py.Group, name: str) -> h5py.Group | h5py.Dataset | h5py.Datatype | None:
@@ -369,14 +372,15 @@ def get(group: h5py.Group, name: str) -> h5py.Group | h5py.Dataset | h5py.Dataty
 
 def dataset_at(path: Path, f: h5py.File, name: str, size: int) -> LazyTensor:
     """Dataset `name` of the open file `f` as a lazy tensor, refused when it is an external link."""
-    return _dataset_in_file(path, f, name, f[name], size)
+    return _tensor_in_file(path, f[name], f.id.fileno, size, f"dataset {name!r}")
 
 
-def _dataset_in_file(path: Path, f: h5py.File, name: str, dataset: h5py.Dataset, size: int) -> LazyTensor:
-    """`dataset`, opened as `name` in `f`, as a lazy tensor; refused when it is an external link."""
-    if dataset.id.fileno != f.id.fileno:
-        raise bad_input(path, f"dataset {name!r} is an external link into {dataset.file.filename}; refused")
-    return dataset_tensor(path, dataset, size, f"dataset {name!r}")
+def _tensor_in_file(path: Path, dataset: h5py.Dataset, home: tuple, size: int, where: str) -> LazyTensor:
+    """`dataset` as a lazy tensor, refused when it lies in another file than `home`, the file
+    number of the file at `path` (h5py's `fileno`: a dataset behind an external link has another)."""
+    if dataset.id.fileno != home:
+        raise bad_input(path, f"{where} is an external link into {dataset.file.filename}; refused")
+    return dataset_tensor(path, dataset, size, where)
 
 
 def dataset_tensor(path: Path, dataset: h5py.Dataset, size: int, where: str) -> LazyTensor:
