@@ -7,7 +7,9 @@ import os
 
 import h5py
 import numpy as np
+import pytest
 
+import bertconv
 from bertconv import dtypes, formats
 from bertconv.containers.hdf5 import image, keras_listing, one_reading, workarounds
 from bertconv.containers.hdf5 import keras as keras_h5
@@ -42,15 +44,20 @@ def test_hdf5_never_writes_the_file_and_the_stream_holds_every_value(tmp_path, m
     """h5py is handed the in-memory image, never the output's path (after a failed write HDF5
     crashes the process); the file bertconv streams is one h5py and Keras' reader read alike,
     a transposed source included."""
-    opened = []
-    real = h5py.File
+    created, opened = [], []
+    real_create, real_file = h5py.h5f.create, h5py.File
 
-    def recording(name, *args, **kwargs):
+    def recording_create(name, *args, fapl=None, **kwargs):
+        created.append(fapl.get_driver() if fapl is not None else None)
+        return real_create(name, *args, fapl=fapl, **kwargs)
+
+    def recording_file(name, *args, **kwargs):
         opened.append(name)
-        return real(name, *args, **kwargs)
+        return real_file(name, *args, **kwargs)
 
     image.h5py.File  # the lazy module imported first: it then holds h5py's names, where the patch goes  # noqa: B018
-    monkeypatch.setattr(image.h5py, "File", recording)
+    monkeypatch.setattr(image.h5py.h5f, "create", recording_create)
+    monkeypatch.setattr(image.h5py, "File", recording_file)
     rng = np.random.default_rng(0)
     kernel = rng.standard_normal((7, 5)).astype(np.float32)
     bias = rng.standard_normal(5).astype(np.float32)
@@ -59,7 +66,8 @@ def test_hdf5_never_writes_the_file_and_the_stream_holds_every_value(tmp_path, m
                                      ("Dense/bias:0", ArrayTensor(bias, dtypes.FLOAT32))))]
     path = tmp_path / "w.h5"
     write_weights_file(path, layers, backend="tensorflow", keras_version="2.21.0")
-    assert opened and all(isinstance(name, image.MetadataImage) for name in opened)
+    assert created == [h5py.h5fd.fileobj_driver]  # made in memory, through h5py's file-object driver
+    assert not [name for name in opened if isinstance(name, (str, bytes, os.PathLike))]
     monkeypatch.undo()
     with h5py.File(path, "r") as f:
         np.testing.assert_array_equal(f["Dense/Dense/kernel:0"][()], kernel)
@@ -153,3 +161,43 @@ def test_known_answers_only_what_this_reading_learnt_of_this_file(tmp_path):
         path.write_bytes(b"yy")
         assert one_reading.known(path, "q") is None
     assert one_reading.known(path, "q") is None
+
+
+# --- the same bytes -----------------------------------------------------------------------------
+
+
+def _objects_with_times(path) -> list[str]:
+    """The objects of HDF5 file `path` that record when they were made or changed."""
+    timed = []
+    with h5py.File(path, "r") as f:
+        def check(name, obj):
+            info = h5py.h5o.get_info(obj.id)
+            if info.ctime or info.mtime or info.btime:
+                timed.append(name)
+        check("/", f)
+        f.visititems(check)
+    return timed
+
+
+@pytest.mark.parametrize("source, target, options", [
+    (FIXTURES / "hf" / "masked_lm", "bert4keras", {}),
+    (FIXTURES / "hf" / "masked_lm", "hf-tf", {}),
+    (FIXTURES / "keras_hub" / "bert", "keras-hub", {}),
+    (FIXTURES / "keras_hub" / "deberta_v3_sharded", "keras-hub", {"max_shard_size": 2000}),
+    (FIXTURES / "hf" / "masked_lm", "hf", {}),
+    (FIXTURES / "hf" / "masked_lm", "tf", {}),
+    (FIXTURES / "hf" / "masked_lm", "hf-flax", {}),
+    (FIXTURES / "hf" / "masked_lm", "onnx", {}),
+])
+def test_an_output_records_no_time_and_repeats_byte_for_byte(tmp_path, source, target, options):
+    """HDF5 stamps a new object with the clock unless told not to; no object bertconv writes
+    carries a time, and converting one checkpoint twice gives the same bytes in every format."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    bertconv.convert(source, first, to=target, **options)
+    bertconv.convert(source, second, to=target, **options)
+    written = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
+    assert written == sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file())
+    for name in written:
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name
+        if name.suffix == ".h5":
+            assert _objects_with_times(first / name) == [], name

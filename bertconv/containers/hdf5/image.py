@@ -3,7 +3,7 @@ writes it.
 
 h5py creates the groups, attributes and datasets into a `MetadataImage`, a file object that
 keeps only the pages HDF5 writes (its metadata: some KiB for a BERT). Each dataset's storage is
-allocated when it is created but never filled (`unfilled_dataset`), so its offset is known and
+allocated when it is created but never filled (`Layout.dataset`), so its offset is known and
 HDF5 writes none of its bytes. `write_file` then writes the whole file in order, the image's
 bytes between the datasets and each tensor at its dataset's offset, through `stream.append`:
 past the page cache for a large file, transposes computed straight into the output.
@@ -18,6 +18,10 @@ cache: a bert-base hf -> bert4keras conversion took 1.3-1.8 s on the test machin
 h5py's file-object driver asks nothing of the layout (no metadata aggregation), so the offsets
 differ from those the sec2 driver (h5py's default, which Keras uses) would choose: a different
 layout of the same HDF5 objects, read alike by h5py and Keras.
+
+No object records when it was made (`Layout`): HDF5 stamps each new object with the clock unless
+told not to, and two conversions of one checkpoint differed in those seconds alone; the same
+input gives the same bytes.
 """
 
 from __future__ import annotations
@@ -118,39 +122,84 @@ class MetadataImage(io.RawIOBase):
             done += end - start
 
 
-def unfilled_dataset(group: h5py.Group, name: str, shape: tuple[int, ...], dtype) -> h5py.Dataset:
-    """A dataset `name` (intermediate groups made) of `shape` and `dtype` in `group`, its storage
-    contiguous, allocated at once and never filled by HDF5: its offset is known, its bytes are
-    the writer's. Made through h5py's low-level calls: `create_dataset` costs about twice as much
-    per dataset (it checks the name, makes a property list, wraps each object twice)."""
-    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
-    dcpl.set_layout(h5py.h5d.CONTIGUOUS)
-    dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
-    dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
-    space = h5py.h5s.create_simple(shape) if shape else h5py.h5s.create(h5py.h5s.SCALAR)
-    stored = h5py.h5t.py_create(np.dtype(dtype), logical=True)
-    return h5py.Dataset(h5py.h5d.create(group.id, name.encode("utf-8"), stored, space, dcpl=dcpl,
-                                        lcpl=_link_properties(name.isascii())))
+class Layout:
+    """The objects of a new HDF5 file, made in its `MetadataImage`: groups (`group`) and datasets
+    whose storage is allocated but never filled (`dataset`), none recording when it was made.
+
+    Made through h5py's low-level calls with property lists built once per file: h5py's
+    `create_dataset` costs about twice as much per dataset (it checks the name, makes a property
+    list, wraps each object twice). Every group is made here, so one not yet made does not exist
+    and no path is looked up in the file.
+    """
+
+    def __init__(self, file: h5py.File):
+        self.file = file
+        self._groups: dict[str, h5py.h5g.GroupID] = {"": file.id}
+        self._group_plist = _untimed(h5py.h5p.GROUP_CREATE)
+        self._dataset_plist = _untimed(h5py.h5p.DATASET_CREATE)
+        self._dataset_plist.set_layout(h5py.h5d.CONTIGUOUS)
+        self._dataset_plist.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+        self._dataset_plist.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+        self._link_plists = {True: _link_properties(ascii_name=True), False: _link_properties(ascii_name=False)}
+
+    def group(self, path: str) -> h5py.Group:
+        """The group at `path` ("a/b/c"), made with any group missing on the way."""
+        return h5py.Group(self._group_id(path))
+
+    def dataset(self, path: str, shape: tuple[int, ...], dtype) -> h5py.Dataset:
+        """A dataset at `path` (its groups made) of `shape` and `dtype`, its storage contiguous,
+        allocated at once and never filled by HDF5: its offset is known, its bytes are the
+        writer's."""
+        folder, _, name = path.rpartition("/")
+        space = h5py.h5s.create_simple(shape) if shape else h5py.h5s.create(h5py.h5s.SCALAR)
+        stored = h5py.h5t.py_create(np.dtype(dtype), logical=True)
+        return h5py.Dataset(h5py.h5d.create(self._group_id(folder), name.encode("utf-8"), stored, space,
+                                            dcpl=self._dataset_plist, lcpl=self._link_plists[name.isascii()]))
+
+    def _group_id(self, path: str) -> h5py.h5g.GroupID:
+        path = "/".join(part for part in path.split("/") if part)  # as HDF5 reads "a//b/"
+        made = self._groups.get(path)
+        if made is None:
+            folder, _, name = path.rpartition("/")
+            made = h5py.h5g.create(self._group_id(folder), name.encode("utf-8"), lcpl=self._link_plists[name.isascii()],
+                                   gcpl=self._group_plist)
+            self._groups[path] = made
+        return made
+
+
+def _untimed(plist_class):
+    """A creation property list of `plist_class` whose object records no creation time."""
+    plist = h5py.h5p.create(plist_class)
+    plist.set_obj_track_times(False)
+    return plist
 
 
 def _link_properties(ascii_name: bool) -> h5py.h5p.PropLCID:
-    """Links made with their intermediate groups, their names marked UTF-8 unless ASCII (as h5py
-    marks them)."""
+    """Links whose names are marked UTF-8 unless ASCII (as h5py marks them)."""
     lcpl = h5py.h5p.create(h5py.h5p.LINK_CREATE)
-    lcpl.set_create_intermediate_group(True)
     if not ascii_name:
         lcpl.set_char_encoding(h5py.h5t.CSET_UTF8)
     return lcpl
 
 
-def write_file(path: Path, lay_out: Callable[[h5py.File], list[Placed]],
+def _new_file(image: MetadataImage) -> h5py.File:
+    """An empty HDF5 file written into `image` as h5py.File(image, "w") makes one, except that its
+    root group records no creation time."""
+    access = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+    access.set_libver_bounds(h5py.h5f.LIBVER_EARLIEST, h5py.h5f.LIBVER_LATEST)
+    access.set_fileobj_driver(h5py.h5fd.fileobj_driver, image)
+    return h5py.File(h5py.h5f.create(b"image", h5py.h5f.ACC_TRUNC, fapl=access,
+                                     fcpl=_untimed(h5py.h5p.FILE_CREATE)))
+
+
+def write_file(path: Path, lay_out: Callable[[Layout], list[Placed]],
                on_tensor: Callable[[int], None] | None = None) -> None:
-    """Write a new HDF5 file at `path`: `lay_out(file)` creates its objects (every dataset an
-    `unfilled_dataset`) and returns where each tensor goes; then the file is written
-    front to back. `on_tensor(nbytes)` is called after each tensor."""
+    """Write a new HDF5 file at `path`: `lay_out(layout)` creates its objects (every dataset
+    through `Layout.dataset`) and returns where each tensor goes; then the file is written front
+    to back. `on_tensor(nbytes)` is called after each tensor."""
     image = MetadataImage()
-    with h5py.File(image, "w") as f:
-        placed = lay_out(f)
+    with _new_file(image) as f:
+        placed = lay_out(Layout(f))
     pieces: list[stream.Piece] = []
     position = 0
     for offset, where, tensor in sorted((p for p in placed if p[2].nbytes), key=lambda p: p[0] or 0):

@@ -13,18 +13,12 @@ bertconv writes it front to back (`containers/hdf5/image.py`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import Callable, Sequence
 
 from ... import dtypes
-from ...lazy import lazy_module
 from ...records import record
 from ...tensor import LazyTensor
 from . import image
-
-if TYPE_CHECKING:
-    import h5py
-else:
-    h5py = lazy_module("h5py")
 
 VARS = "vars"
 #: How h5py stores the ml_dtypes bfloat16 arrays Keras hands it: 2-byte opaque data (Keras marks
@@ -46,18 +40,19 @@ class Keras3Object:
 def write_keras3_file(path: Path, objects: Sequence[Keras3Object], *,
                       on_tensor: Callable[[int], None] | None = None) -> None:
     """Write `objects` as a Keras 3 weights file at `path` (a new file)."""
-    image.write_file(Path(path), lambda f: _lay_out(f, objects), on_tensor)
+    image.write_file(Path(path), lambda layout: _lay_out(layout, objects), on_tensor)
 
 
-def _lay_out(f: h5py.File, objects: Sequence[Keras3Object]) -> list[image.Placed]:
+def _lay_out(layout: image.Layout, objects: Sequence[Keras3Object]) -> list[image.Placed]:
     placed = []
     for obj in objects:
-        group = f.create_group(f"{obj.path}/{VARS}" if obj.path else VARS)
+        folder = f"{obj.path}/{VARS}" if obj.path else VARS
+        group = layout.group(folder)
         group.attrs["name"] = obj.name
         for index, tensor in enumerate(obj.variables):
             bfloat16 = tensor.dtype is dtypes.BFLOAT16
-            dataset = image.unfilled_dataset(group, str(index), tuple(tensor.shape),
-                                             _BFLOAT16_STORED if bfloat16 else tensor.dtype.numpy)
+            dataset = layout.dataset(f"{folder}/{index}", tuple(tensor.shape),
+                                     _BFLOAT16_STORED if bfloat16 else tensor.dtype.numpy)
             if bfloat16:
                 dataset.attrs["dtype"] = "bfloat16"
             placed.append((dataset.id.get_offset(), f"{group.name}/{index}", tensor))

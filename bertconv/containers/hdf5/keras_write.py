@@ -57,22 +57,24 @@ def write_weights_file(path: Path, layers: Sequence[LayerToWrite], *, backend: s
             if tensor.dtype is dtypes.BFLOAT16:
                 raise bad_input(path, f"layer {layer.name!r} weight {name!r} is bfloat16, which Keras HDF5 "
                                       f"files cannot hold; widen it to float32 first")
-    image.write_file(path, lambda f: _lay_out(f, layers, backend=backend, keras_version=keras_version), on_tensor)
+    image.write_file(path, lambda layout: _lay_out(layout, layers, backend=backend, keras_version=keras_version),
+                     on_tensor)
 
 
-def _lay_out(f: h5py.File, layers: Sequence[LayerToWrite], *, backend: str, keras_version: str) -> list[image.Placed]:
+def _lay_out(layout: image.Layout, layers: Sequence[LayerToWrite], *, backend: str,
+             keras_version: str) -> list[image.Placed]:
     """The file's groups, names and (unfilled) datasets; returns (offset, where, tensor) for every dataset."""
     placed = []
+    f = layout.file
     _save_list_attr(f, LAYER_NAMES, [layer.name for layer in layers])
     f.attrs["backend"] = backend.encode("utf-8")
     f.attrs["keras_version"] = keras_version.encode("utf-8")
     for layer in sorted(layers, key=lambda layer: layer.name):
-        group = f.create_group(layer.name)
-        _save_list_attr(group, WEIGHT_NAMES, [name for name, _ in layer.weights])
+        _save_list_attr(layout.group(layer.name), WEIGHT_NAMES, [name for name, _ in layer.weights])
         for name, tensor in layer.weights:
-            dataset = image.unfilled_dataset(group, name, tuple(tensor.shape), tensor.dtype.numpy)
+            dataset = layout.dataset(f"{layer.name}/{name}", tuple(tensor.shape), tensor.dtype.numpy)
             placed.append((dataset.id.get_offset(), f"layer {layer.name!r} weight {name!r}", tensor))
-    top = f.create_group(TOP_LEVEL_WEIGHTS)
+    top = layout.group(TOP_LEVEL_WEIGHTS)
     _save_list_attr(top, WEIGHT_NAMES, [])
     return placed
 
