@@ -11,6 +11,7 @@ import pytest
 
 import bertconv
 from bertconv import dtypes, formats
+from bertconv.containers import direct_output
 from bertconv.containers.hdf5 import image, keras_listing, one_reading, workarounds
 from bertconv.containers.hdf5 import keras as keras_h5
 from bertconv.containers.hdf5.keras_write import LayerToWrite, write_weights_file
@@ -75,6 +76,36 @@ def test_hdf5_never_writes_the_file_and_the_stream_holds_every_value(tmp_path, m
     read = keras_h5.read_weights_file(path)
     assert [layer.name for layer in read.layers] == ["Input-Token", "Dense"]
     np.testing.assert_array_equal(read.layers[1].weights[0].tensor.read(), kernel)
+
+
+def test_a_file_written_past_the_cache_has_its_metadata_read_ahead_and_nothing_else(tmp_path, monkeypatch):
+    """The spans read ahead for the read-back are the file's bytes outside its tensors, all of
+    them: with the tensors' storage (as h5py places it) they tile the file exactly."""
+    advised = []
+    real_advise = os.posix_fadvise
+
+    def recording(fd, offset, length, advice):
+        if advice == os.POSIX_FADV_WILLNEED:
+            advised.append((offset, offset + length))
+        return real_advise(fd, offset, length, advice)
+
+    monkeypatch.setattr(direct_output, "DIRECT_MIN_BYTES", 0)  # this small file written as a large one is
+    monkeypatch.setattr(image.os, "posix_fadvise", recording)
+    rng = np.random.default_rng(0)
+    layers = [LayerToWrite(f"Dense-{i}", ((f"Dense-{i}/kernel:0", ArrayTensor(rng.standard_normal((64, 96)).astype(np.float32),
+                                                                              dtypes.FLOAT32)),
+                                          (f"Dense-{i}/bias:0", ArrayTensor(np.ones(96, np.float32), dtypes.FLOAT32))))
+              for i in range(3)]
+    path = tmp_path / "w.h5"
+    write_weights_file(path, layers, backend="tensorflow", keras_version="2.21.0")
+    with h5py.File(path, "r") as f:
+        stored = sorted((f[f"Dense-{i}/Dense-{i}/{w}"].id.get_offset(), f[f"Dense-{i}/Dense-{i}/{w}"].id.get_storage_size())
+                        for i in range(3) for w in ("kernel:0", "bias:0"))
+    tensors = [(offset, offset + size) for offset, size in stored]
+    assert advised and all(end > begin for begin, end in advised)
+    spans = sorted(advised + tensors)
+    ends = [0] + [end for _, end in spans]
+    assert [begin for begin, _ in spans] == ends[:-1] and ends[-1] == path.stat().st_size, spans
 
 
 # --- one reading --------------------------------------------------------------------------------

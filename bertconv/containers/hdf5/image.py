@@ -27,13 +27,14 @@ input gives the same bytes.
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from ...lazy import lazy_module
 from ...tensor import LazyTensor
 from .. import stream
-from ..direct_output import open_output
+from ..direct_output import DirectOutput, open_output
 
 if TYPE_CHECKING:
     import h5py
@@ -201,6 +202,7 @@ def write_file(path: Path, lay_out: Callable[[Layout], list[Placed]],
     with _new_file(image) as f:
         placed = lay_out(Layout(f))
     pieces: list[stream.Piece] = []
+    metadata: list[tuple[int, int]] = []  # [begin, end) of each span between the tensors
     position = 0
     for offset, where, tensor in sorted((p for p in placed if p[2].nbytes), key=lambda p: p[0] or 0):
         if offset is None:
@@ -209,7 +211,27 @@ def write_file(path: Path, lay_out: Callable[[Layout], list[Placed]],
             raise ValueError(f"{where}: HDF5 placed its {tensor.nbytes} bytes at byte {offset}, overlapping "
                              f"other data or past the file's {image.size} bytes")
         pieces += [image.bytes_between(position, offset), (where, tensor.dtype, tuple(tensor.shape), tensor)]
+        metadata.append((position, offset))
         position = offset + tensor.nbytes
     pieces.append(image.bytes_between(position, image.size))
+    metadata.append((position, image.size))
     with open_output(path, image.size) as out:
         stream.append(out, pieces, on_tensor=on_tensor)
+    if isinstance(out, DirectOutput):
+        _read_ahead(path, metadata)
+
+
+def _read_ahead(path: Path, spans: list[tuple[int, int]]) -> None:
+    """Start reading `spans` of the file at `path` into the page cache, all at once.
+
+    A file written past the page cache (`DirectOutput`) is read back next, and HDF5 reads its
+    metadata (the spans between the tensors) one small read at a time, each waiting for the disk
+    before the next is known: a BERT-large read-back took 0.13 s, against 0.06 s from the cache.
+    """
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for begin, end in spans:
+            if end > begin:
+                os.posix_fadvise(fd, begin, end - begin, os.POSIX_FADV_WILLNEED)
+    finally:
+        os.close(fd)
