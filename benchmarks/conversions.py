@@ -60,7 +60,8 @@ WHY = {
     "rss": "peak RSS above the largest tensor + 150 MiB",
 }
 #: bertconv --to target -> (input kind it is read back as, whether the output is a single file)
-TARGETS = {"hf": ("hf-safetensors", False), "tf": ("tf", False), "bert4keras": ("bert4keras", True)}
+TARGETS = {"hf": ("hf-safetensors", False), "tf": ("tf", False), "bert4keras": ("bert4keras", True),
+           "hf-tf": ("hf-tf", False), "hf-flax": ("hf-flax", False)}
 
 
 def bertconv_command() -> list[str]:
@@ -502,7 +503,7 @@ def check_for(size: str, command: list[str]) -> Callable[[Path], str] | None:
 def same_as_library(size: str, target: str, output: Path) -> str:
     """Whether bertconv's output is byte for byte the input the format's own library wrote from
     the same values ("yes"/"NO"), or "" where that is not expected (HDF5 files carry their own
-    layout and timestamps)."""
+    layout) or the input was written by bertconv itself (tf_model.h5, flax_model.msgpack)."""
     files = {"hf": ["model.safetensors"], "tf": ["bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001"]}
     if target not in files:
         return ""

@@ -28,8 +28,8 @@ file belongs to the one top-level value, lengths must agree with shapes and dtyp
 (nesting depth, entry counts checked against the bytes left, no allocation larger than a key).
 
 Writing streams the same encoding: headers and keys packed by `msgpack`, ext and bin headers
-built here (the `msgpack` packer has no header-only form for them), tensor bytes copied in row
-chunks, so memory stays near one chunk. The output is byte-identical to `msgpack_serialize` for
+built here (the `msgpack` packer has no header-only form for them), each array's bytes written
+by `stream.append` as a safetensors file's are. The output is byte-identical to `msgpack_serialize` for
 the same tree (same key order, smallest headers, as msgpack-python packs them).
 """
 
@@ -40,14 +40,13 @@ import math
 import os
 import struct
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Collection, Sequence
+from typing import TYPE_CHECKING, Callable, Collection, Iterator, Sequence
 
 from .. import dtypes
 from ..errors import BadInput, bad_input
 from ..lazy import lazy_module
 from ..records import record
 from ..tensor import ArrayTensor, LazyTensor, MappedTensor
-from .writeback import EarlyWriteback
 
 if TYPE_CHECKING:
     import msgpack
@@ -69,8 +68,6 @@ MAX_DIMENSIONS = 64
 MAX_DTYPE_NAME = 64
 #: No dimension of a real array comes near this; larger ones are corruption.
 MAX_DIMENSION = 2**40
-#: Copy granularity when writing.
-CHUNK_BYTES = 16 << 20
 
 #: fixmap, fixarray and fixstr carry their size in the type byte's low bits.
 _FIXMAP, _FIXARRAY, _FIXSTR = (0x80, 0x8F), (0x90, 0x9F), (0xA0, 0xBF)
@@ -376,11 +373,16 @@ def bin_header(length: int) -> bytes:
 
 def write_file(path: Path, arrays: Sequence[tuple[tuple[str, ...], LazyTensor]], *,
                on_tensor: Callable[[int], None] | None = None) -> None:
-    """Write `arrays` (key path, tensor) as `msgpack_serialize` would write their nested dict.
+    """Write `arrays` (key path, tensor) as `msgpack_serialize` would write their nested dict,
+    streamed (`stream.append`: past the page cache for a large file, each array's bytes copied
+    file to file where they are kept verbatim, else loaded ahead of the writing).
 
     Paths must form a tree (no path a prefix of another). Each map's keys are written in the
     order they first appear in `arrays`, as a dict built in that order keeps them.
     """
+    from . import stream
+    from .direct_output import open_output
+
     tree: dict = {}
     for keys, tensor in arrays:
         node = tree
@@ -391,32 +393,30 @@ def write_file(path: Path, arrays: Sequence[tuple[tuple[str, ...], LazyTensor]],
         if keys[-1] in node:
             raise ValueError(f"{'/'.join(keys)} given twice")
         node[keys[-1]] = tensor
-    packer = msgpack.Packer(use_bin_type=True)
-    with open(path, "wb") as out:
-        _write_node(out, packer, tree, on_tensor, EarlyWriteback(out))
+    pieces: list[stream.Piece] = []
+    encoded = bytearray()  # the headers and keys since the last array
+    for piece in _pieces(msgpack.Packer(use_bin_type=True), tree, ()):
+        if isinstance(piece, bytes):
+            encoded += piece
+        else:
+            pieces += [bytes(encoded), piece]
+            encoded.clear()
+    pieces.append(bytes(encoded))
+    with open_output(path, sum(stream.nbytes_of(piece) for piece in pieces)) as out:
+        stream.append(out, pieces, on_tensor=on_tensor)
 
 
-def _write_node(out, packer: msgpack.Packer, node, on_tensor, writeback: EarlyWriteback) -> None:
+def _pieces(packer: msgpack.Packer, node, keys: tuple[str, ...]) -> Iterator[bytes | tuple]:
+    """The encoding of `node` (a map, or an array at `keys`) in file order: msgpack's bytes, and
+    for each array's raw bytes a `stream.TensorSource`."""
     if isinstance(node, dict):
-        out.write(packer.pack_map_header(len(node)))
+        yield packer.pack_map_header(len(node))
         for key in node:
-            out.write(packer.pack(key))
-            _write_node(out, packer, node[key], on_tensor, writeback)
+            yield packer.pack(key)
+            yield from _pieces(packer, node[key], (*keys, key))
         return
     tensor: LazyTensor = node
     prefix = packer.pack_array_header(3) + packer.pack(list(tensor.shape)) + packer.pack(tensor.dtype.name)
     prefix += bin_header(tensor.nbytes)
-    out.write(ext_header(EXT_NDARRAY, len(prefix) + tensor.nbytes))
-    out.write(prefix)
-    if tensor.numel:
-        array = tensor.read()
-        if tuple(array.shape) != tuple(tensor.shape):
-            raise ValueError(f"source gave shape {list(array.shape)}, expected {list(tensor.shape)}")
-        flat = array.reshape(-1) if array.ndim else array.reshape(1)
-        step = max(1, CHUNK_BYTES // tensor.dtype.itemsize)
-        for begin in range(0, flat.shape[0], step):
-            out.write(np.ascontiguousarray(flat[begin:begin + step], dtype=tensor.dtype.numpy).data)
-        del array, flat
-        writeback.written(out.tell())
-    if on_tensor:
-        on_tensor(tensor.nbytes)
+    yield ext_header(EXT_NDARRAY, len(prefix) + tensor.nbytes) + prefix
+    yield "/".join(keys), tensor.dtype, tuple(tensor.shape), tensor
