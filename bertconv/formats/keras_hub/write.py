@@ -41,7 +41,7 @@ from .table import (
     TOKENIZER_FILE,
     KerasHubFamily,
 )
-from ..table import Table, refuse_sentence_head_without_pooler, refuse_unwritten
+from ..table import Table, refuse_unwritten
 
 #: The keras-hub release whose layout this writes (metadata.json states it).
 KERAS_HUB_VERSION = "0.32.0"
@@ -181,11 +181,9 @@ def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
     if tree.has_untied_decoder:
         raise bad_input(tree.path, f"{tree['mlm.decoder'].source} is an MLM decoder of its own; keras-hub's "
                                    f"{family.task} decodes with the token embedding; nothing was written")
-    refuse_sentence_head_without_pooler(tree, ("nsp", "sop"), "keras-hub has no sentence head")
     refuse_unrepresented(tree, family)
     source = tree
-    if not family.masked_lm:
-        tree = _backbone_only(tree, family, getattr(options, "accept_loss", ()))
+    tree = _heads_it_holds(tree, family, getattr(options, "accept_loss", ()))
     if not family.segments:
         tree = hub_positions.to_preset(tree, family.position_offset)
     backbone, task = _objects(tree, family)
@@ -250,16 +248,20 @@ def _heads(tree: ParameterTree) -> list[str]:
     return sorted({role_of(name).head for name in tree.params} - {None, "pooler"})
 
 
-def _backbone_only(tree: ParameterTree, family: KerasHubFamily, accept_loss: tuple[str, ...]) -> ParameterTree:
-    """`tree` without its heads, for a family keras-hub has a backbone of and no task: refused
-    unless each head's loss is accepted by name (`--accept-loss mlm`)."""
-    heads = _heads(tree)
+def _heads_it_holds(tree: ParameterTree, family: KerasHubFamily, accept_loss: tuple[str, ...]) -> ParameterTree:
+    """`tree` without the heads a preset has no place for: all of them for a family keras-hub has
+    a backbone of and no task, all but the MLM head for one with its masked-LM task (a sentence
+    head: keras-hub has none). Refused unless each such head's loss is accepted by name
+    (`--accept-loss nsp`)."""
+    kept = ("mlm",) if family.masked_lm else ()
+    heads = [head for head in _heads(tree) if head not in kept]
     refused = [head for head in heads if head not in accept_loss]
     if refused:
         flags = " ".join(f"--accept-loss {head}" for head in refused)
-        raise bad_input(tree.path, f"keras-hub {KERAS_HUB_VERSION} has {family.backbone} and no task for it: its "
-                                   f"preset holds the encoder alone, without the {' and '.join(refused)} head; "
-                                   f"nothing was written: pass {flags} to write the encoder without it")
+        holds = (f"its {family.task} holds the encoder and its MLM head" if family.masked_lm else
+                 f"it has {family.backbone} and no task for it: its preset holds the encoder alone")
+        raise bad_input(tree.path, f"keras-hub {KERAS_HUB_VERSION} has no place for the {' and '.join(refused)} "
+                                   f"head ({holds}); nothing was written: pass {flags} to write the rest without it")
     return replace(tree, params={name: p for name, p in tree.params.items() if role_of(name).head not in heads})
 
 
