@@ -61,7 +61,7 @@ WHY = {
 }
 #: bertconv --to target -> (input kind it is read back as, whether the output is a single file)
 TARGETS = {"hf": ("hf-safetensors", False), "tf": ("tf", False), "bert4keras": ("bert4keras", True),
-           "hf-tf": ("hf-tf", False), "hf-flax": ("hf-flax", False)}
+           "hf-tf": ("hf-tf", False), "hf-flax": ("hf-flax", False), "keras-hub": ("keras-hub", False)}
 
 
 def bertconv_command() -> list[str]:
@@ -82,11 +82,11 @@ def available_targets() -> list[str]:
 
 
 def written_by_bertconv() -> list[str]:
-    """The input kinds bertconv writes itself (issue 15's tf_model.h5 and flax_model.msgpack),
-    when it has the `--to` target: they join the pair and cold-audit rows."""
+    """The input kinds bertconv writes itself (issue 15's tf_model.h5 and flax_model.msgpack, a
+    keras-hub preset), when it has the `--to` target: they join the pair and cold-audit rows."""
     from bertconv import formats
 
-    return [kind for kind in ("hf-tf", "hf-flax") if kind in formats.TARGETS]
+    return [kind for kind in ("hf-tf", "hf-flax", "keras-hub") if kind in formats.TARGETS]
 
 
 def bert4keras_supported() -> bool:
@@ -242,7 +242,8 @@ def largest_tensor_bytes(size: str) -> int:
 
 
 def convert_command(size: str, kind: str, target: str, destination: Path) -> list[str]:
-    return [*bertconv_command(), "convert", inputs.entry_path(size, kind), destination, "--to", target, "--quiet"]
+    return [*bertconv_command(), "convert", inputs.entry_path(size, kind), destination, "--to", target, "--quiet",
+            *inputs.accept_loss_flags(kind, target)]
 
 
 def destination(runner: Runner, kind: str, target: str) -> Path:

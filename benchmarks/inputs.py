@@ -12,10 +12,12 @@ that owns the format, not by bertconv (the code under test):
                            bert4keras' pre-training layout)    tf-keras train_model.save_weights
   <size>/hf-tf/            tf_model.h5 + config.json          bertconv convert --to hf-tf
   <size>/hf-flax/          flax_model.msgpack + config.json   bertconv convert --to hf-flax
+  <size>/keras-hub/        a preset: model.weights.h5,        bertconv convert --to keras-hub
+                           task.weights.h5, config.json, ...
 
-The last two are the exception: they are written by bertconv itself from the hf-safetensors input
-(transformers' TF and Flax classes need an environment of their own), so their rows measure
-reading those formats, not that bertconv writes them as the libraries do. TF2 Model Garden
+The last three are the exception: they are written by bertconv itself from the hf-safetensors
+input (transformers' TF and Flax classes and keras-hub need environments of their own), so their
+rows measure reading those formats, not that bertconv writes them as the libraries do. TF2 Model Garden
 inputs are not built: writing one needs the TF2 venv.
 
 Sizes: `base` (L=12, H=768, V=30522: ~440 MB in fp32), `large` (L=24, H=1024, V=30522:
@@ -63,7 +65,7 @@ SEEDS = {"base": 1, "large": 2, "tiny": 3, "xlmr": 4, "xlm-roberta": 5}
 #: Sizes whose model is an XLM-RoBERTa: BERT's values under XLMRobertaForMaskedLM's names
 #: (RoBERTa's: `roberta_weights`).
 ROBERTA_SIZES = ("xlm-roberta",)
-KINDS = ("hf-safetensors", "hf-bin", "tf", "bert4keras", "keras-object", "hf-tf", "hf-flax")
+KINDS = ("hf-safetensors", "hf-bin", "tf", "bert4keras", "keras-object", "hf-tf", "hf-flax", "keras-hub")
 #: What a benchmark passes to bertconv / a reference tool for each kind.
 ENTRY = {
     "hf-safetensors": "model.safetensors",
@@ -73,7 +75,12 @@ ENTRY = {
     "keras-object": "bert_model.ckpt",
     "hf-tf": "tf_model.h5",
     "hf-flax": "flax_model.msgpack",
+    "keras-hub": "model.weights.h5",
 }
+#: What a conversion from or to a keras-hub preset accepts losing (`--accept-loss`): keras-hub
+#: computes BERT's encoder with the tanh GELU (transformers: erf) and its MLM head with erf GELU
+#: and epsilon 1e-5 (transformers: the encoder's); its BertMaskedLM has no next-sentence head.
+KERAS_HUB_LOSS = ("hidden_act", "mlm_hidden_act", "mlm_layer_norm_eps", "nsp")
 COMPLETE_MARK = ".complete"
 INIT_STD = 0.02
 #: Oracle libraries need these before TensorFlow / Keras are imported.
@@ -99,7 +106,14 @@ def data_files(size: str, kind: str) -> list[Path]:
     directory = input_dir(size, kind)
     if kind in ("tf", "keras-object"):
         return sorted(directory.glob("bert_model.ckpt.data-*")) + [directory / "bert_model.ckpt.index"]
+    if kind == "keras-hub":
+        return [directory / ENTRY[kind], directory / "task.weights.h5"]
     return [directory / ENTRY[kind]]
+
+
+def accept_loss_flags(*kinds: str) -> list[str]:
+    """The `--accept-loss` flags of a conversion between these kinds (`KERAS_HUB_LOSS`)."""
+    return [flag for field in KERAS_HUB_LOSS for flag in ("--accept-loss", field)] if "keras-hub" in kinds else []
 
 
 def oracle_env() -> dict[str, str]:
@@ -257,7 +271,7 @@ def write_with_bertconv(target: str):
     def write(size: str, out: Path) -> None:
         converted = out / "converted"  # convert refuses an existing destination
         subprocess.run([sys.executable, "-m", "bertconv.cli", "convert", str(entry_path(size, "hf-safetensors")),
-                        str(converted), "--to", target, "--quiet"], check=True, cwd=ROOT)
+                        str(converted), "--to", target, "--quiet", *accept_loss_flags(target)], check=True, cwd=ROOT)
         for path in converted.iterdir():
             path.rename(out / path.name)
         converted.rmdir()
@@ -273,9 +287,11 @@ WRITERS = {
     "keras-object": write_keras_object,
     "hf-tf": write_with_bertconv("hf-tf"),
     "hf-flax": write_with_bertconv("hf-flax"),
+    "keras-hub": write_with_bertconv("keras-hub"),
 }
 #: Inputs built from another input (which must exist first).
-DEPENDS = {"bert4keras": "tf", "keras-object": "tf", "hf-tf": "hf-safetensors", "hf-flax": "hf-safetensors"}
+DEPENDS = {"bert4keras": "tf", "keras-object": "tf", "hf-tf": "hf-safetensors", "hf-flax": "hf-safetensors",
+           "keras-hub": "hf-safetensors"}
 
 
 def _write_json(path: Path, data: dict) -> None:

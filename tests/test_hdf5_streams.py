@@ -164,6 +164,19 @@ def test_a_reading_reads_each_layers_weight_names_once(monkeypatch):
         [(layer.name, [(w.name, w.tensor.shape) for w in layer.weights]) for layer in alone.layers]
 
 
+def test_a_reading_parses_each_keras3_file_once(monkeypatch):
+    """bert4keras' sniffer parses a keras-hub preset's Keras 3 files to see whether they are its
+    own; the preset's reader then takes the same parse: each file is opened once per reading."""
+    from bertconv.containers.hdf5 import keras3
+
+    opened = []
+    parse = keras3._read_keras3_open
+    monkeypatch.setattr(keras3, "_read_keras3_open", lambda path, f, **kw: opened.append(path.name) or parse(path, f, **kw))
+    tree = formats.read(FIXTURES / "keras_hub" / "bert")
+    assert tree.format == "keras-hub-preset"
+    assert sorted(opened) == ["model.weights.h5", "task.weights.h5"]
+
+
 def test_a_layer_without_weight_names_is_refused_after_a_listing(tmp_path):
     """The listing notes a layer group without `weight_names` as such (not as a layer without
     weights), so the reader still refuses it, naming the layer."""

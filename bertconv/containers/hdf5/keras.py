@@ -372,7 +372,10 @@ def get(group: h5py.Group, name: str) -> h5py.Group | h5py.Dataset | h5py.Dataty
 
 def dataset_at(path: Path, f: h5py.File, name: str, size: int) -> LazyTensor:
     """Dataset `name` of the open file `f` as a lazy tensor, refused when it is an external link."""
-    return _tensor_in_file(path, f[name], f.id.fileno, size, f"dataset {name!r}")
+    dataset = get(f, name)
+    if not isinstance(dataset, h5py.Dataset):
+        raise bad_input(path, f"holds no dataset at {name!r}")
+    return _tensor_in_file(path, dataset, f.id.fileno, size, f"dataset {name!r}")
 
 
 def _tensor_in_file(path: Path, dataset: h5py.Dataset, home: tuple, size: int, where: str) -> LazyTensor:

@@ -19,6 +19,7 @@ else:  # imported on first use: most commands read no HDF5 file, and headers nee
     h5py = lazy_module("h5py")
     np = lazy_module("numpy")
 from .keras import KERAS3_LAYERS, KERAS3_VARS, KerasWeight, is_keras3, read_guarded, dataset_at
+from .one_reading import remembered
 
 
 @record
@@ -56,8 +57,11 @@ class Keras3WeightsFile:
 def read_keras3_file(path: Path, *, shard: bool = False) -> Keras3WeightsFile:
     """Parse a Keras 3 layout weights file: its layer groups and their datasets, as lazy tensors
     (no data read). Which group is which layer the file does not say (see the module docstring).
-    A `shard` of sharded weights may hold sub-layers' variables alone (no `layers/<group>/vars`)."""
-    return read_guarded(Path(path), partial(_read_keras3_open, shard=shard))
+    A `shard` of sharded weights may hold sub-layers' variables alone (no `layers/<group>/vars`).
+    Parsed once per reading (`one_reading`): bert4keras' sniffer parses a preset's files too."""
+    path = Path(path)
+    return remembered(path, f"keras 3 layout, shard={shard}",
+                      lambda: read_guarded(path, partial(_read_keras3_open, shard=shard)))
 
 
 def _read_keras3_open(path: Path, f: h5py.File, *, shard: bool = False) -> Keras3WeightsFile:
@@ -67,7 +71,15 @@ def _read_keras3_open(path: Path, f: h5py.File, *, shard: bool = False) -> Keras
                               f"{KERAS3_VARS}; the root holds: {roots})")
     size = file_size(path)
     datasets: list[str] = []
-    f.visititems(lambda name, obj: datasets.append(name) if isinstance(obj, h5py.Dataset) else None)
+
+    def collect(name: bytes, info) -> None:  # the low-level walk: no h5py object made per node
+        if info.type == h5py.h5o.TYPE_DATASET:
+            try:
+                datasets.append(name.decode("utf-8"))
+            except UnicodeDecodeError:
+                raise bad_input(path, f"holds a dataset whose name is not UTF-8: {name!r}") from None
+
+    h5py.h5o.visit(f.id, collect, info=True)
     weights = {name: dataset_at(path, f, name, size) for name in sorted(datasets)}
     container, nested = _keras3_container(f, weights)
     prefix = container + "/"
