@@ -17,8 +17,8 @@ that owns the format, not by bertconv (the code under test):
 
 The last three are the exception: they are written by bertconv itself from the hf-safetensors
 input (transformers' TF and Flax classes and keras-hub need environments of their own), so their
-rows measure reading those formats, not that bertconv writes them as the libraries do. TF2 Model Garden
-inputs are not built: writing one needs the TF2 venv.
+rows measure reading those formats, not that bertconv writes them as the libraries do. TF2 Model
+Garden inputs are not built: writing one needs the TF2 venv.
 
 Sizes: `base` (L=12, H=768, V=30522: ~440 MB in fp32), `large` (L=24, H=1024, V=30522:
 ~1.34 GB), `xlmr` (L=12, H=768, V=250002, XLM-R's size: ~1.1 GB, 732 MiB of it one embedding

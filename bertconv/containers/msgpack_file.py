@@ -29,8 +29,9 @@ file belongs to the one top-level value, lengths must agree with shapes and dtyp
 
 Writing streams the same encoding: headers and keys packed by `msgpack`, ext and bin headers
 built here (the `msgpack` packer has no header-only form for them), each array's bytes written
-by `stream.append` as a safetensors file's are. The output is byte-identical to `msgpack_serialize` for
-the same tree (same key order, smallest headers, as msgpack-python packs them).
+by `stream.append` as a safetensors file's are. The output is byte-identical to
+`msgpack_serialize` for the same tree (same key order, smallest headers, as msgpack-python packs
+them).
 """
 
 from __future__ import annotations
