@@ -3,6 +3,7 @@ of one once (containers/hdf5/one_reading.py)."""
 
 from __future__ import annotations
 
+import errno
 import os
 
 import h5py
@@ -106,6 +107,20 @@ def test_a_file_written_past_the_cache_has_its_metadata_read_ahead_and_nothing_e
     spans = sorted(advised + tensors)
     ends = [0] + [end for _, end in spans]
     assert [begin for begin, _ in spans] == ends[:-1] and ends[-1] == path.stat().st_size, spans
+
+
+def test_a_refused_read_ahead_still_writes_the_file(tmp_path, monkeypatch):
+    """Reading ahead is advice: where the file system refuses it, the file is written all the same."""
+    def refused(fd, offset, length, advice):
+        raise OSError(errno.EINVAL, "refused")
+
+    monkeypatch.setattr(direct_output, "DIRECT_MIN_BYTES", 0)
+    monkeypatch.setattr(image.os, "posix_fadvise", refused)
+    bias = np.arange(96, dtype=np.float32)
+    write_weights_file(tmp_path / "w.h5", [LayerToWrite("Dense", (("Dense/bias:0", ArrayTensor(bias, dtypes.FLOAT32)),))],
+                       backend="tensorflow", keras_version="2.21.0")
+    with h5py.File(tmp_path / "w.h5", "r") as f:
+        np.testing.assert_array_equal(f["Dense/Dense/bias:0"][()], bias)
 
 
 # --- one reading --------------------------------------------------------------------------------

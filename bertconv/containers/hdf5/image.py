@@ -234,5 +234,7 @@ def _read_ahead(path: Path, spans: list[tuple[int, int]]) -> None:
         for begin, end in spans:
             if end > begin:
                 os.posix_fadvise(fd, begin, end - begin, os.POSIX_FADV_WILLNEED)
+    except OSError:
+        pass  # advice only: a file system that refuses it is read back as it is
     finally:
         os.close(fd)
