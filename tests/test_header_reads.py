@@ -5,6 +5,7 @@ its header bytes."""
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 
 from benchmarks.measure import evict, resident_bytes
 from bertconv import dtypes
-from bertconv.containers.hdf5 import keras as keras_h5, keras_listing
+from bertconv.containers.hdf5 import keras as keras_h5, keras_listing, workarounds
 from bertconv.containers import msgpack_file
 from bertconv.containers.hdf5 import keras_write as keras_h5_write
 from bertconv.formats.hf import flax as hf_flax
@@ -101,3 +102,20 @@ def test_keras_h5_headers_from_a_cold_cache_pull_in_no_tensor_data(h5_path):
     # a readahead window around every header would cache a large share of the tensors.
     assert resident_bytes(h5_path) <= tensor_bytes // 16, \
         f"{resident_bytes(h5_path) // 1024} KiB of {os.path.getsize(h5_path) // 1024} KiB cached"
+
+
+@pytest.mark.parametrize("fadvise", ["absent", "refused"])
+def test_headers_are_read_where_the_system_takes_no_advice(fadvise, monkeypatch, msgpack_path, h5_path):
+    """`posix_fadvise` shapes the reads, never their result: where the system has none (macOS) or
+    refuses it, a msgpack file's headers are read, and an HDF5 file's global heaps checked, as
+    elsewhere."""
+    expected = [(array.path, array.tensor.shape) for array in msgpack_file.read_file(msgpack_path)]
+    if fadvise == "absent":
+        monkeypatch.delattr(os, "posix_fadvise")
+    else:
+        def refused(*args):
+            raise OSError(errno.EINVAL, "refused")
+        monkeypatch.setattr(os, "posix_fadvise", refused)
+    assert [(array.path, array.tensor.shape) for array in msgpack_file.read_file(msgpack_path)] == expected
+    workarounds.check_global_heaps(h5_path)
+    assert keras_listing.layer_names(h5_path)[:LAYERS] == [f"layer_{i}" for i in range(LAYERS)]

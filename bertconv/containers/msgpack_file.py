@@ -48,6 +48,7 @@ from ..errors import BadInput, bad_input
 from ..lazy import lazy_module
 from ..records import record
 from ..tensor import ArrayTensor, LazyTensor, MappedTensor
+from .advice import advise
 
 if TYPE_CHECKING:
     import msgpack
@@ -119,7 +120,7 @@ def read_file(path: Path) -> list[MsgpackArray]:
             size = os.fstat(f.fileno()).st_size
             if size == 0:
                 raise bad_input(path, "is empty, not a flax msgpack file")
-            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_RANDOM)
+            advise(f.fileno(), 0, 0, "POSIX_FADV_RANDOM")
             data = _HeaderBytes(f.fileno(), size)
             if not _is_map_byte(data[0]):
                 raise bad_input(path, "does not start with a msgpack map (flax writes its parameter tree as one)")

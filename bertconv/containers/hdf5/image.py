@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 from ...lazy import lazy_module
 from ...tensor import LazyTensor
 from .. import stream
+from ..advice import advise
 from ..direct_output import DirectOutput, open_output
 
 if TYPE_CHECKING:
@@ -233,8 +234,6 @@ def _read_ahead(path: Path, spans: list[tuple[int, int]]) -> None:
     try:
         for begin, end in spans:
             if end > begin:
-                os.posix_fadvise(fd, begin, end - begin, os.POSIX_FADV_WILLNEED)
-    except OSError:
-        pass  # advice only: a file system that refuses it is read back as it is
+                advise(fd, begin, end - begin, "POSIX_FADV_WILLNEED")
     finally:
         os.close(fd)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from ...errors import bad_input
 from ...lazy import lazy_module
+from ..advice import advise
 from .one_reading import remembered
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def _check_global_heaps(path: Path) -> None:
             size = os.fstat(f.fileno()).st_size
             if size == 0:
                 return
-            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_RANDOM)  # no readahead around each range
+            advise(f.fileno(), 0, 0, "POSIX_FADV_RANDOM")  # no readahead around each range
             for begin, end in _metadata_ranges(path, size):
                 for start in _signatures(f.fileno(), begin, end):
                     _walk_global_heap(path, f.fileno(), start, size)
