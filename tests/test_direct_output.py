@@ -217,6 +217,22 @@ def test_a_conversion_written_direct_is_byte_identical(fixture, tmp_path, monkey
     assert (direct / "model.safetensors").read_bytes() == (buffered / "model.safetensors").read_bytes()
 
 
+@pytest.mark.parametrize("kernel_copy", ["absent", "refused"])
+def test_a_copy_the_kernel_cannot_make_is_made_by_reading(kernel_copy, tmp_path, monkeypatch):
+    """A small output's verbatim spans are copied by the kernel (`copy_file_range`); where the
+    system has no such call (macOS) or refuses it, they are read and written, the same bytes."""
+    kernel, by_hand = tmp_path / "kernel", tmp_path / "by_hand"
+    convert(formats.read(FIXTURES / "hf" / "masked_lm"), kernel, "hf")
+    if kernel_copy == "absent":
+        monkeypatch.delattr(os, "copy_file_range")
+    else:
+        def refused(*args):
+            raise OSError(errno.EXDEV, "refused")
+        monkeypatch.setattr(os, "copy_file_range", refused)
+    convert(formats.read(FIXTURES / "hf" / "masked_lm"), by_hand, "hf")
+    assert (by_hand / "model.safetensors").read_bytes() == (kernel / "model.safetensors").read_bytes()
+
+
 @pytest.mark.parametrize("fixture, target", [*((FIXTURES / "hf" / "masked_lm", target)
                                                  for target in ("hf", "tf", "hf-flax", "hf-tf", "bert4keras", "onnx")),
                                                (FIXTURES / "keras_hub" / "bert", "keras-hub")])

@@ -282,7 +282,9 @@ class _Sink:
 
 def _kernel_copy(out: BinaryIO, source_path: Path, offset: int, nbytes: int) -> bool:
     """`os.copy_file_range` of the span to `out`'s position; False (and `out` where it was) where
-    the kernel cannot copy between these files."""
+    the kernel cannot copy between these files, or the system has no such call (macOS)."""
+    if not hasattr(os, "copy_file_range"):
+        return False
     out.flush()
     start = out.tell()
     copied = 0
