@@ -67,6 +67,19 @@ class Result:
     stderr: str
 
 
+def without_system_call(monkeypatch, name: str, how: str, code: int) -> None:
+    """`os.<name>` made "absent" (as on a system without it: macOS has no posix_fadvise nor
+    copy_file_range) or "refused" (every call raises OSError `code`), for the test's duration."""
+    if how == "absent":
+        monkeypatch.delattr(os, name)
+        return
+
+    def refused(*args):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(os, name, refused)
+
+
 def run_cli(*args: str | os.PathLike, cwd: Path | None = None, timeout: float | None = None) -> Result:
     """Run `bertconv ARGS...` as a whole process, as a user would (killed after `timeout` seconds:
     subprocess.TimeoutExpired fails the test)."""

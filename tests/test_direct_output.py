@@ -22,7 +22,7 @@ from bertconv.dtypes import FLOAT32
 from bertconv.errors import BadInput
 from bertconv.tensor import ArrayTensor, TransposedTensor
 
-from conftest import FIXTURES
+from conftest import FIXTURES, without_system_call
 
 BLOCK = 2 * ALIGNMENT  # small blocks: a few kilobytes cross many block boundaries
 SOURCE_BYTES = 5 * BLOCK + 123
@@ -223,12 +223,7 @@ def test_a_copy_the_kernel_cannot_make_is_made_by_reading(kernel_copy, tmp_path,
     system has no such call (macOS) or refuses it, they are read and written, the same bytes."""
     kernel, by_hand = tmp_path / "kernel", tmp_path / "by_hand"
     convert(formats.read(FIXTURES / "hf" / "masked_lm"), kernel, "hf")
-    if kernel_copy == "absent":
-        monkeypatch.delattr(os, "copy_file_range")
-    else:
-        def refused(*args):
-            raise OSError(errno.EXDEV, "refused")
-        monkeypatch.setattr(os, "copy_file_range", refused)
+    without_system_call(monkeypatch, "copy_file_range", kernel_copy, errno.EXDEV)
     convert(formats.read(FIXTURES / "hf" / "masked_lm"), by_hand, "hf")
     assert (by_hand / "model.safetensors").read_bytes() == (kernel / "model.safetensors").read_bytes()
 

@@ -19,7 +19,7 @@ from bertconv.containers import msgpack_file
 from bertconv.containers.hdf5 import keras_write as keras_h5_write
 from bertconv.formats.hf import flax as hf_flax
 from bertconv.tensor import ArrayTensor
-from conftest import FIXTURES
+from conftest import FIXTURES, without_system_call
 
 #: 24 layers of 4 tensors of 256 KiB: many headers, each between data a readahead would pull in.
 LAYERS, PER_LAYER = 24, 4
@@ -110,12 +110,7 @@ def test_headers_are_read_where_the_system_takes_no_advice(fadvise, monkeypatch,
     refuses it, a msgpack file's headers are read, and an HDF5 file's global heaps checked, as
     elsewhere."""
     expected = [(array.path, array.tensor.shape) for array in msgpack_file.read_file(msgpack_path)]
-    if fadvise == "absent":
-        monkeypatch.delattr(os, "posix_fadvise")
-    else:
-        def refused(*args):
-            raise OSError(errno.EINVAL, "refused")
-        monkeypatch.setattr(os, "posix_fadvise", refused)
+    without_system_call(monkeypatch, "posix_fadvise", fadvise, errno.EINVAL)
     assert [(array.path, array.tensor.shape) for array in msgpack_file.read_file(msgpack_path)] == expected
     workarounds.check_global_heaps(h5_path)
     assert keras_listing.layer_names(h5_path)[:LAYERS] == [f"layer_{i}" for i in range(LAYERS)]
