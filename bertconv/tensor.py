@@ -79,6 +79,13 @@ class LazyTensor:
         (a checksum) that a blind copy would skip."""
         return self.byte_span()
 
+    def checked_copy_span(self) -> tuple[Path, int, Callable[[int], None]] | None:
+        """(file, offset, check) when this tensor's bytes lie verbatim there and reading them
+        checks only their CRC32C (a TF bundle's): a writer may copy them if it calls
+        `check(crc32c)` with the CRC32C of the bytes it copied, which raises `BadInput` as reading
+        them would if they are not the bytes the file promised. None otherwise."""
+        return None
+
     def storage(self) -> tuple[Path, int, int] | None:
         """(file, offset, nbytes): the bytes of a file this tensor's values are read from,
         contiguous or not; None for a tensor not read from a file region."""
@@ -243,6 +250,10 @@ class TransposedTensor(LazyTensor):
         original = self._original()
         return original.copy_span() if original is not None else None
 
+    def checked_copy_span(self) -> tuple[Path, int, Callable[[int], None]] | None:
+        original = self._original()
+        return original.checked_copy_span() if original is not None else None
+
     def storage(self) -> tuple[Path, int, int] | None:
         return self.base.storage()
 
@@ -267,6 +278,9 @@ class ReshapedTensor(LazyTensor):
 
     def copy_span(self) -> tuple[Path, int] | None:
         return self.base.copy_span()
+
+    def checked_copy_span(self) -> tuple[Path, int, Callable[[int], None]] | None:
+        return self.base.checked_copy_span()
 
     def storage(self) -> tuple[Path, int, int] | None:
         return self.base.storage()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import threading
 from pathlib import Path
 
@@ -17,12 +18,15 @@ from benchmarks.measure import resident_bytes
 from bertconv import formats
 from bertconv.containers import direct_output, safetensors_file
 from bertconv.containers.direct_output import ALIGNMENT, DirectOutput, open_output
+from bertconv.containers.tensorflow import bundle
 from bertconv.conversion import convert
 from bertconv.dtypes import FLOAT32
 from bertconv.errors import BadInput
 from bertconv.tensor import ArrayTensor, TransposedTensor
 
 from conftest import FIXTURES, without_system_call
+
+TF_FULL = FIXTURES / "tf" / "full" / "bert_model.ckpt"
 
 BLOCK = 2 * ALIGNMENT  # small blocks: a few kilobytes cross many block boundaries
 SOURCE_BYTES = 5 * BLOCK + 123
@@ -245,6 +249,41 @@ def test_every_target_writes_its_tensors_direct_and_the_same_bytes(fixture, targ
     assert largest.name in [p.name for p in opened]  # opened in the temporary sibling renamed to `direct`
     for name in written:
         assert (direct / name).read_bytes() == (buffered / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("target, transposed", [("tf", []), ("bert4keras", ["cls/seq_relationship/output_weights"])])
+def test_a_tf_bundles_tensors_are_copied_with_their_checksums_checked(target, transposed, tmp_path, monkeypatch):
+    """A TF bundle's tensors stored as the target stores them are copied into the staging blocks,
+    not loaded, and their CRC32C is checked on the bytes copied, as reading them checks it: the
+    same bytes as a buffered conversion's; only a tensor the target stores otherwise is read
+    (bert4keras' NSP kernel is Google's transposed)."""
+    buffered, direct = tmp_path / "buffered", tmp_path / "direct"
+    convert(formats.read(TF_FULL), buffered, target)
+    forced_direct(monkeypatch)
+    loaded, read = [], bundle.BundleTensor.read
+    monkeypatch.setattr(bundle.BundleTensor, "read", lambda self: loaded.append(self.name) or read(self))
+    convert(formats.read(TF_FULL), direct, target)
+    assert loaded == transposed
+    for name in sorted(p.relative_to(buffered) for p in buffered.rglob("*") if p.is_file()):
+        assert (direct / name).read_bytes() == (buffered / name).read_bytes(), name
+
+
+def test_a_copied_tf_tensor_that_fails_its_checksum_stops_the_conversion(tmp_path, monkeypatch):
+    """A byte flipped in a copied tensor: BadInput naming the data file, the tensor and the index,
+    as reading it would; nothing is left at the destination."""
+    source = tmp_path / "tf"
+    shutil.copytree(TF_FULL.parent, source)
+    reader = bundle.BundleReader(source / TF_FULL.name)
+    entry = reader.entries["bert/encoder/layer_0/output/dense/kernel"]
+    data_file = source / f"{TF_FULL.name}.data-00000-of-00001"
+    data = bytearray(data_file.read_bytes())
+    data[entry.offset + entry.size // 2] ^= 0x40
+    data_file.write_bytes(bytes(data))
+    forced_direct(monkeypatch)
+    with pytest.raises(BadInput, match=r"data-00000-of-00001: tensor 'bert/encoder/layer_0/output/dense/"
+                                       r"kernel': crc32c of bytes .* the index .* says"):
+        convert(formats.read(source / TF_FULL.name), tmp_path / "out", "tf")
+    assert not (tmp_path / "out").exists()
 
 
 def test_an_interrupted_direct_conversion_leaves_nothing_behind(tmp_path, monkeypatch):

@@ -28,13 +28,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable, Union
 
 from ..dtypes import DType
-from ..errors import bad_input
+from ..errors import BertconvError, bad_input
 from ..lazy import lazy_module
 from ..tensor import LazyTensor, TransposedTensor, transpose_into
 from .direct_output import DirectOutput
 from .writeback import EarlyWriteback
 
 if TYPE_CHECKING:
+    import ctypes
     from concurrent.futures import Future
 
     import numpy as np
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 else:  # imported on first use: reading headers needs neither
     np = lazy_module("numpy")
     crc32c = lazy_module("google_crc32c.cext")
+    ctypes = lazy_module("ctypes")  # only a checksum of a staging block needs it
 
 #: (name, dtype, shape, source): `source` a `LazyTensor` (whose bytes may be copied file to file,
 #: see `copy_span`) or a callable returning the array, in `dtype.storage`, any strides.
@@ -86,9 +88,10 @@ def append(out: BinaryIO | DirectOutput, pieces: Iterable[Piece], *, checksums: 
     """
     pieces = list(pieces)
     direct = isinstance(out, DirectOutput)
-    sink = _Sink(out, checksums)
     spans = [None if isinstance(p, (bytes, bytearray)) or (checksums and not direct) else _copy_span(p)
              for p in pieces]
+    checks = _checked_copies(pieces, spans) if direct else {}
+    sink = _Sink(out, checksums, verifies=bool(checks))
     pending = [i for i, p in enumerate(pieces) if not isinstance(p, (bytes, bytearray)) and spans[i] is None]
     loads = {i: _to_load(pieces[i][3], direct=direct) for i in pending}
     cursor = 0  # pending[cursor] is the next tensor to start loading
@@ -118,7 +121,7 @@ def append(out: BinaryIO | DirectOutput, pieces: Iterable[Piece], *, checksums: 
                 continue
             name, dtype, shape, source = piece
             nbytes = nbytes_of(piece)
-            sink.begin_tensor()
+            sink.begin_tensor(check=checks.get(i))
             if spans[i] is None or not sink.copy(spans[i], nbytes):
                 if i in loading:
                     ahead -= nbytes
@@ -145,6 +148,7 @@ def append(out: BinaryIO | DirectOutput, pieces: Iterable[Piece], *, checksums: 
             sink.flushed()
             if on_tensor:
                 on_tensor(nbytes)
+    sink.raise_failed_check()
     return sink.crcs
 
 
@@ -158,16 +162,18 @@ class _Sink:
     (`DirectOutput.hold`).
     """
 
-    def __init__(self, out: BinaryIO | DirectOutput, checksums: bool):
+    def __init__(self, out: BinaryIO | DirectOutput, checksums: bool, *, verifies: bool = False):
         self.out = out
         self.direct = isinstance(out, DirectOutput)
         self.checksums = checksums
         self.crcs: list[int] = []
         self._crc = 0  # of the current tensor's bytes so far
-        self._in_tensor = False
+        self._in_tensor = False  # taking the current tensor's CRC32C
+        self._check: Callable[[int], None] | None = None  # of the current tensor's CRC32C
+        self._failed: list[BaseException] = []  # what the checks raised
         self.writeback = None if self.direct else EarlyWriteback(out)
         self._checksummer = None
-        if checksums and self.direct:
+        if (checksums or verifies) and self.direct:
             from concurrent.futures import ThreadPoolExecutor
 
             self._checksummer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertconv-crc")
@@ -186,24 +192,39 @@ class _Sink:
             return None
         return self._checksummer.submit(step, *args)
 
-    def begin_tensor(self) -> None:
-        self._in_tensor = self.checksums
-        if self.checksums:
+    def begin_tensor(self, *, check: Callable[[int], None] | None = None) -> None:
+        """A tensor begins; `check(crc32c)` is called with the CRC32C of its bytes once they are
+        all appended (a TF bundle's tensor copied verbatim: what reading it would check)."""
+        self._in_tensor = self.checksums or check is not None
+        if self._in_tensor:
             self._in_order(self._restart)
+        self._check = check
 
     def end_tensor(self) -> None:
-        if self.checksums:
-            self._in_order(self._record)
-        self._in_tensor = False
+        if self._in_tensor:
+            self._in_order(self._record, self._check)
+        self._in_tensor, self._check = False, None
 
     def _restart(self) -> None:
         self._crc = 0
 
-    def _record(self) -> None:
-        self.crcs.append(self._crc)
+    def _record(self, check: Callable[[int], None] | None) -> None:
+        if self.checksums:
+            self.crcs.append(self._crc)
+        if check is not None:
+            try:
+                check(self._crc)
+            except BertconvError as failed:
+                self._failed.append(failed)
+
+    def raise_failed_check(self) -> None:
+        """Raise what the first failed `check` raised (called once the sink is left: every
+        checksum taken)."""
+        if self._failed:
+            raise self._failed[0]
 
     def _extend(self, data) -> None:
-        self._crc = crc32c.extend(self._crc, data if isinstance(data, bytes) else np.frombuffer(data, np.uint8))
+        self._crc = crc32c.extend(self._crc, _unreleased(data))
 
     def _checksum(self, data, *, in_block: bool = False) -> None:
         """Extend the current tensor's CRC32C over `data` (bytes, or any C-contiguous buffer: the
@@ -280,6 +301,17 @@ class _Sink:
             done += fit
 
 
+def _unreleased(data):
+    """`data` (bytes, a C-contiguous NumPy array or a memoryview of bytes) as a buffer crc32c's
+    argument parser takes: none that must be released, which a memoryview must. A memoryview is
+    viewed through ctypes, not NumPy, whose import (60-100 ms) a verbatim copy would wait for."""
+    if not isinstance(data, memoryview):
+        return data
+    if data.readonly:
+        return data.tobytes()
+    return (ctypes.c_char * data.nbytes).from_buffer(data)
+
+
 def _kernel_copy(out: BinaryIO, source_path: Path, offset: int, nbytes: int) -> bool:
     """`os.copy_file_range` of the span to `out`'s position; False (and `out` where it was) where
     the kernel cannot copy between these files, or the system has no such call (macOS)."""
@@ -305,14 +337,36 @@ def _kernel_copy(out: BinaryIO, source_path: Path, offset: int, nbytes: int) -> 
     return True
 
 
+def _checked_copies(pieces: list[Piece], spans: list) -> dict[int, Callable[[int], None]]:
+    """The tensors not copied blind whose bytes may be copied if their CRC32C is checked (a TF
+    bundle's, `checked_copy_span`): each one's span goes into `spans`, its check into the result."""
+    checks = {}
+    for i, piece in enumerate(pieces):
+        source = _verbatim(piece) if spans[i] is None else None
+        checked = source.checked_copy_span() if source is not None else None
+        if checked is not None:
+            path, offset, checks[i] = checked
+            spans[i] = (path, offset)
+    return checks
+
+
 def _copy_span(piece: TensorSource) -> tuple[Path, int] | None:
-    """Where the planned tensor's bytes can be copied from verbatim, if they can."""
+    """Where the planned tensor's bytes can be copied from verbatim, unlooked at, if they can."""
+    source = _verbatim(piece)
+    return source.copy_span() if source is not None else None
+
+
+def _verbatim(piece: Piece) -> LazyTensor | None:
+    """The planned tensor's source when it is stored as planned (dtype, shape: its bytes are the
+    output's), else None."""
+    if isinstance(piece, (bytes, bytearray)):
+        return None
     _, dtype, shape, source = piece
     if not isinstance(source, LazyTensor) or not math.prod(shape):
         return None
     if source.dtype != dtype or tuple(source.shape) != tuple(shape):
         return None
-    return source.copy_span()
+    return source
 
 
 def _to_load(source, *, direct: bool):

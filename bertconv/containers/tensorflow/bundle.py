@@ -27,7 +27,7 @@ import math
 import os
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from google_crc32c import cext as crc32c  # the compiled implementation, or ImportError
 
@@ -286,8 +286,13 @@ class BundleTensor(MappedTensor):
         check_span(self.path, self.entry.offset, self.entry.size, size, f"tensor {self.name!r}")
         return super().read()
 
+    def checked_copy_span(self) -> tuple[Path, int, Callable[[int], None]]:
+        return self.path, self.entry.offset, self._check_copied_crc
+
     def _check_crc(self, array: np.ndarray) -> None:
-        actual = crc32c_of_array(array)
+        self._check_copied_crc(crc32c_of_array(array))
+
+    def _check_copied_crc(self, actual: int) -> None:
         if actual != self.entry.crc32c:
             raise bad_input(self.path, f"tensor {self.name!r}: crc32c of bytes "
                                        f"{self.entry.offset}..{self.entry.offset + self.entry.size} "

@@ -18,51 +18,23 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from ...containers.tensorflow import bundle as tf_bundle, prefix as tf_prefix, trackable
 from ...errors import bad_input
-from ...lazy import lazy_module
 from ...records import record
-from ...tensor import LazyTensor
+from ...tensor import LazyTensor, ReshapedTensor
 from ...tree import Ignored, ParameterTree
 from ..assemble import Entry, assemble
 from ..configs import config_beside
 from ..scope import find_scope, find_scopes
 from ..table import Table
 
-if TYPE_CHECKING:
-    import numpy as np
-else:  # imported on first use: reading headers needs no NumPy
-    np = lazy_module("numpy")
-
 CONFIG_FILE = "bert_config.json"
 VOCAB_FILE = "vocab.txt"
 UNNAMED_REASON = "a variable the object graph does not name"
 OUTSIDE_SCOPE_REASON = ("outside the scope {scope!r} the BERT was found under: another object of the saved "
                         "model (a task head on top, say)")
-
-
-class ReshapedTensor(LazyTensor):
-    """Another lazy tensor viewed with another shape of the same size: row-major bytes are
-    unchanged (Keras' `EinsumDense` stores an attention kernel [H, A, H/A], which is the
-    canonical [H, H] with its output axis split per head)."""
-
-    def __init__(self, base: LazyTensor, shape: tuple[int, ...]):
-        if math.prod(shape) != base.numel:
-            raise ValueError(f"cannot view {list(base.shape)} as {list(shape)}")
-        self.base = base
-        self.dtype = base.dtype
-        self.shape = tuple(shape)
-
-    def read(self) -> np.ndarray:
-        return self.base.read().reshape(self.shape)
-
-    def byte_span(self):
-        return self.base.byte_span()
-
-    def copy_span(self):
-        return self.base.copy_span()
 
 
 @record
