@@ -4,6 +4,7 @@ buffered write makes, with every fallback a file system can force."""
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 import shutil
 import threading
@@ -357,9 +358,9 @@ def _resident_kib_of_mapping(path: Path) -> int:
 
 
 def test_the_loader_maps_in_a_mapped_tensors_pages(tmp_path):
-    """`stream.populate` (what the loader thread does to each array it hands over) maps in the
+    """`advice.populate` (what the loader thread does to each array it hands over) maps in the
     pages of a memory-mapped tensor, so that the writer's transpose does not fault them in."""
-    from bertconv.containers import stream
+    from bertconv.containers import advice
     from bertconv.tensor import MappedTensor
 
     if not Path("/proc/self/smaps").exists():
@@ -371,5 +372,40 @@ def test_the_loader_maps_in_a_mapped_tensors_pages(tmp_path):
     path.write_bytes(np.arange(256 * 1024, dtype=np.float32).tobytes())  # 1 MiB, in the page cache
     array = MappedTensor(path, 0, FLOAT32, (512, 512)).read()
     before = _resident_kib_of_mapping(path)
-    stream.populate(array)
+    advice.populate(array)
     assert (before, _resident_kib_of_mapping(path)) == (0, 1024)
+
+
+@pytest.mark.parametrize("view", [lambda a: a[256:], lambda a: a[::-1][:128], lambda a: a[:, ::2][100:101],
+                                  lambda a: a[:0]])
+def test_the_loader_maps_in_the_pages_a_view_spans(tmp_path, view):
+    """A view of part of a mapped tensor (a slice, reversed, strided) has just the pages it spans
+    mapped in: as many as madvise maps for the span NumPy's `byte_bounds` gives."""
+    from bertconv.containers import advice
+    from bertconv.tensor import MappedTensor
+
+    if not Path("/proc/self/smaps").exists() or tuple(map(int, os.uname().release.split("-")[0].split(".")[:2])) < (5, 14):
+        pytest.skip("needs /proc/self/smaps and MADV_POPULATE_READ (Linux 5.14)")
+    byte_bounds = getattr(np, "byte_bounds", None) or np.lib.array_utils.byte_bounds
+    path = tmp_path / "tensor.bin"
+    path.write_bytes(np.arange(256 * 1024, dtype=np.float32).tobytes())  # rows of 2 KiB, two to a page
+
+    def resident_after(populate) -> int:
+        array = view(MappedTensor(path, 0, FLOAT32, (512, 512)).read())
+        populate(array)
+        resident = _resident_kib_of_mapping(path)
+        del array  # unmapped: the next mapping starts with no page mapped in
+        return resident
+
+    def by_byte_bounds(array) -> None:
+        region = array.base
+        while not isinstance(region, mmap.mmap):
+            region = region.base if isinstance(region, np.ndarray) else region.obj
+        low, high = byte_bounds(array)
+        start = low - np.frombuffer(region, np.uint8).ctypes.data
+        if high > low:
+            region.madvise(22, start - start % mmap.PAGESIZE, high - low + start % mmap.PAGESIZE)  # MADV_POPULATE_READ
+
+    expected = resident_after(by_byte_bounds)
+    assert resident_after(advice.populate) == expected
+    assert (expected > 0) == (view(np.empty((512, 512))).size > 0)

@@ -1,12 +1,19 @@
 """Advice to the kernel on how a file will be read: given where the system takes it, never an error.
 
-`posix_fadvise` is Linux's and the BSDs' (macOS has none), and a file system may refuse it; the
-reads it shapes are correct without it, only slower, so neither is a reason to stop a command.
+`posix_fadvise` is Linux's and the BSDs' (macOS has none), `MADV_POPULATE_READ` Linux's from 5.14,
+and a file system may refuse either; the reads they shape are correct without them, only slower,
+so none of that is a reason to stop a command.
 """
 
 from __future__ import annotations
 
+import mmap
 import os
+
+#: madvise(2)'s MADV_POPULATE_READ (Linux 5.14), which Python 3.11's mmap does not name.
+_MADV_POPULATE_READ = 22
+
+_madvise = None  # libc's madvise through ctypes, once looked up; False where there is none
 
 
 def advise(fd: int, offset: int, length: int, advice: str) -> None:
@@ -18,3 +25,43 @@ def advise(fd: int, offset: int, length: int, advice: str) -> None:
         os.posix_fadvise(fd, offset, length, getattr(os, advice))
     except OSError:
         pass
+
+
+def populate(array) -> None:
+    """Map in the pages of the memory map the NumPy `array` views, if it views one, without
+    copying: the loader does it so that the writer's transpose does not fault them in one by one.
+    bert-base hf -> tf, medians of 9 to 11 taken in turns: 0.71 -> 0.60 s and 0.89 -> 0.79 s (on a
+    disk slowed to twice its `cp` + `sync` time).
+
+    Through libc's madvise, not `mmap.madvise`, which holds the GIL while the kernel maps the
+    pages (36-67 ms for a BERT-large file): every thread of the conversion would wait for it."""
+    region = array.base
+    while region is not None and not isinstance(region, mmap.mmap):
+        region = getattr(region, "base", None) if hasattr(region, "__array_interface__") else getattr(region, "obj", None)
+    if region is None or region.closed or array.size == 0:
+        return
+    madvise = _libc_madvise()
+    if not madvise:
+        return
+    address = array.__array_interface__["data"][0]
+    extents = [stride * (length - 1) for stride, length in zip(array.strides, array.shape)]
+    low = address + sum(min(0, extent) for extent in extents)
+    high = address + sum(max(0, extent) for extent in extents) + array.itemsize
+    start = low - low % mmap.PAGESIZE
+    madvise(start, high - start, _MADV_POPULATE_READ)  # -1 (EINVAL) before Linux 5.14: faulted in as read
+
+
+def _libc_madvise():
+    global _madvise
+    if _madvise is None:
+        import ctypes  # here: only a conversion's loader needs it
+
+        try:
+            function = ctypes.CDLL(None, use_errno=True).madvise
+        except (OSError, AttributeError):
+            function = False
+        else:
+            function.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+            function.restype = ctypes.c_int
+        _madvise = function
+    return _madvise

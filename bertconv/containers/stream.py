@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import errno
 import math
-import mmap
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable, Union
@@ -31,6 +30,7 @@ from ..dtypes import DType
 from ..errors import BertconvError, bad_input
 from ..lazy import lazy_module
 from ..tensor import LazyTensor, TransposedTensor, transpose_into
+from .advice import populate
 from .direct_output import DirectOutput
 from .writeback import EarlyWriteback
 
@@ -382,24 +382,3 @@ def _load(source) -> np.ndarray:
     array = source.read() if isinstance(source, LazyTensor) else source()
     populate(array)
     return array
-
-
-#: madvise(2)'s MADV_POPULATE_READ (Linux 5.14), which Python 3.11's mmap does not name.
-_MADV_POPULATE_READ = 22
-
-
-def populate(array: np.ndarray) -> None:
-    """Map in the pages of the memory map `array` views, if it views one, without copying: the
-    loader does it so that the writer's transpose does not fault them in one by one. bert-base
-    hf -> tf, medians of 9 to 11 taken in turns: 0.71 -> 0.60 s and 0.89 -> 0.79 s (on a disk
-    slowed to twice its `cp` + `sync` time). A kernel without MADV_POPULATE_READ (before 5.14)
-    leaves the pages to be faulted in as before."""
-    region = array.base
-    while region is not None and not isinstance(region, mmap.mmap):
-        region = getattr(region, "base", None) if isinstance(region, np.ndarray) else getattr(region, "obj", None)
-    if region is None or region.closed:
-        return
-    try:
-        region.madvise(_MADV_POPULATE_READ)
-    except OSError:
-        pass
