@@ -150,11 +150,12 @@ class DirectOutput:
                   read: Callable[[memoryview], None] | None = None) -> None:
         """Append bytes [offset, offset + nbytes) of `source_path`, read into the staging block;
         each piece read is shown to `read` (a checksum) before it is handed over."""
-        with open(source_path, "rb") as source:
+        source = os.open(source_path, os.O_RDONLY)  # not open(): no buffer to allocate per tensor
+        try:
             copied = 0
             while copied < nbytes:
                 n = min(nbytes - copied, len(self._block) - self._filled)
-                got = os.preadv(source.fileno(), [self._block[self._filled:self._filled + n]], offset + copied)
+                got = os.preadv(source, [self._block[self._filled:self._filled + n]], offset + copied)
                 if got == 0:
                     raise bad_input(Path(source_path), f"ends before byte {offset + nbytes}: the file "
                                                        f"changed or was truncated while being read")
@@ -164,6 +165,8 @@ class DirectOutput:
                 copied += got
                 if self._filled == len(self._block):
                     self._submit()
+        finally:
+            os.close(source)
 
     def hold(self, until: Future) -> None:
         """The staging block is not refilled before `until` is done (a reader of its bytes: a
