@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from ... import dtypes
 from ...dtypes import DType
@@ -253,16 +253,14 @@ def _read_listed_open(path: Path, f: h5py.File) -> tuple[KerasWeight, ...]:
     repeated = sorted(n for n, count in Counter(names).items() if count > 1)
     if repeated:
         raise bad_input(path, f"layer_names lists {', '.join(map(repr, repeated))} more than once")
-    size = file_size(path)
+    size, home = file_size(path), f.id.fileno
     weights = []
     for name in names:
         if not _is_relative_path(name):
             raise bad_input(path, f"layer_names holds {name!r}, not a relative dataset path")
-        found = get(f, name)
-        if not isinstance(found, h5py.Dataset):
-            what = "nothing" if found is None else "a group"
-            raise bad_input(path, f"layer_names lists dataset {name!r} but the file holds {what} there")
-        weights.append(KerasWeight(name, _tensor_in_file(path, found, f.id.fileno, size, f"dataset {name!r}")))
+        tensor = dataset_at(path, f, name, size, home, f"dataset {name!r}",
+                            lambda found: f"layer_names lists dataset {name!r} but the file holds {found} there")
+        weights.append(KerasWeight(name, tensor))
     return tuple(weights)
 
 
@@ -350,12 +348,8 @@ def _read_weight(path: Path, group: h5py.Group, layer: str, name: str, size: int
     where = f"layer {layer!r} weight {name!r}"
     if not _is_relative_path(name):
         raise bad_input(path, f"{where}: not a relative dataset name")
-    dataset = get(group, name)
-    if not isinstance(dataset, h5py.Dataset):
-        found = "nothing" if dataset is None else "a group"
-        raise bad_input(path, f"{where} is listed in weight_names but the file holds {found} at "
-                              f"{group.name}/{name}")
-    return KerasWeight(name, _tensor_in_file(path, dataset, home, size, where))
+    return KerasWeight(name, dataset_at(path, group, name, size, home, where, lambda found: (
+        f"{where} is listed in weight_names but the file holds {found} at {group.name}/{name}")))
 
 
 def get(group: h5py.Group, name: str) -> h5py.Group | h5py.Dataset | h5py.Datatype | None:
@@ -370,12 +364,15 @@ def get(group: h5py.Group, name: str) -> h5py.Group | h5py.Dataset | h5py.Dataty
     return h5py.Group(opened) if isinstance(opened, h5py.h5g.GroupID) else h5py.Datatype(opened)
 
 
-def dataset_at(path: Path, f: h5py.File, name: str, size: int) -> LazyTensor:
-    """Dataset `name` of the open file `f` as a lazy tensor, refused when it is an external link."""
-    dataset = get(f, name)
+def dataset_at(path: Path, group: h5py.Group, name: str, size: int, home: tuple, where: str,
+               missing: Callable[[str], str]) -> LazyTensor:
+    """Dataset `name` below `group` as a lazy tensor called `where` in errors (`_tensor_in_file`:
+    `size` and `home` are those of the file at `path`). Where there is no dataset, the error says
+    `missing(found)`, `found` being what is there instead: "nothing" or "a group"."""
+    dataset = get(group, name)
     if not isinstance(dataset, h5py.Dataset):
-        raise bad_input(path, f"holds no dataset at {name!r}")
-    return _tensor_in_file(path, dataset, f.id.fileno, size, f"dataset {name!r}")
+        raise bad_input(path, missing("nothing" if dataset is None else "a group"))
+    return _tensor_in_file(path, dataset, home, size, where)
 
 
 def _tensor_in_file(path: Path, dataset: h5py.Dataset, home: tuple, size: int, where: str) -> LazyTensor:

@@ -20,6 +20,7 @@ else:  # imported on first use: most commands read no HDF5 file, and headers nee
     np = lazy_module("numpy")
 from .keras import KERAS3_LAYERS, KERAS3_VARS, KerasWeight, is_keras3, read_guarded, dataset_at
 from .one_reading import remembered
+from .walk import dataset_paths
 
 
 @record
@@ -69,18 +70,16 @@ def _read_keras3_open(path: Path, f: h5py.File, *, shard: bool = False) -> Keras
         roots = ", ".join(sorted(f.keys())[:8]) or "nothing"
         raise bad_input(path, f"not in the Keras 3 weights layout (no /{KERAS3_LAYERS}/<group>/"
                               f"{KERAS3_VARS}; the root holds: {roots})")
-    size = file_size(path)
     datasets: list[str] = []
-
-    def collect(name: bytes, info) -> None:  # the low-level walk: no h5py object made per node
-        if info.type == h5py.h5o.TYPE_DATASET:
-            try:
-                datasets.append(name.decode("utf-8"))
-            except UnicodeDecodeError:
-                raise bad_input(path, f"holds a dataset whose name is not UTF-8: {name!r}") from None
-
-    h5py.h5o.visit(f.id, collect, info=True)
-    weights = {name: dataset_at(path, f, name, size) for name in sorted(datasets)}
+    for name in dataset_paths(f):
+        try:
+            datasets.append(name.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise bad_input(path, f"holds a dataset whose name is not UTF-8: {name!r}") from None
+    size, home = file_size(path), f.id.fileno
+    weights = {name: dataset_at(path, f, name, size, home, f"dataset {name!r}",
+                                lambda _: f"holds no dataset at {name!r}")
+               for name in sorted(datasets)}
     container, nested = _keras3_container(f, weights)
     prefix = container + "/"
     groups: dict[str, list[KerasWeight]] = {

@@ -26,6 +26,7 @@ from ...errors import bad_input
 from ...lazy import lazy_module
 from ..advice import advise
 from .one_reading import remembered
+from .walk import dataset_paths
 
 if TYPE_CHECKING:
     import h5py
@@ -103,16 +104,11 @@ def _metadata_ranges(path: Path, size: int) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     try:
         with h5py.File(path, "r") as f:
-            root = f.id
-
-            def collect(name: bytes, info) -> None:  # the low-level walk: no h5py object per node
-                if info.type == h5py.h5o.TYPE_DATASET:
-                    dataset = h5py.h5d.open(root, name)
-                    offset = dataset.get_offset()
-                    if offset is not None:
-                        spans.append((offset, dataset.get_storage_size()))
-
-            h5py.h5o.visit(root, collect, info=True)
+            for name in dataset_paths(f):
+                dataset = h5py.h5d.open(f.id, name)
+                offset = dataset.get_offset()
+                if offset is not None:
+                    spans.append((offset, dataset.get_storage_size()))
     except Exception:  # noqa: BLE001 - damaged structure: fall back to searching everything
         return [(0, size)]
     ranges, position = [], 0
