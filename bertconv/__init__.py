@@ -42,8 +42,6 @@ __all__ = ["__version__", *EXPORTS]
 
 
 def __getattr__(name: str) -> Any:
-    if name in EXPORTS:
-        from importlib import import_module
+    from .lazy import lazy_attribute  # here, not at the top: `import bertconv` loads .version alone
 
-        return getattr(import_module(f".{EXPORTS[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return lazy_attribute(__name__, EXPORTS, name)

@@ -10,6 +10,9 @@ command on a non-HDF5 file should wait for h5py. A module written
 
 reads as usual (`np.empty`, `isinstance(x, h5py.Group)`); the real import happens on the first
 attribute access, and every later access is a plain attribute read.
+
+A package exports names from its modules the same way: its `__getattr__` (PEP 562) returns
+`lazy_attribute(__name__, HOMES, name)`, `HOMES` mapping each name to the module that defines it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,12 @@ from __future__ import annotations
 import importlib
 import sys
 from types import ModuleType
+
+#: typing.TYPE_CHECKING without importing typing (2 ms), as in bertconv/__init__.py.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 
 class _LazyModule:
@@ -48,3 +57,14 @@ def module_name(module: ModuleType) -> str:
 def pending(module: object) -> bool:
     """True for a lazy module whose import has not happened yet (by it or by anyone else)."""
     return isinstance(module, _LazyModule) and module.__dict__["_lazy_name"] not in sys.modules
+
+
+def lazy_attribute(package: str, homes: Mapping[str, str], name: str) -> Any:
+    """The value of `package`'s exported `name`, imported from its module `homes[name]` (relative to
+    `package`) on the first call; later calls find that module imported.
+
+    Raises AttributeError, worded as for any module, for a name `homes` does not hold.
+    """
+    if name not in homes:
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{package}.{homes[name]}"), name)

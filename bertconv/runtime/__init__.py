@@ -13,8 +13,9 @@ loss is Google's (`loss`).
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from ..lazy import lazy_attribute
 
 # Bound here, not on first use: `fill_mask` is also the name of a module of this package, which
 # an import of `bertconv.runtime.fill_mask` would otherwise leave in its place.
@@ -44,11 +45,7 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
-    globals()[name] = value
-    return value
+    return lazy_attribute(__name__, _HOME, name)
 
 
 def __dir__() -> list[str]:
