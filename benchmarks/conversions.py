@@ -117,6 +117,7 @@ class Runner:
     out_dir: Path
     log: Callable[[str], None]
     idle_wait: float = 0  # seconds each run may wait for an idle machine
+    untimed_first_run: bool = True  # each command run once, untimed, before its timed runs (`_first_run`)
 
     def __post_init__(self):
         self._cache: dict[tuple, list[Measurement | None]] = {}
@@ -149,7 +150,7 @@ class Runner:
         try:
             # One untimed run of each first: it fills the bytecode cache and the page cache of the
             # libraries the command imports, as any second use of a tool finds them.
-            working = [i for i, c in enumerate(commands) if self._first_run(c, env)]
+            working = [i for i, c in enumerate(commands) if not self.untimed_first_run or self._first_run(c, env)]
             jobs = [Job(commands[i].argv, _before_each_run(commands[i].argv, commands[i].output, self.out_dir),
                         commands[i].stdout, check=False) for i in working]  # exit codes: checked below
             for i, m in zip(working, measure_alternating(jobs, reps=reps, env=env, cwd=ROOT, idle_wait=self.idle_wait)):

@@ -221,11 +221,13 @@ def section(key: str, runner: Runner) -> Section:
     return result
 
 
-def run(keys: list[str], reps: int, log, *, idle_wait: float = 0) -> list[Section]:
+def run(keys: list[str], reps: int, log, *, idle_wait: float = 0, untimed_first_run: bool = True) -> list[Section]:
+    """The sections of the families `keys`, each command measured `reps` times (after an untimed
+    first run unless `untimed_first_run` is False: `Runner.untimed_first_run`)."""
     out_dir = inputs.bench_dir() / "out-families"
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
-    runner = Runner(reps, out_dir, log, idle_wait)
+    runner = Runner(reps, out_dir, log, idle_wait, untimed_first_run)
     try:
         sections = []
         for key in keys:

@@ -3,8 +3,9 @@ printer run and produce what the tables need. No timing is asserted.
 
 Every process here is started once per result: the tiny inputs are built once for the module (in
 one bench directory, `bench`), the verify reference runs once over both of its fixtures, and the
-sections run without the untimed first run of each command (`no_untimed_first_runs`: with one
-timed run it would run each command twice for the same output; the runner tests below keep it).
+sections run without the untimed first run of each command (`Runner(untimed_first_run=False)`:
+with one timed run it would run each command twice for the same output, transformers' included;
+what a section computes and checks is unchanged; the runner tests below keep it).
 """
 
 from __future__ import annotations
@@ -45,16 +46,6 @@ def bench(tmp_path_factory):
         (directory / "pycache").symlink_to(pycache, target_is_directory=True)
         monkeypatch.setenv("BERTCONV_BENCH_DIR", str(directory))
         yield directory
-
-
-@pytest.fixture
-def no_untimed_first_runs(monkeypatch):
-    """Sections measured with one timed run of each command and no untimed first run before it
-    (it warms caches for timing, and would start every command, transformers' included, twice for
-    the same output): what the section computes and checks is unchanged."""
-    from benchmarks import conversions
-
-    monkeypatch.setattr(conversions.Runner, "_first_run", lambda runner, command, env: True)
 
 
 def test_run_once_reports_time_rss_and_io():
@@ -232,7 +223,7 @@ def tiny_inputs(bench):
 
 
 @requires("safetensors")  # the inputs' writer
-def test_a_section_builds_its_inputs_in_an_empty_bench_dir(tiny_inputs, tmp_path, no_untimed_first_runs):
+def test_a_section_builds_its_inputs_in_an_empty_bench_dir(tiny_inputs, tmp_path):
     """`python -m benchmarks` from a fresh clone: a section's title gives the size of inputs the
     section itself builds first (the whole quick run takes minutes: here the tiny model, one
     input kind, and the section's first row)."""
@@ -243,21 +234,21 @@ def test_a_section_builds_its_inputs_in_an_empty_bench_dir(tiny_inputs, tmp_path
     assert built.is_file() and (built.parent / inputs.COMPLETE_MARK).is_file()
     assert title == f"tiny: {built.stat().st_size / 2**20:,.0f} MiB in model.safetensors"
     assert any("building tiny hf-safetensors" in m for m in messages)
-    runner = conversions.Runner(1, tmp_path / "out", messages.append)
+    runner = conversions.Runner(1, tmp_path / "out", messages.append, untimed_first_run=False)
     audit = runner.run([*BERTCONV, "audit", built])
     assert audit is not None and audit.samples[0].exit_code == 0
 
 
 @requires("safetensors")  # the inputs' writer
-def test_the_startup_rows_hold_audit_and_inspect_against_a_bare_interpreter(tiny_inputs, tmp_path, monkeypatch,
-                                                                              no_untimed_first_runs):
+def test_the_startup_rows_hold_audit_and_inspect_against_a_bare_interpreter(tiny_inputs, tmp_path, monkeypatch):
     """Issue 31: `audit` and `inspect` are each measured against `python -c pass`, the three
     taking turns, and each row says its ratio and verdict."""
     from benchmarks import conversions, report
 
     monkeypatch.setattr(conversions, "STARTUP_REPS", 2)
     section = report.Section("tiny")
-    conversions.startup_row("tiny", section, conversions.Runner(1, tmp_path / "out", lambda line: None))
+    conversions.startup_row("tiny", section, conversions.Runner(1, tmp_path / "out", lambda line: None,
+                                                                untimed_first_run=False))
     assert [row.task for row in section.rows] == ["audit model.safetensors", "inspect model.safetensors"]
     for row, command in zip(section.rows, ("audit", "inspect")):
         assert row.tool == "python -c pass (interpreter start-up)" and row.passed is not None
@@ -344,6 +335,16 @@ def test_runner_measures_commands_in_turns_and_a_failure_spares_the_others(tmp_p
                                     conversions.Command(_appender(log, "E", exit_code=1), exit_codes=(0, 1))])
     assert again == [None, made, one]  # the same command lines in one call share their measurement
     assert log.read_text().split() == ["F", "M", "E", "M", "E", "M", "E"]
+
+
+def test_a_runner_told_so_starts_each_command_for_its_timed_runs_alone(tmp_path):
+    from benchmarks import conversions
+
+    log = tmp_path / "order"
+    runner = conversions.Runner(reps=2, out_dir=tmp_path / "out", log=lambda line: None, untimed_first_run=False)
+    assert None not in runner.run_alternating([conversions.Command(_appender(log, "A")),
+                                               conversions.Command(_appender(log, "B"))])
+    assert log.read_text().split() == ["A", "B"] * 2
 
 
 def test_a_command_failing_after_its_first_run_is_not_measured(tmp_path):
@@ -449,14 +450,14 @@ def tiny_family(bench):
 
 
 @requires("transformers", "torch", "tokenizers")
-def test_a_family_section_measures_both_tools_and_checks_their_outputs(tiny_family, no_untimed_first_runs):
+def test_a_family_section_measures_both_tools_and_checks_their_outputs(tiny_family):
     """The section's four rows on a tiny model (the heavy rows run the same code at base size):
     the memory bound, the ratios against the goals, transformers' saved tensors compared with
     bertconv's, and the top token of both fill-masks."""
     from benchmarks import families
 
     messages = []
-    [section] = families.run(["tiny"], 1, messages.append)
+    [section] = families.run(["tiny"], 1, messages.append, untimed_first_run=False)
     assert not any("building" in m for m in messages)  # the input `tiny_family` built
     convert, convert_reference, fill, fill_reference = section.rows
     assert section.title.startswith("XLM-RoBERTa (a tiny's size: L=2, H=32, V=99, fp32)")
