@@ -52,6 +52,7 @@ def populate(array) -> None:
 
 
 def _libc_madvise():
+    """libc's madvise(addr, length, advice) -> int, or False where ctypes cannot find it."""
     global _madvise
     if _madvise is None:
         import ctypes  # here: only a conversion's loader needs it
