@@ -70,6 +70,19 @@ def test_a_sharded_preset_reads_as_the_same_model_whole():
     np.testing.assert_allclose(masked_logits(tree, inputs)["mlm_logits"], reference["mlm_logits"], atol=LOGITS_ATOL)
 
 
+def test_a_sharded_presets_tensors_are_named_by_the_shard_that_holds_them():
+    """What `inspect` lists for a backbone tensor of a sharded preset names the shard it is read
+    from, which holds it there: the preset has no model.weights.h5."""
+    tree = formats.read(SHARDED)
+    backbone = [p for p in tree if not p.source.startswith("task.weights.h5:")]
+    assert {p.file.name for p in backbone} == set(_shards(SHARDED))
+    for p in backbone:
+        shard, _, inside = p.source.partition(":")
+        assert shard == p.file.name
+        with h5py.File(SHARDED / shard, "r") as f:
+            assert isinstance(f.get(inside), h5py.Dataset), p.source
+
+
 def test_a_shard_path_reads_the_whole_preset():
     assert formats.read(SHARDED / _shards(SHARDED)[-1]).path.name == "model.weights.json"
 

@@ -108,7 +108,8 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     else:
         raise bad_input(directory / MODEL_WEIGHTS, "is missing: a keras-hub preset keeps its backbone's weights there "
                                                    f"(or in shards listed by {SHARDED_INDEX})")
-    entries = [entry for weights in backbone for entry in _entries(weights, MODEL_PREFIX, config)]
+    # Each tensor named by the file it is in (a shard's own name), matched as model.weights.h5's.
+    entries = [entry for weights in backbone for entry in _entries(weights, f"{weights.path.name}:", config)]
     files = [model_path, *(weights.path for weights in backbone if weights.path != model_path)]
     if task_path.is_file():
         entries += _entries(keras3_h5.read_keras3_file(task_path), TASK_PREFIX, config)
@@ -120,9 +121,16 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     tree = assemble(format_name=FORMAT, path=model_path, entries=entries, table=family.table_for(config.embedding_projection),
                     config=config, default_activation=config.hidden_act, num_heads=num_heads, files=files,
                     vocab=vocab if vocab.is_file() else None,
-                    rename=lambda name: name.replace(first, first[:-1] + "_0/", 1),
+                    rename=lambda name: _backbone_name(name).replace(first, first[:-1] + "_0/", 1),
                     family=family.model_type)
     return from_preset(tree, family.position_offset)
+
+
+def _backbone_name(name: str) -> str:
+    """`name` ("<file>:<path in file>") as the table knows it: a backbone tensor's under
+    model.weights.h5, whichever shard holds it; a task tensor's as it is."""
+    file, _, inside = name.partition(":")
+    return name if file == TASK_WEIGHTS else MODEL_PREFIX + inside
 
 
 def read_config(path: Path) -> tuple[KerasHubFamily, BertConfig]:
