@@ -357,17 +357,23 @@ def _resident_kib_of_mapping(path: Path) -> int:
     return resident
 
 
+def _skip_unless_pages_can_be_mapped_in_and_seen() -> None:
+    """Skip the test where a mapping's resident pages cannot be seen (/proc/self/smaps) or the
+    kernel has no MADV_POPULATE_READ (Linux 5.14)."""
+    if not Path("/proc/self/smaps").exists():
+        pytest.skip("no /proc/self/smaps to see a mapping's resident pages")
+    release = tuple(int(part) for part in os.uname().release.split("-")[0].split(".")[:2])
+    if release < (5, 14):
+        pytest.skip(f"Linux {os.uname().release} has no MADV_POPULATE_READ (5.14)")
+
+
 def test_the_loader_maps_in_a_mapped_tensors_pages(tmp_path):
     """`advice.populate` (what the loader thread does to each array it hands over) maps in the
     pages of a memory-mapped tensor, so that the writer's transpose does not fault them in."""
     from bertconv.containers import advice
     from bertconv.tensor import MappedTensor
 
-    if not Path("/proc/self/smaps").exists():
-        pytest.skip("no /proc/self/smaps to see a mapping's resident pages")
-    release = tuple(int(part) for part in os.uname().release.split("-")[0].split(".")[:2])
-    if release < (5, 14):
-        pytest.skip(f"Linux {os.uname().release} has no MADV_POPULATE_READ (5.14)")
+    _skip_unless_pages_can_be_mapped_in_and_seen()
     path = tmp_path / "tensor.bin"
     path.write_bytes(np.arange(256 * 1024, dtype=np.float32).tobytes())  # 1 MiB, in the page cache
     array = MappedTensor(path, 0, FLOAT32, (512, 512)).read()
@@ -384,8 +390,7 @@ def test_the_loader_maps_in_the_pages_a_view_spans(tmp_path, view):
     from bertconv.containers import advice
     from bertconv.tensor import MappedTensor
 
-    if not Path("/proc/self/smaps").exists() or tuple(map(int, os.uname().release.split("-")[0].split(".")[:2])) < (5, 14):
-        pytest.skip("needs /proc/self/smaps and MADV_POPULATE_READ (Linux 5.14)")
+    _skip_unless_pages_can_be_mapped_in_and_seen()
     byte_bounds = getattr(np, "byte_bounds", None) or np.lib.array_utils.byte_bounds
     path = tmp_path / "tensor.bin"
     path.write_bytes(np.arange(256 * 1024, dtype=np.float32).tobytes())  # rows of 2 KiB, two to a page
