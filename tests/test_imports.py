@@ -67,8 +67,9 @@ def test_importing_the_cli_imports_no_format_module():
 
 
 #: checkpoint -> the format modules its audit may import: its own, and those of the same container
-#: (a legacy torch pickle starts with 0x80, which is also how a msgpack map starts; the bert4keras
-#: object checkpoint module uses bert4keras' table).
+#: (a legacy torch pickle starts with 0x80, which is also how a msgpack map starts). A Google
+#: bundle's keys are variable names, no object paths: the readers of object-based checkpoints (the
+#: Model Garden's, a SavedModel's, bert-for-tf2's, bert4keras') are not asked.
 AUDITS = {
     "hf/pretraining/model.safetensors": {"bertconv.formats.hf.checkpoint"},
     "hf/pretraining_bin/pytorch_model.bin": {"bertconv.formats.hf.checkpoint", "bertconv.formats.fairseq",
@@ -76,8 +77,8 @@ AUDITS = {
     "hf/legacy_bin/pytorch_model.bin": {"bertconv.formats.hf.checkpoint", "bertconv.formats.fairseq",
                                         "bertconv.formats.pytorch.fair_esm", "bertconv.formats.pytorch.megatron_lm",
                                         "bertconv.formats.hf.flax"},
-    "tf/full": {"bertconv.formats.tensorflow.google", "bertconv.formats.keras.bert4keras_objects", "bertconv.formats.tensorflow.model_garden",
-                "bertconv.formats.tensorflow.hub_savedmodel", "bertconv.formats.tensorflow.bert_for_tf2", "bertconv.formats.keras.bert4keras"},
+    "tf/full": {"bertconv.formats.tensorflow.google"},
+    "tf/full/bert_model.ckpt.index": {"bertconv.formats.tensorflow.google"},
 }
 
 
@@ -92,6 +93,20 @@ def test_audit_reads_headers_without_numpy_h5py_rich_or_other_formats(checkpoint
     assert formats <= AUDITS[checkpoint] and formats & AUDITS[checkpoint]
     if checkpoint.endswith(".safetensors"):
         assert not imported & set(TORCH_CONTAINER)
+
+
+#: The object-based checkpoints' readers, which a Google bundle does without.
+TF_OBJECT_FORMATS = {"bertconv.formats.tensorflow.model_garden", "bertconv.formats.tensorflow.hub_savedmodel",
+                     "bertconv.formats.tensorflow.bert_for_tf2", "bertconv.formats.keras.bert4keras_objects"}
+
+
+@pytest.mark.parametrize("checkpoint", ["tf2/garden-encoder", "tf2/hub-savedmodel", "tf2/bert-for-tf2"])
+def test_an_object_keyed_bundle_asks_the_object_checkpoint_readers(checkpoint):
+    """The other side: a bundle keyed by object paths is asked of every reader of those, and of
+    Google's (which says no)."""
+    status, imported = imported_by("audit", str(FIXTURES / checkpoint))
+    assert status == 0
+    assert TF_OBJECT_FORMATS | {"bertconv.formats.tensorflow.google"} <= imported
 
 
 @pytest.mark.parametrize("command", ["audit", "inspect"])

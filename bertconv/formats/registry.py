@@ -13,8 +13,9 @@ plus one entry in `FORMATS`; docs/ARCHITECTURE.md walks through it.
 The entries name their modules, which are imported when first used: an entry states, as plain
 values, everything a command needs before it reads a checkpoint (names, files, models), and the
 containers its files may be (`containers`), so that `resolve` imports only the modules whose
-container a path may be (judged by `container_hints`: names and a few magic bytes), never h5py for
-a safetensors file. tests/test_imports.py holds the stated values to the modules' own.
+container a path may be (judged by `container_hints`: names, a few magic bytes, a TF bundle's
+keys), never h5py for a safetensors file, nor the object-based checkpoints' readers for Google's
+bundle. tests/test_imports.py holds the stated values to the modules' own.
 """
 
 from __future__ import annotations
@@ -200,7 +201,7 @@ FORMATS: tuple[Format, ...] = (
         target="bert4keras-tf", module=_module("keras.bert4keras_objects"), names=("bert4keras-tf",),
         numerics="bert4keras", specificity=Specificity.CONTENT, output=None,
         description="a bert4keras object-based TF checkpoint (*.ckpt.index with Keras object paths)",
-        containers=("tf-bundle",),
+        containers=("tf-objects",),
     ),
     # What transformers 4.x saved for TensorFlow and Flax, which transformers 5 no longer reads.
     # Narrower than "hf" (every *.index.json) and "bert4keras" (every Keras-2 HDF5 file).
@@ -227,7 +228,7 @@ FORMATS: tuple[Format, ...] = (
         target="tf-garden", module=_module("tensorflow.model_garden"), names=("tf-garden",), numerics="google-tf",
         specificity=Specificity.NAMES, output=None,
         description="a TF2 Model Garden tf.train.Checkpoint (BertEncoderV2, BertPretrainerV2 masked LM)",
-        containers=("tf-bundle",),
+        containers=("tf-objects",),
     ),
     Format(
         target="tf-hub-savedmodel", module=_module("tensorflow.hub_savedmodel"),
@@ -235,13 +236,13 @@ FORMATS: tuple[Format, ...] = (
         numerics="google-tf", specificity=Specificity.NAMES, output=None,
         description="a TF-Hub BERT SavedModel (variables/ and its object graph) or a functional Model "
                     "Garden BertEncoder checkpoint",
-        containers=("tf-bundle",),
+        containers=("tf-objects",),
     ),
     Format(
         target="bert-for-tf2", module=_module("tensorflow.bert_for_tf2"), names=("tf-bert-for-tf2",), numerics="google-tf",
         specificity=Specificity.NAMES, output=None,
         description="a bert-for-tf2 save_weights checkpoint or .h5 (a BertModelLayer's variables)",
-        containers=("tf-bundle", "hdf5"),
+        containers=("tf-objects", "hdf5"),
     ),
     Format(
         target="keras-bert", module=_module("keras.keras_bert"), names=("keras-bert-h5",), numerics="keras-bert",
@@ -315,13 +316,17 @@ CONTAINER_SUFFIXES: dict[str, tuple[str, ...]] = {
     "tf-bundle": (".index",),
     "onnx": (".onnx",),
 }
+#: A TF bundle keyed by object paths (`.../.ATTRIBUTES/VARIABLE_VALUE`: Keras' `save_weights`,
+#: `tf.train.Checkpoint`), told from one keyed by variable names (Google's) by its index's keys.
+TF_OBJECTS = "tf-objects"
 #: Every container a `Format.containers` may name.
-CONTAINERS = frozenset(CONTAINER_SUFFIXES)
+CONTAINERS = frozenset(CONTAINER_SUFFIXES) | {TF_OBJECTS}
 
 
 def _file_hints(path: Path) -> set[str]:
     """The containers the file (or TF bundle prefix) `path` may be: by its name, its first bytes,
-    and a `.index` beside a bundle prefix. Generous: a sniffer decides, this only says whom to ask."""
+    a `.index` beside a bundle prefix, and that bundle's keys. Generous: a sniffer decides, this
+    only says whom to ask."""
     name = path.name
     hints = {container for container, suffixes in CONTAINER_SUFFIXES.items() if name.endswith(suffixes)}
     if ".data-" in name or os.path.isfile(f"{path}.index"):
@@ -340,7 +345,40 @@ def _file_hints(path: Path) -> set[str]:
                 hints.add("hdf5")
     except OSError:  # a bundle prefix names no file; a directory is not read here
         pass
+    if "tf-bundle" in hints:
+        from ..containers.tensorflow import prefix as tf_prefix
+
+        prefix = tf_prefix.bundle_prefix_of(path)
+        if prefix is not None and _object_keyed(prefix):
+            hints.add(TF_OBJECTS)
     return hints
+
+
+def _object_keyed(prefix: Path) -> bool:
+    """Whether the bundle at `prefix` (its index exists) has a key of an object path, or an index
+    that cannot be read: the readers of object-based checkpoints claim no other bundle. Its index is
+    parsed once for every reader that asks (`bundle._parse_index` keeps it)."""
+    from ..containers.tensorflow import bundle, trackable
+
+    try:
+        keys = bundle.BundleReader(prefix).entries
+    except Exception:  # noqa: BLE001 - generous: its readers say what is wrong with it
+        return True
+    return any(trackable.object_path(key) is not None for key in keys)
+
+
+def _directory_object_hint(directory: Path) -> bool:
+    """Whether a bundle the formats may find in `directory` beyond its own `*.index` files (those
+    are hinted as files) is object-keyed: the one its `checkpoint` state file names (which may
+    be elsewhere), or a SavedModel's `variables/variables`."""
+    from ..containers.tensorflow import prefix as tf_prefix
+
+    prefixes = [directory / "variables" / "variables"]
+    try:
+        prefixes.append(tf_prefix.resolve_prefix(directory))
+    except Exception:  # noqa: BLE001 - no state file naming a bundle: the files were hinted
+        pass
+    return any(os.path.isfile(f"{prefix}.index") and _object_keyed(prefix) for prefix in prefixes)
 
 
 def container_hints(path: Path) -> frozenset[str]:
@@ -362,6 +400,8 @@ def container_hints(path: Path) -> frozenset[str]:
             hints.add("torch")
     if (path / "latest_checkpointed_iteration.txt").is_file():
         hints.add("torch")
+    if "tf-bundle" in hints and TF_OBJECTS not in hints and _directory_object_hint(path):
+        hints.add(TF_OBJECTS)
     return frozenset(hints)
 
 def by_specificity(entries: tuple[Format, ...]) -> tuple[Format, ...]:
