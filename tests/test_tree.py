@@ -75,6 +75,19 @@ def test_table_rejects_lookalike_layer_numbers():
     assert hf.TABLE.match("bert.encoder.layer.10.output.dense.bias").canonical == "layers.10.ffn.output.bias"
 
 
+def test_a_table_answers_a_name_asked_again_as_the_first_time(monkeypatch):
+    """`Table.match` keeps its answers (a reader asks each name several times), a bounded number."""
+    from bertconv.formats import table as tables
+
+    monkeypatch.setattr(tables, "MATCHES_KEPT", 3)
+    table = tables.Table("test", (tables.Row("layers.{i}.ffn.output.bias", "layer.{i}.out.bias"),))
+    names = ["layer.1.out.bias", "layer.01.out.bias", "other", "layer.12.out.bias"]
+    first = [table.match(name) for name in names]
+    assert [m and m.canonical for m in first] == ["layers.1.ffn.output.bias", None, None, "layers.12.ffn.output.bias"]
+    assert [table.match(name) for name in names] == first
+    assert len(table._matches) <= 3
+
+
 def test_every_table_of_every_format_names_real_roles_once():
     """Tables index (and check) their rows on first use; here every table every format module
     declares is indexed: each row names a canonical role, no name or role appears twice."""

@@ -27,15 +27,16 @@ def find_scope(path: Path, names: Iterable[str], table: Table) -> str:
     anchors: list[str] = []
     starts = _name_starts(table)
     for name in names:
-        for cut in [0] + [i + 1 for i, char in enumerate(name) if char == "/"]:
-            if not name.startswith(starts, cut):  # cheap: most cuts start no name of the table
-                continue
-            match = table.match(name[cut:])
-            if match is None:
-                continue
-            matches[name[:cut]] = matches.get(name[:cut], 0) + 1
-            if match.canonical == ANCHOR:
-                anchors.append(name[:cut])
+        cut = 0  # the name's start, then the start of each component after a "/"
+        while cut >= 0:
+            if name.startswith(starts, cut):  # cheap: most cuts start no name of the table
+                match = table.match(name[cut:])
+                if match is not None:
+                    matches[name[:cut]] = matches.get(name[:cut], 0) + 1
+                    if match.canonical == ANCHOR:
+                        anchors.append(name[:cut])
+            slash = name.find("/", cut)
+            cut = slash + 1 if slash >= 0 else -1
     if len(anchors) > 1:
         shown = ", ".join(repr(scope) for scope in anchors)
         raise bad_input(path, f"holds {len(anchors)} BERTs, under the scopes {shown}; bertconv reads one "

@@ -71,6 +71,9 @@ class Match:
 
 
 _DIGIT_RUN = re.compile(r"\d+")
+#: How many answers of `Table.match` a table keeps: a BERT-large's names several times over.
+MATCHES_KEPT = 4096
+_NOT_ASKED = object()
 
 
 class Table:
@@ -81,6 +84,7 @@ class Table:
         self.rows = rows
         self.skips = skips
         self._index: tuple[dict[str, Row], dict[str, Row]] | None = None
+        self._matches: dict[str, Match | None] = {}
 
     def _indexed(self) -> tuple[dict[str, Row], dict[str, Row]]:
         """(format name -> row, canonical name -> row), built and checked on first use: a module
@@ -102,7 +106,18 @@ class Table:
         return self._index
 
     def match(self, name: str) -> Match | None:
-        """The canonical name and layout of a format name, or None if the table lacks it."""
+        """The canonical name and layout of a format name, or None if the table lacks it.
+
+        Answers are kept (at most MATCHES_KEPT): telling which table and scope a file's names
+        are read with asks each name several times (`scope.find_scope`, then the reader)."""
+        found = self._matches.get(name, _NOT_ASKED)
+        if found is _NOT_ASKED:
+            if len(self._matches) >= MATCHES_KEPT:
+                self._matches.clear()
+            found = self._matches[name] = self._match(name)
+        return found
+
+    def _match(self, name: str) -> Match | None:
         by_name = self._indexed()[0]
         row = by_name.get(name)
         if row is not None and "{i}" not in row.name:
