@@ -158,6 +158,17 @@ def test_fixture_reads_with_checked_crcs(name):
         assert values.shape == entry.shape and values.dtype == entry.dtype.numpy
 
 
+def test_data_paths_name_each_shard_and_refuse_others():
+    """Each tensor names its own shard's data file; a shard the header does not count is refused."""
+    shards = tb.BundleReader(fixture_prefix("two_shards"))
+    paths = {name: shards.data_path(entry.shard_id) for name, entry in shards.entries.items()}
+    assert {path.name for path in paths.values()} == {"bert_model.ckpt.data-00000-of-00002",
+                                                      "bert_model.ckpt.data-00001-of-00002"}
+    assert all(shards.tensor(name).path == paths[name] for name in paths)
+    with pytest.raises(ValueError, match="shard 2 out of range: the bundle has 2"):
+        shards.data_path(2)
+
+
 def test_fixture_contents():
     full = tb.BundleReader(fixture_prefix("full"))
     assert full.entries["global_step"].dtype is dtypes.INT64 and full.entries["global_step"].shape == ()

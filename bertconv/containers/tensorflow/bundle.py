@@ -350,15 +350,19 @@ class BundleReader:
             raise bad_input(self.index_path, f"cannot read: {error.strerror}") from None
         self.header, self.entries = _parse_index(data, self.index_path)
         self.num_shards = self.header.num_shards
+        self._data_paths: dict[int, Path] = {}  # one Path per shard, not one per tensor
 
     def __repr__(self) -> str:
         return f"BundleReader({str(self.prefix)!r}, {len(self.entries)} entries, {self.num_shards} shard(s))"
 
     def data_path(self, shard_id: int) -> Path:
         """"<prefix>.data-00000-of-00001" for shard 0 of 1."""
-        if not 0 <= shard_id < self.num_shards:
-            raise ValueError(f"shard {shard_id} out of range: the bundle has {self.num_shards}")
-        return Path(f"{self.prefix}.data-{shard_id:05d}-of-{self.num_shards:05d}")
+        path = self._data_paths.get(shard_id)
+        if path is None:
+            if not 0 <= shard_id < self.num_shards:
+                raise ValueError(f"shard {shard_id} out of range: the bundle has {self.num_shards}")
+            path = self._data_paths[shard_id] = Path(f"{self.prefix}.data-{shard_id:05d}-of-{self.num_shards:05d}")
+        return path
 
     def entry(self, name: str) -> BundleEntry:
         """The entry of tensor `name`; `BadInput` when the index has no such tensor."""
