@@ -110,9 +110,11 @@ def test_an_object_keyed_bundle_asks_the_object_checkpoint_readers(checkpoint):
 
 
 @pytest.mark.parametrize("command", ["audit", "inspect"])
-def test_header_commands_on_a_file_start_no_thread_and_skip_the_hub_cache(command):
-    """A file is itself, never a repo id: no cache lookup; and reading headers writes nothing."""
-    status, imported = imported_by(command, str(FIXTURES / "hf/pretraining/model.safetensors"))
+@pytest.mark.parametrize("checkpoint", ["hf/pretraining/model.safetensors", "hf/pretraining"])
+def test_header_commands_on_a_file_start_no_thread_and_skip_the_hub_cache(command, checkpoint):
+    """A file, or a directory that is no repo folder of the cache, is itself, never a repo id: no
+    cache lookup; and reading headers writes nothing."""
+    status, imported = imported_by(command, str(FIXTURES / checkpoint))
     assert status == 0
     assert not imported & set(WRITING_AND_CACHE)
 

@@ -52,7 +52,10 @@ def load(path: PathArg, *, config: PathArg | None = None, heads: int | None = No
     from ..paths import require_file_or_directory
 
     local, snapshot = Path(path), None
-    if revision is not None or not local.is_file():  # a file is itself, never a repo in the cache
+    # A file is itself, never a repo in the cache; so is a directory other than a repo's folder
+    # in the cache (which holds snapshots/): neither needs the cache's module.
+    itself = local.is_file() or (local.is_dir() and not (local / "snapshots").is_dir())
+    if revision is not None or not itself:
         from ..formats.hf import cache as hub_cache
 
         local, snapshot = hub_cache.local_path(local, revision)
