@@ -1,7 +1,7 @@
 """Header-only reading of tf_model.h5 (Keras HDF5) and flax_model.msgpack, as the benchmark
 measures it: after evicting the file from the page cache, reading its headers leaves only
 header pages cached (no kernel readahead into tensor data), and the msgpack walk reads exactly
-its header bytes."""
+its header bytes. A torch zip's member headers are read through one descriptor."""
 
 from __future__ import annotations
 
@@ -114,3 +114,21 @@ def test_headers_are_read_where_the_system_takes_no_advice(fadvise, monkeypatch,
     assert [(array.path, array.tensor.shape) for array in msgpack_file.read_file(msgpack_path)] == expected
     workarounds.check_global_heaps(h5_path)
     assert keras_listing.layer_names(h5_path)[:LAYERS] == [f"layer_{i}" for i in range(LAYERS)]
+
+
+def test_a_torch_zip_is_opened_once_for_all_its_members_local_headers(monkeypatch):
+    """Where each storage's bytes start is read from its member's local header, exactly 30 bytes
+    each, through one descriptor (once the head is checked): not one open per tensor."""
+    from bertconv.containers import torch_pickle
+
+    path = FIXTURES / "hf/pretraining_bin/pytorch_model.bin"
+    opened = []
+
+    def counting_open(file, mode="r", *args, **kwargs):
+        opened.append((Path(file), mode, kwargs.get("buffering", -1)))
+        return open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(torch_pickle, "open", counting_open, raising=False)
+    checkpoint = torch_pickle.read_checkpoint(path)
+    assert len(checkpoint.tensors) > 20
+    assert opened == [(path, "rb", -1), (path, "rb", 0)]

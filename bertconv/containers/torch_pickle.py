@@ -354,10 +354,11 @@ def _read_archive(path: Path, archive: zipfile.ZipFile) -> tuple[dict, dict[str,
     records = _unpickle(io.BytesIO(archive.read(pkl)), path, pkl.filename)
     _refuse_other_pickles(path, archive, [m for m in members if m is not pkl], file_size)
     spans = {}
-    for member in members:
-        if member.filename.startswith(prefix + "data/"):
-            key = member.filename[len(prefix + "data/"):]
-            spans[key] = (_member_data_offset(path, member, file_size), member.file_size)
+    with open(path, "rb", buffering=0) as file:  # once for every local header, each read exactly
+        for member in members:
+            if member.filename.startswith(prefix + "data/"):
+                key = member.filename[len(prefix + "data/"):]
+                spans[key] = (_member_data_offset(path, file, member, file_size), member.file_size)
     return records, spans
 
 
@@ -388,15 +389,15 @@ def _refuse_other_pickles(path: Path, archive: zipfile.ZipFile, members: list[zi
             pass
 
 
-def _member_data_offset(path: Path, member: zipfile.ZipInfo, file_size: int) -> int:
-    """Where a stored (uncompressed) member's bytes start, from its local header."""
+def _member_data_offset(path: Path, file: io.RawIOBase, member: zipfile.ZipInfo, file_size: int) -> int:
+    """Where a stored (uncompressed) member's bytes start, from its local header (read from
+    `file`, the archive at `path` opened for reading)."""
     if member.compress_type != zipfile.ZIP_STORED:
         raise bad_input(path, f"zip member {member.filename} is compressed; torch stores storages "
                               f"uncompressed and bertconv maps them directly")
     check_span(path, member.header_offset, _ZIP_LOCAL_HEADER.size, file_size, f"zip member {member.filename}")
-    with open(path, "rb") as f:
-        f.seek(member.header_offset)
-        fields = _ZIP_LOCAL_HEADER.unpack(f.read(_ZIP_LOCAL_HEADER.size))
+    file.seek(member.header_offset)
+    fields = _ZIP_LOCAL_HEADER.unpack(file.read(_ZIP_LOCAL_HEADER.size))
     if fields[0] != ZIP_MAGIC:
         raise bad_input(path, f"zip member {member.filename}: bad local header signature")
     name_length, extra_length = fields[9], fields[10]
