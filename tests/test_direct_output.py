@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import mmap
 import os
+import resource
 import shutil
 import threading
 from pathlib import Path
@@ -414,3 +415,31 @@ def test_the_loader_maps_in_the_pages_a_view_spans(tmp_path, view):
     expected = resident_after(by_byte_bounds)
     assert resident_after(advice.populate) == expected
     assert (expected > 0) == (view(np.empty((512, 512))).size > 0)
+
+
+def _faults_of_this_thread() -> int:
+    return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+
+
+def test_the_staging_blocks_after_the_first_are_mapped_in_by_the_writer_threads(tmp_path, monkeypatch):
+    """While the first staging block fills (faulting its pages in as it is written: mapping them in
+    first costs the filling thread as much), the idle writer threads map in the others, so that the
+    thread filling them does not fault their pages in one by one."""
+    populated = []
+    monkeypatch.setattr(direct_output, "populate_for_writing",
+                        lambda block: populated.append((id(block), threading.current_thread().name)))
+    with DirectOutput(tmp_path / "out", 0, block_bytes=1 << 20):
+        pass  # leaving waits for the writer threads
+    assert len({block for block, _ in populated}) == len(populated) == direct_output.WRITERS
+    assert all(thread.startswith("bertconv-write") for _, thread in populated)
+
+
+def test_populate_for_writing_maps_in_every_page_of_an_anonymous_map():
+    from bertconv.containers import advice
+
+    _skip_unless_pages_can_be_mapped_in_and_seen()
+    region = mmap.mmap(-1, 1 << 20)
+    advice.populate_for_writing(region)
+    before = _faults_of_this_thread()
+    memoryview(region)[::mmap.PAGESIZE] = bytes(len(region) // mmap.PAGESIZE)
+    assert _faults_of_this_thread() - before < 16  # not mapped in: a fault per page, 256

@@ -10,8 +10,10 @@ from __future__ import annotations
 import mmap
 import os
 
-#: madvise(2)'s MADV_POPULATE_READ (Linux 5.14), which Python 3.11's mmap does not name.
+#: madvise(2)'s MADV_POPULATE_READ and MADV_POPULATE_WRITE (Linux 5.14), which Python 3.11's mmap
+#: does not name.
 _MADV_POPULATE_READ = 22
+_MADV_POPULATE_WRITE = 23
 
 _madvise = None  # libc's madvise through ctypes, once looked up; False where there is none
 
@@ -49,6 +51,21 @@ def populate(array) -> None:
     high = address + sum(max(0, extent) for extent in extents) + array.itemsize
     start = low - low % mmap.PAGESIZE
     madvise(start, high - start, _MADV_POPULATE_READ)  # -1 (EINVAL) before Linux 5.14: faulted in as read
+
+
+def populate_for_writing(region: mmap.mmap) -> None:
+    """Map in every page of the anonymous map `region`, writable, in one call that does not hold
+    the GIL. Touched page by page, 48 MiB of fresh staging blocks took 37-40 ms of CPU on the
+    thread filling them; this call takes 25-31 ms, and a writer thread that is idle anyway makes
+    it (`mmap`'s own MAP_POPULATE takes 16 ms, all of it holding the GIL). Nothing before Linux
+    5.14: the pages fault in as they are written."""
+    madvise = _libc_madvise()
+    if not madvise or region.closed or not len(region):
+        return
+    import ctypes  # loaded already by _libc_madvise
+
+    address = ctypes.addressof(ctypes.c_char.from_buffer(region))
+    madvise(address, len(region), _MADV_POPULATE_WRITE)
 
 
 def _libc_madvise():

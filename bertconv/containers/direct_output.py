@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Callable
 
 from ..errors import bad_input
+from .advice import populate_for_writing
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -108,7 +109,10 @@ class DirectOutput:
         from concurrent.futures import ThreadPoolExecutor  # here: reading needs no thread pool
 
         self._writers = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="bertconv-write")
-        self._free = deque(memoryview(mmap.mmap(-1, block_bytes)) for _ in range(WRITERS + 1))
+        blocks = [mmap.mmap(-1, block_bytes) for _ in range(WRITERS + 1)]
+        for block in blocks[1:]:  # by the idle writers while the first fills (where its pages fault in)
+            self._writers.submit(populate_for_writing, block)
+        self._free = deque(memoryview(block) for block in blocks)
         self._in_flight: deque = deque()  # (write, block, hold), oldest first
         self._block = self._free.popleft()
         self._hold = None  # what must be done before this block is refilled, besides its write
