@@ -239,22 +239,6 @@ def test_a_section_builds_its_inputs_in_an_empty_bench_dir(tiny_inputs, tmp_path
     assert audit is not None and audit.samples[0].exit_code == 0
 
 
-@requires("safetensors")  # the inputs' writer
-def test_the_startup_rows_hold_audit_and_inspect_against_a_bare_interpreter(tiny_inputs, tmp_path, monkeypatch):
-    """Issue 31: `audit` and `inspect` are each measured against `python -c pass`, the three
-    taking turns, and each row says its ratio and verdict."""
-    from benchmarks import conversions, report
-
-    monkeypatch.setattr(conversions, "STARTUP_REPS", 2)
-    section = report.Section("tiny")
-    conversions.startup_row("tiny", section, conversions.Runner(1, tmp_path / "out", lambda line: None,
-                                                                untimed_first_run=False))
-    assert [row.task for row in section.rows] == ["audit model.safetensors", "inspect model.safetensors"]
-    for row, command in zip(section.rows, ("audit", "inspect")):
-        assert row.tool == "python -c pass (interpreter start-up)" and row.passed is not None
-        assert row.note.startswith(f"bertconv {command} = ") and "medians of 2 runs each" in row.note
-
-
 @requires("safetensors")
 @pytest.mark.parametrize("kind", ["hf-tf", "hf-flax"])
 def test_inputs_bertconv_writes_are_built_from_the_safetensors_input(tiny_inputs, kind):
@@ -270,6 +254,30 @@ def test_inputs_bertconv_writes_are_built_from_the_safetensors_input(tiny_inputs
     assert (inputs.input_dir("tiny", "hf-safetensors") / inputs.COMPLETE_MARK).is_file()
     assert [m for m in messages if m.startswith("building")] == [f"building tiny {kind} input in {built.parent} ..."]
     assert run_in_process("audit", built).exit_code == 0
+
+
+@requires("safetensors")  # the inputs' writer
+def test_the_startup_rows_hold_audit_and_inspect_of_each_input_against_a_bare_interpreter(tiny_inputs, tmp_path,
+                                                                                         monkeypatch):
+    """Issue 31: `audit` and `inspect` of each input kind are each measured against `python -c
+    pass`, all taking turns, and each row says its ratio and verdict; an HDF5 input's failure
+    gives its own reason."""
+    from benchmarks import conversions, inputs, report
+
+    for kind in ("hf-flax", "hf-tf"):
+        inputs.ensure("tiny", kind, log=lambda line: None)  # built by the test above when it ran
+    monkeypatch.setattr(conversions, "STARTUP_REPS", 2)
+    section = report.Section("tiny")
+    conversions.startup_row("tiny", section, conversions.Runner(1, tmp_path / "out", lambda line: None,
+                                                                untimed_first_run=False),
+                            ["hf-safetensors", "hf-flax", "hf-tf"])
+    assert [row.task for row in section.rows] == ["audit model.safetensors", "inspect model.safetensors",
+                                                  "audit flax_model.msgpack", "inspect flax_model.msgpack",
+                                                  "audit tf_model.h5", "inspect tf_model.h5"]
+    for row, command in zip(section.rows, ("audit", "inspect") * 3):
+        assert row.tool == "python -c pass (interpreter start-up)" and row.passed is not None
+        assert row.note.startswith(f"bertconv {command} = ") and "medians of 2 runs each" in row.note
+    assert [row.why for row in section.rows] == [conversions.WHY["startup"]] * 4 + [conversions.WHY["startup-hdf5"]] * 2
 
 
 def test_each_timed_run_reads_the_commands_inputs_first(tmp_path, monkeypatch):
