@@ -360,12 +360,12 @@ def _resident_kib_of_mapping(path: Path) -> int:
 
 def _skip_unless_pages_can_be_mapped_in_and_seen() -> None:
     """Skip the test where a mapping's resident pages cannot be seen (/proc/self/smaps) or the
-    kernel has no MADV_POPULATE_READ (Linux 5.14)."""
+    kernel has no MADV_POPULATE_READ and MADV_POPULATE_WRITE (Linux 5.14)."""
     if not Path("/proc/self/smaps").exists():
         pytest.skip("no /proc/self/smaps to see a mapping's resident pages")
     release = tuple(int(part) for part in os.uname().release.split("-")[0].split(".")[:2])
     if release < (5, 14):
-        pytest.skip(f"Linux {os.uname().release} has no MADV_POPULATE_READ (5.14)")
+        pytest.skip(f"Linux {os.uname().release} has no MADV_POPULATE_READ nor _WRITE (5.14)")
 
 
 def test_the_loader_maps_in_a_mapped_tensors_pages(tmp_path):
@@ -385,36 +385,27 @@ def test_the_loader_maps_in_a_mapped_tensors_pages(tmp_path):
 
 @pytest.mark.parametrize("view", [lambda a: a[256:], lambda a: a[::-1][:128], lambda a: a[:, ::2][100:101],
                                   lambda a: a[:0]])
-def test_the_loader_maps_in_the_pages_a_view_spans(tmp_path, view):
+def test_the_loader_maps_in_the_pages_a_view_spans(tmp_path, monkeypatch, view):
     """A view of part of a mapped tensor (a slice, reversed, strided) has just the pages it spans
-    mapped in: as many as madvise maps for the span NumPy's `byte_bounds` gives."""
+    mapped in: madvise is asked for the page-aligned span NumPy's `byte_bounds` gives, nothing
+    for an empty view. (The kernel's answer is not compared: it maps in the page cache's
+    neighbouring pages too, as many as its fault-around and folios happen to give.)"""
     from bertconv.containers import advice
     from bertconv.tensor import MappedTensor
 
-    _skip_unless_pages_can_be_mapped_in_and_seen()
     byte_bounds = getattr(np, "byte_bounds", None) or np.lib.array_utils.byte_bounds
+    asked = []
+    monkeypatch.setattr(advice, "_libc_madvise", lambda: lambda start, length, how: asked.append((start, length, how)))
     path = tmp_path / "tensor.bin"
     path.write_bytes(np.arange(256 * 1024, dtype=np.float32).tobytes())  # rows of 2 KiB, two to a page
-
-    def resident_after(populate) -> int:
-        array = view(MappedTensor(path, 0, FLOAT32, (512, 512)).read())
-        populate(array)
-        resident = _resident_kib_of_mapping(path)
-        del array  # unmapped: the next mapping starts with no page mapped in
-        return resident
-
-    def by_byte_bounds(array) -> None:
-        region = array.base
-        while not isinstance(region, mmap.mmap):
-            region = region.base if isinstance(region, np.ndarray) else region.obj
-        low, high = byte_bounds(array)
-        start = low - np.frombuffer(region, np.uint8).ctypes.data
-        if high > low:
-            region.madvise(22, start - start % mmap.PAGESIZE, high - low + start % mmap.PAGESIZE)  # MADV_POPULATE_READ
-
-    expected = resident_after(by_byte_bounds)
-    assert resident_after(advice.populate) == expected
-    assert (expected > 0) == (view(np.empty((512, 512))).size > 0)
+    array = view(MappedTensor(path, 0, FLOAT32, (512, 512)).read())
+    advice.populate(array)
+    if array.size == 0:
+        assert asked == []
+        return
+    low, high = byte_bounds(array)
+    start = low - low % mmap.PAGESIZE
+    assert asked == [(start, high - start, 22)]  # MADV_POPULATE_READ
 
 
 def _faults_of_this_thread() -> int:
