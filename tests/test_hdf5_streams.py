@@ -1,5 +1,5 @@
 """HDF5 files laid out in memory and streamed (containers/hdf5/image.py), and what a reading learns
-of one once (containers/hdf5/one_reading.py)."""
+of one once (containers/one_reading.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import pytest
 import bertconv
 from bertconv import dtypes, formats
 from bertconv.containers import direct_output
-from bertconv.containers.hdf5 import image, keras_listing, one_reading, workarounds
+from bertconv.containers import one_reading
+from bertconv.containers.hdf5 import image, keras_listing, workarounds
 from bertconv.containers.hdf5 import keras as keras_h5
 from bertconv.containers.hdf5.keras_write import LayerToWrite, write_weights_file
 from bertconv.tensor import ArrayTensor, TransposedTensor

@@ -132,3 +132,25 @@ def test_a_torch_zip_is_opened_once_for_all_its_members_local_headers(monkeypatc
     checkpoint = torch_pickle.read_checkpoint(path)
     assert len(checkpoint.tensors) > 20
     assert opened == [(path, "rb", -1), (path, "rb", 0)]
+
+
+def test_a_torch_pickle_is_unpickled_once_per_reading(monkeypatch):
+    """Finding a .bin file's format asks fairseq's, fair-esm's and Megatron-LM's readers too, and
+    each reads the file: within one `formats.read` it is unpickled once, and read alike; outside
+    one, each reading unpickles it again (the file may have changed)."""
+    from bertconv import formats
+    from bertconv.containers import torch_pickle
+
+    path = FIXTURES / "hf/pretraining_bin/pytorch_model.bin"
+    unpickled = []
+    real = torch_pickle._unpickle
+
+    def counting(*args):
+        unpickled.append(args[1])
+        return real(*args)
+
+    monkeypatch.setattr(torch_pickle, "_unpickle", counting)
+    tree = formats.read(path)
+    assert unpickled == [path]
+    assert [(p.name, p.tensor.shape) for p in formats.read(path)] == [(p.name, p.tensor.shape) for p in tree]
+    assert unpickled == [path, path]

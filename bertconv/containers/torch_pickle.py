@@ -27,6 +27,7 @@ from ..dtypes import DType
 from ..errors import BadInput, bad_input
 from ..records import field, record
 from ..tensor import LazyTensor, StridedTensor, check_span
+from .one_reading import remembered
 
 ZIP_MAGIC = b"PK\x03\x04"
 #: The first pickle of the legacy format is this integer.
@@ -250,20 +251,26 @@ def looks_like_torch(path: Path) -> bool:
 
 def read_checkpoint(path: Path, *, arrange=None) -> TorchCheckpoint:
     """Read a torch state dict's layout (names, dtypes, shapes, storage spans) safely. `arrange`, if
-    given, maps the unpickled object to the one read (a library's nested state dict flattened)."""
+    given, maps the unpickled object to the one read (a library's nested state dict flattened),
+    without changing it: within one reading (`one_reading`) the file is unpickled once, for every
+    reader that asks (fairseq's, fair-esm's and Megatron-LM's sniffers read a .bin too)."""
     path = Path(path)
+    records, spans = remembered(path, "torch records", lambda: _read_records(path))
+    return _assemble(path, records if arrange is None else arrange(records), spans)
+
+
+def _read_records(path: Path) -> tuple[object, dict[str, tuple[int, int]]]:
+    """The unpickled object (tensors as `TensorRecord`s) and each storage's (offset, bytes)."""
     try:
         with open(path, "rb") as f:
             head = f.read(4)
     except OSError as exc:
         raise bad_input(path, f"cannot read: {exc.strerror or exc}") from None
     if head == ZIP_MAGIC:
-        records, spans = _read_zip(path)
-    elif head[:1] == b"\x80":
-        records, spans = _read_legacy(path)
-    else:
-        raise bad_input(path, "not a torch checkpoint (neither a zip archive nor a pickle)")
-    return _assemble(path, records if arrange is None else arrange(records), spans)
+        return _read_zip(path)
+    if head[:1] == b"\x80":
+        return _read_legacy(path)
+    raise bad_input(path, "not a torch checkpoint (neither a zip archive nor a pickle)")
 
 
 #: Keys under which training scripts save a model's state dict beside their own state, in the

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 from .. import paths
-from ..containers.hdf5.one_reading import one_reading
+from ..containers.one_reading import one_reading
 from ..errors import bad_input
 from ..records import replace
 from .registry import (FORMATS, MODELS, SNIFF_ORDER, TARGETS, Format, Output, Specificity, container_hints,
@@ -113,7 +113,7 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     A directory holding the model in several of transformers' formats is read from the file
     transformers reads; the tree lists the others (`ParameterTree.copies`) and says so in a note.
     """
-    with one_reading():  # the readers that look at an HDF5 file while finding its format, then the one reading it
+    with one_reading():  # the readers that parse a file while finding its format, then the one reading it
         fmt, exact, copies = _resolve(path, only=written_as)
         if model is None:
             tree = fmt.read(exact, config_path=config_path, num_heads=num_heads)

@@ -51,7 +51,7 @@ from ...errors import BadInput, bad_input
 from ...lazy import lazy_module
 from ...records import record
 from ...tensor import ArrayTensor, LazyTensor, MappedTensor, check_span, file_size
-from .one_reading import known
+from ..one_reading import known
 from .signature import is_hdf5
 from .workarounds import check_global_heaps
 

@@ -19,7 +19,7 @@ else:  # imported on first use: most commands read no HDF5 file, and headers nee
     h5py = lazy_module("h5py")
     np = lazy_module("numpy")
 from .keras import KERAS3_LAYERS, KERAS3_VARS, KerasWeight, is_keras3, read_guarded, dataset_at
-from .one_reading import remembered
+from ..one_reading import remembered
 from .walk import dataset_paths
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ...lazy import lazy_module
 from .keras import (LAYER_NAMES, LISTED_WEIGHTS, WEIGHT_NAMES, get, is_keras3, is_nested_model, string_list,
                     weights_group)
-from .one_reading import remembered
+from ..one_reading import remembered
 from .signature import is_hdf5
 from .workarounds import check_global_heaps
 

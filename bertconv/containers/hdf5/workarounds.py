@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Iterator
 from ...errors import bad_input
 from ...lazy import lazy_module
 from ..advice import advise
-from .one_reading import remembered
+from ..one_reading import remembered
 from .walk import dataset_paths
 
 if TYPE_CHECKING:

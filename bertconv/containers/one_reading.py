@@ -1,14 +1,16 @@
-"""What is learnt of an HDF5 file, learnt once per reading.
+"""What is learnt of a checkpoint file, learnt once per reading.
 
-Finding a checkpoint's format asks every reader of HDF5 files whether a file is theirs (bert4keras,
-keras-bert, bert-for-tf2, transformers' tf_model.h5, keras-hub), and each opens the file, checks
-its global heaps and lists its layers' weight names (or parses its Keras 3 layout); then one of
-them reads it. `formats.read` wraps all of that in `one_reading()`, within which
-`remembered(path, question, learn)` gives what `learn()` gave the first time that question was
-asked of that file, as long as the file is the same one (device, inode, size, modification and
-change times). Outside such a block every call learns afresh: a file rewritten in place within
-one clock tick keeps its size and times, and a check skipped on it (the global heaps HDF5 would
-loop on) could hang the process.
+Finding a checkpoint's format asks every reader of its container whether a file is theirs, and
+each parses it: the readers of HDF5 files (bert4keras, keras-bert, bert-for-tf2, transformers'
+tf_model.h5, keras-hub) each open the file, check its global heaps and list its layers' weight
+names (or parse its Keras 3 layout); those of torch pickles (fairseq, fair-esm, Megatron-LM,
+transformers) each unpickle the file's records. Then one of them reads it. `formats.read` wraps
+all of that in `one_reading()`, within which `remembered(path, question, learn)` gives what
+`learn()` gave the first time that question was asked of that file, as long as the file is the
+same one (device, inode, size, modification and change times). Outside such a block every call
+learns afresh: a file rewritten in place within one clock tick keeps its size and times, and a
+check skipped on it (the global heaps HDF5 would loop on) could hang the process. What is
+remembered is shared by every reader that asks: none may change it.
 """
 
 from __future__ import annotations
