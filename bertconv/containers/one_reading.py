@@ -24,7 +24,7 @@ from typing import Callable, Iterator, TypeVar
 T = TypeVar("T")
 
 #: (question, file identity) -> answer, within the current `one_reading` block; None outside one.
-_answers: ContextVar[dict | None] = ContextVar("bertconv_hdf5_answers", default=None)
+_answers: ContextVar[dict | None] = ContextVar("bertconv_reading_answers", default=None)
 
 
 @contextmanager
