@@ -15,6 +15,10 @@ from .errors import bad_input
 
 Identity = tuple[int, int]
 
+#: Where a Hugging Face cache keeps a repo's checked-out revisions: a `models--org--name` folder
+#: holding it is a repo folder of the cache.
+HUB_SNAPSHOTS = "snapshots"
+
 #: What each kind of non-regular file is called in messages.
 _KINDS = {
     stat.S_IFIFO: "a FIFO (named pipe)",
@@ -22,6 +26,11 @@ _KINDS = {
     stat.S_IFCHR: "a character device",
     stat.S_IFBLK: "a block device",
 }
+
+
+def holds_hub_snapshots(folder: Path) -> bool:
+    """Whether `folder` holds a Hugging Face cache's `snapshots/` directory (`HUB_SNAPSHOTS`)."""
+    return (Path(folder) / HUB_SNAPSHOTS).is_dir()
 
 
 def kind_of(path: Path) -> str | None:

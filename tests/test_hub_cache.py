@@ -118,6 +118,13 @@ def test_a_canonical_name_alone_is_a_repo_id(cache):
     assert report["path"].startswith(str(folder_of(cache, CANONICAL) / "snapshots" / MAIN))
 
 
+def test_a_repo_folder_of_the_cache_alone_is_its_main_snapshot(cache):
+    """A directory holding snapshots/ is looked up in the cache even without --revision
+    (`api.report.load` reads any other directory as itself, without the cache's module)."""
+    report = _inspect(folder_of(cache, REPO))
+    assert report["path"].startswith(str(folder_of(cache, REPO) / "snapshots" / MAIN))
+
+
 def test_a_repo_folder_of_the_cache_is_its_snapshot(cache):
     report = _inspect(folder_of(cache, REPO), "--revision", "v1.0")
     assert report["path"] == str(folder_of(cache, REPO) / "snapshots" / TAGGED / "model.safetensors")

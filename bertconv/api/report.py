@@ -49,12 +49,12 @@ def load(path: PathArg, *, config: PathArg | None = None, heads: int | None = No
     from ..records import replace
 
     from .. import formats
-    from ..paths import require_file_or_directory
+    from ..paths import holds_hub_snapshots, require_file_or_directory
 
     local, snapshot = Path(path), None
     # A file is itself, never a repo in the cache; so is a directory other than a repo's folder
-    # in the cache (which holds snapshots/): neither needs the cache's module.
-    itself = local.is_file() or (local.is_dir() and not (local / "snapshots").is_dir())
+    # in the cache: neither needs the cache's module.
+    itself = local.is_file() or (local.is_dir() and not holds_hub_snapshots(local))
     if revision is not None or not itself:
         from ..formats.hf import cache as hub_cache
 

@@ -23,6 +23,7 @@ import re
 from pathlib import Path
 
 from ...errors import bad_input
+from ...paths import HUB_SNAPSHOTS, holds_hub_snapshots
 from ...records import field, record
 
 #: huggingface_hub's `REPO_ID_SEPARATOR`, and the prefix of a model repo's folder.
@@ -92,13 +93,13 @@ def resolve(repo_id: str, revision: str | None = None, cache: Path | None = None
     """
     cache, setting = (cache, "given") if cache is not None else cache_dir()
     folder = repo_folder(cache, repo_id)
-    if not (folder / "snapshots").is_dir():
+    if not holds_hub_snapshots(folder):
         raise bad_input(repo_id, f"no such file or directory, and not in the Hugging Face cache: looked for "
                                  f"{folder} (the cache from {setting}); bertconv never downloads: fetch it first "
                                  f"(`hf download {repo_id}`), or set HF_HUB_CACHE to the cache that holds it")
     revision = revision or DEFAULT_REVISION
     commit = _commit_of(folder, revision)
-    snapshot = folder / "snapshots" / commit
+    snapshot = folder / HUB_SNAPSHOTS / commit
     if not snapshot.is_dir():
         raise bad_input(folder, f"refs/{revision} points to commit {commit}, whose snapshot is not in the cache "
                                 f"(snapshots/{commit} is absent); cached: {_listing(folder)}")
@@ -130,7 +131,7 @@ def _commit_of(folder: Path, revision: str) -> str:
 
 
 def _snapshot_commits(folder: Path) -> list[str]:
-    snapshots = folder / "snapshots"
+    snapshots = folder / HUB_SNAPSHOTS
     return sorted(entry.name for entry in snapshots.iterdir() if entry.is_dir()) if snapshots.is_dir() else []
 
 
@@ -178,13 +179,13 @@ def cached_repos(cache: Path) -> list[CachedRepo]:
     repos = []
     for folder in sorted(Path(cache).iterdir()) if Path(cache).is_dir() else []:
         repo_id = repo_id_of(folder.name)
-        if repo_id is None or not (folder / "snapshots").is_dir():
+        if repo_id is None or not holds_hub_snapshots(folder):
             continue
         refs = _refs_to(folder)
         commits = sorted(_snapshot_commits(folder), key=lambda c: (c not in refs, DEFAULT_REVISION not in
                                                                     refs.get(c, ()), c))
         repos.append(CachedRepo(repo_id, folder, tuple(
-            Snapshot(repo_id, c, folder / "snapshots" / c, tuple(refs.get(c, ()))) for c in commits)))
+            Snapshot(repo_id, c, folder / HUB_SNAPSHOTS / c, tuple(refs.get(c, ()))) for c in commits)))
     return repos
 
 
@@ -192,7 +193,7 @@ def is_cache(directory: Path) -> bool:
     """Whether `directory` is a Hugging Face cache: it holds at least one `models--*` folder with
     a `snapshots/` directory."""
     try:
-        return any(repo_id_of(entry.name) and (entry / "snapshots").is_dir() for entry in Path(directory).iterdir())
+        return any(repo_id_of(entry.name) and holds_hub_snapshots(entry) for entry in Path(directory).iterdir())
     except OSError:
         return False
 
@@ -208,7 +209,7 @@ def cache_holding(path: Path) -> Path | None:
             if os.path.realpath(node) == active and node.is_dir():
                 return node
             if (node.name.split(SEPARATOR, 1)[0] in ("models", "datasets", "spaces") and SEPARATOR in node.name
-                    and ((node / "snapshots").is_dir() or (node / "blobs").is_dir())):
+                    and (holds_hub_snapshots(node) or (node / "blobs").is_dir())):
                 return node
     return None
 
@@ -224,7 +225,7 @@ def local_path(path: Path, revision: str | None = None) -> tuple[Path, Snapshot 
     path = Path(path)
     if os.path.lexists(path):
         repo_id = repo_id_of(path.name)
-        if repo_id is not None and (path / "snapshots").is_dir():
+        if repo_id is not None and holds_hub_snapshots(path):
             snapshot = resolve(repo_id, revision, cache=path.parent)
             return snapshot.path, snapshot
         if revision is not None:
