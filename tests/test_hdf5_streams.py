@@ -14,7 +14,7 @@ import bertconv
 from bertconv import dtypes, formats
 from bertconv.containers import direct_output
 from bertconv.containers import one_reading
-from bertconv.containers.hdf5 import image, keras_listing, workarounds
+from bertconv.containers.hdf5 import image, keras_listing, nodes, workarounds
 from bertconv.containers.hdf5 import keras as keras_h5
 from bertconv.containers.hdf5.keras_write import LayerToWrite, write_weights_file
 from bertconv.tensor import ArrayTensor, TransposedTensor
@@ -127,16 +127,20 @@ def test_a_refused_read_ahead_still_writes_the_file(tmp_path, monkeypatch):
 # --- one reading --------------------------------------------------------------------------------
 
 
-def test_a_reading_checks_and_lists_each_hdf5_file_once(tmp_path, monkeypatch):
-    """Finding a bert4keras file's format asks four readers about it; within `formats.read` its
-    global heaps are checked and its names listed once."""
-    checks, listings = [], []
-    check, listing = workarounds._check_global_heaps, keras_listing._list_weights
+@pytest.mark.parametrize("own_reader", [True, False], ids=["bertconv's reader", "h5py"])
+def test_a_reading_parses_checks_and_lists_each_hdf5_file_once(tmp_path, monkeypatch, own_reader):
+    """Finding a bert4keras file's format asks four readers about it; within `formats.read` it is
+    parsed by bertconv's own reader once, and its names listed once. When that reader leaves the
+    file to h5py, its global heaps are checked once (bertconv's reader walks them itself)."""
+    parses, checks, listings = [], [], []
+    parse, check, listing = nodes._parse, workarounds._check_global_heaps, keras_listing._list_weights
+    monkeypatch.setattr(nodes, "_parse", lambda path: parses.append(path) or (parse(path) if own_reader else None))
     monkeypatch.setattr(workarounds, "_check_global_heaps", lambda path: checks.append(path) or check(path))
     monkeypatch.setattr(keras_listing, "_list_weights", lambda path: listings.append(path) or listing(path))
     tree = formats.read(B4K)
     assert tree.format == "bert4keras-h5"
-    assert checks == [B4K / WEIGHTS] and listings == [B4K / WEIGHTS]
+    assert parses == listings == [B4K / WEIGHTS]
+    assert checks == ([] if own_reader else [B4K / WEIGHTS])
 
 
 def test_outside_a_reading_every_question_is_answered_afresh(tmp_path):

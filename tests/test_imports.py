@@ -247,9 +247,29 @@ def test_container_hints_cover_every_claim_on_every_fixture():
     assert checked > 50
 
 
-def test_an_hdf5_file_brings_h5py_in():
-    """The other side of the lazy import: the checks above can see an import when there is one."""
-    status, imported = imported_by("audit", "--json", str(FIXTURES / "bert4keras/v50-pool-nsp-mlm/bert4keras_model.h5"))
+@pytest.mark.parametrize("command", ["audit", "inspect"])
+@pytest.mark.parametrize("checkpoint", ["bert4keras/v50-pool-nsp-mlm/bert4keras_model.h5", "hf_tf/pretraining",
+                                        "keras_hub/bert"])
+def test_a_keras_hdf5_file_is_read_without_h5py_or_numpy(command, checkpoint):
+    """Keras' files are read by bertconv's own HDF5 reader (containers/hdf5/metadata.py): their
+    headers need neither h5py nor NumPy."""
+    status, imported = imported_by(command, str(FIXTURES / checkpoint))
+    assert status == 0
+    assert not imported & {"h5py", "numpy"}
+
+
+def test_an_hdf5_file_of_a_newer_format_brings_h5py_in(tmp_path):
+    """The other side: a file bertconv's own reader leaves to h5py (here HDF5's newest format) is
+    read with h5py, and the checks above can see an import when there is one."""
+    import h5py
+
+    source = FIXTURES / "bert4keras/v50-pool-nsp-mlm/bert4keras_model.h5"
+    path = tmp_path / source.name
+    with h5py.File(source, "r") as old, h5py.File(path, "w", libver="latest") as new:
+        new.attrs.update(old.attrs)
+        for name in old:
+            old.copy(old[name], new)
+    status, imported = imported_by("audit", "--json", str(path))
     assert status == 0 and {"h5py", "numpy"} <= imported
 
 

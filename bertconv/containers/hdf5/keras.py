@@ -52,8 +52,9 @@ from ...lazy import lazy_module
 from ...records import record
 from ...tensor import ArrayTensor, LazyTensor, MappedTensor, check_span, file_size
 from ..one_reading import known
+from . import objects
+from .nodes import dataset_paths, file_number, get, is_dataset, is_group, read_with
 from .signature import is_hdf5
-from .workarounds import check_global_heaps
 
 if TYPE_CHECKING:
     import h5py
@@ -148,8 +149,7 @@ class H5Tensor(LazyTensor):
 
 def is_keras3(f: h5py.File) -> bool:
     layers = f.get(KERAS3_LAYERS)
-    return isinstance(layers, h5py.Group) and any(
-        isinstance(child, h5py.Group) and KERAS3_VARS in child for child in layers.values())
+    return is_group(layers) and any(is_group(child) and KERAS3_VARS in child for child in layers.values())
 
 
 def weights_group(f: h5py.File) -> h5py.Group | None:
@@ -157,7 +157,7 @@ def weights_group(f: h5py.File) -> h5py.Group | None:
     if _has_list_attr(f.attrs, LAYER_NAMES):
         return f
     nested = f.get(MODEL_WEIGHTS)
-    if isinstance(nested, h5py.Group) and _has_list_attr(nested.attrs, LAYER_NAMES):
+    if is_group(nested) and _has_list_attr(nested.attrs, LAYER_NAMES):
         return nested
     return None
 
@@ -188,7 +188,7 @@ def _read_open(path: Path, f: h5py.File) -> KerasWeightsFile:
     listed = _listed(path)
     layers: list[KerasLayer] = []
     for name in names:
-        layers.extend(_read_layer(path, group, name, size, f.id.fileno, listed))
+        layers.extend(_read_layer(path, group, name, size, file_number(f), listed))
     seen: set[str] = set()
     for layer in layers:
         if layer.name in seen:
@@ -231,7 +231,8 @@ def _read_unexpanded_open(path: Path, f: h5py.File) -> KerasWeightsFile:
     layers = []
     for name in names:
         child, weight_names = _layer_group(path, group, name, listed)
-        layers.append(KerasLayer(name, tuple(_read_weight(path, child, name, w, size, f.id.fileno) for w in weight_names)))
+        layers.append(KerasLayer(name, tuple(_read_weight(path, child, name, w, size, file_number(f))
+                                             for w in weight_names)))
     return KerasWeightsFile(path, tuple(layers), tuple(_extra_weights(path, f, group, size)),
                             _string_attr(group.attrs, "backend"), _string_attr(group.attrs, "keras_version"))
 
@@ -253,7 +254,7 @@ def _read_listed_open(path: Path, f: h5py.File) -> tuple[KerasWeight, ...]:
     repeated = sorted(n for n, count in Counter(names).items() if count > 1)
     if repeated:
         raise bad_input(path, f"layer_names lists {', '.join(map(repr, repeated))} more than once")
-    size, home = file_size(path), f.id.fileno
+    size, home = file_size(path), file_number(f)
     weights = []
     for name in names:
         if not _is_relative_path(name):
@@ -265,14 +266,12 @@ def _read_listed_open(path: Path, f: h5py.File) -> tuple[KerasWeight, ...]:
 
 
 def read_guarded(path: Path, read):
-    """`read(path, open_file)` on an HDF5 file checked first for what would hang HDF5, with any
-    HDF5 error turned into `BadInput` naming the file."""
+    """`read(path, root)` on an HDF5 file opened by `nodes.read_with` (h5py's only when checked
+    first for what would hang HDF5), with any HDF5 error turned into `BadInput` naming the file."""
     if not is_hdf5(path):
         raise bad_input(path, "not an HDF5 file (no HDF5 signature), so not a Keras weights file")
-    check_global_heaps(path)
     try:
-        with h5py.File(path, "r") as f:
-            return read(path, f)
+        return read_with(path, lambda f: read(path, f))
     except BadInput:
         raise
     except _H5_ERRORS as exc:
@@ -318,7 +317,7 @@ def _layer_group(path: Path, root: h5py.Group, name: str,
     when it has them: read by the same call from the same, unchanged file)."""
     where = f"layer {name!r}"
     group = get(root, name)
-    if not isinstance(group, h5py.Group):
+    if not is_group(group):
         found = "nothing" if group is None else "a dataset"
         raise bad_input(path, f"{where} is listed in layer_names but the file holds {found} under that name")
     weight_names = listed.get(name)
@@ -352,38 +351,29 @@ def _read_weight(path: Path, group: h5py.Group, layer: str, name: str, size: int
         f"{where} is listed in weight_names but the file holds {found} at {group.name}/{name}")))
 
 
-def get(group: h5py.Group, name: str) -> h5py.Group | h5py.Dataset | h5py.Datatype | None:
-    """`group.get(name)`, without the `File` object h5py makes for every dataset it opens (half
-    the time of opening one)."""
-    try:
-        opened = h5py.h5o.open(group.id, name.encode("utf-8"))
-    except KeyError:
-        return None
-    if isinstance(opened, h5py.h5d.DatasetID):
-        return h5py.Dataset(opened)
-    return h5py.Group(opened) if isinstance(opened, h5py.h5g.GroupID) else h5py.Datatype(opened)
-
-
 def dataset_at(path: Path, group: h5py.Group, name: str, size: int, home: tuple, where: str,
                missing: Callable[[str], str]) -> LazyTensor:
     """Dataset `name` below `group` as a lazy tensor called `where` in errors (`_tensor_in_file`:
     `size` and `home` are those of the file at `path`). Where there is no dataset, the error says
     `missing(found)`, `found` being what is there instead: "nothing" or "a group"."""
     dataset = get(group, name)
-    if not isinstance(dataset, h5py.Dataset):
+    if not is_dataset(dataset):
         raise bad_input(path, missing("nothing" if dataset is None else "a group"))
     return _tensor_in_file(path, dataset, home, size, where)
 
 
 def _tensor_in_file(path: Path, dataset: h5py.Dataset, home: tuple, size: int, where: str) -> LazyTensor:
     """`dataset` as a lazy tensor, refused when it lies in another file than `home`, the file
-    number of the file at `path` (h5py's `fileno`: a dataset behind an external link has another)."""
-    if dataset.id.fileno != home:
+    number of the file at `path` (h5py's `fileno`: a dataset behind an external link has another;
+    bertconv's own reader reads no external link)."""
+    if home is not None and dataset.id.fileno != home:
         raise bad_input(path, f"{where} is an external link into {dataset.file.filename}; refused")
     return dataset_tensor(path, dataset, size, where)
 
 
-def dataset_tensor(path: Path, dataset: h5py.Dataset, size: int, where: str) -> LazyTensor:
+def dataset_tensor(path: Path, dataset: h5py.Dataset | objects.Dataset, size: int, where: str) -> LazyTensor:
+    if isinstance(dataset, objects.Dataset):
+        return _contiguous(path, dataset.offset, dataset.dtype, dataset.shape, size, where)
     # Each property is asked of HDF5 once (h5py makes a new dtype or property list per ask): a
     # BERT's 206 weights are read in about half the time.
     stored = dataset.id.dtype
@@ -401,15 +391,22 @@ def dataset_tensor(path: Path, dataset: h5py.Dataset, size: int, where: str) -> 
         raise bad_input(path, f"{where} keeps its data outside this file (a virtual dataset or external "
                               f"storage); refused")
     if _is_plain(plist, layout, stored, dtype):
-        offset = dataset.id.get_offset()
-        if offset is None:
-            if numel == 0:
-                return ArrayTensor(np.empty(shape, dtype=dtype.numpy), dtype)
-            raise bad_input(path, f"{where} has no data stored (the save was interrupted?)")
-        check_span(path, offset, numel * dtype.itemsize, size, where)
-        return MappedTensor(path, offset, dtype, shape, name=where)
+        return _contiguous(path, dataset.id.get_offset(), dtype, shape, size, where)
     _check_stored_size(path, dataset, plist, numel * dtype.itemsize, where)
     return H5Tensor(path, dataset.name, dtype, shape, where)
+
+
+def _contiguous(path: Path, offset: int | None, dtype: DType, shape: tuple[int, ...], size: int,
+                where: str) -> LazyTensor:
+    """A dataset stored as one contiguous run at `offset` (None: no byte allocated) of the file
+    at `path`, of `size` bytes."""
+    numel = math.prod(shape)
+    if offset is None:
+        if numel == 0:
+            return ArrayTensor(np.empty(shape, dtype=dtype.numpy), dtype)
+        raise bad_input(path, f"{where} has no data stored (the save was interrupted?)")
+    check_span(path, offset, numel * dtype.itemsize, size, where)
+    return MappedTensor(path, offset, dtype, shape, name=where)
 
 
 def _dtype_of(dataset: h5py.Dataset, stored: np.dtype) -> DType:
@@ -442,16 +439,15 @@ def _is_plain(plist, layout: int, stored: np.dtype, dtype: DType) -> bool:
 def _extra_weights(path: Path, f: h5py.File, group: h5py.Group, size: int) -> list[KerasWeight]:
     extra = []
     top = group.get(TOP_LEVEL_WEIGHTS)
-    if isinstance(top, h5py.Group):
+    if is_group(top):
         names = string_list(path, top.attrs, WEIGHT_NAMES, TOP_LEVEL_WEIGHTS) or []
-        extra.extend(_read_weight(path, top, TOP_LEVEL_WEIGHTS, n, size, f.id.fileno) for n in names)
+        extra.extend(_read_weight(path, top, TOP_LEVEL_WEIGHTS, n, size, file_number(f)) for n in names)
     optimizer = f.get(OPTIMIZER_WEIGHTS) if group is not f else None
-    if isinstance(optimizer, h5py.Group):
-        datasets: list[str] = []
-        optimizer.visititems(lambda n, obj: datasets.append(n) if isinstance(obj, h5py.Dataset) else None)
-        extra.extend(KerasWeight(f"{OPTIMIZER_WEIGHTS}/{n}",
-                                 dataset_tensor(path, optimizer[n], size, f"{OPTIMIZER_WEIGHTS}/{n}"))
-                     for n in datasets)
+    if is_group(optimizer):
+        for raw in dataset_paths(optimizer):
+            name = raw.decode("utf-8", "surrogateescape")
+            extra.append(KerasWeight(f"{OPTIMIZER_WEIGHTS}/{name}", dataset_tensor(
+                path, optimizer[name], size, f"{OPTIMIZER_WEIGHTS}/{name}")))
     return extra
 
 
@@ -467,28 +463,27 @@ def string_list(path: Path, attrs, name: str, where: str) -> list[str] | None:
             return None
     values: list[str] = []
     for chunk in chunks:
-        array = np.atleast_1d(np.asarray(chunk))
-        if array.size == 0:
-            continue
-        for item in array.reshape(-1):
-            values.append(_decode(path, item, f"{where}: attribute {name!r}"))
+        # bertconv's own reader gives a list, or one value for a scalar; h5py an array or a scalar.
+        items = chunk if isinstance(chunk, list) else [chunk] if isinstance(chunk, (str, bytes, int, float)) \
+            else np.atleast_1d(np.asarray(chunk)).reshape(-1)
+        values.extend(_decode(path, item, f"{where}: attribute {name!r}") for item in items)
     return values
 
 
 def _decode(path: Path, item, where: str) -> str:
-    if isinstance(item, (bytes, np.bytes_)):
+    if isinstance(item, bytes):  # NumPy's bytes_ and str_ are bytes and str
         try:
             return bytes(item).decode("utf-8")
         except UnicodeDecodeError:
             raise bad_input(path, f"{where} holds {bytes(item)[:40]!r}, which is not UTF-8") from None
-    if isinstance(item, (str, np.str_)):
+    if isinstance(item, str):
         return str(item)
     raise bad_input(path, f"{where} holds {item!r} ({type(item).__name__}), expected names (strings)")
 
 
 def _string_attr(attrs, name: str) -> str | None:
     value = attrs.get(name)
-    if isinstance(value, (bytes, np.bytes_)):
+    if isinstance(value, bytes):
         return bytes(value).decode("utf-8", "replace")
     return None if value is None else str(value)
 

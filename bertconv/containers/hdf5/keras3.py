@@ -8,19 +8,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...errors import bad_input
-from ...lazy import lazy_module
 from ...records import record
 from ...tensor import LazyTensor, file_size
 
 if TYPE_CHECKING:
     import h5py
-    import numpy as np
-else:  # imported on first use: most commands read no HDF5 file, and headers need no NumPy
-    h5py = lazy_module("h5py")
-    np = lazy_module("numpy")
 from .keras import KERAS3_LAYERS, KERAS3_VARS, KerasWeight, is_keras3, read_guarded, dataset_at
 from ..one_reading import remembered
-from .walk import dataset_paths
+from .nodes import dataset_paths, file_number, is_group
 
 
 @record
@@ -66,7 +61,7 @@ def read_keras3_file(path: Path, *, shard: bool = False) -> Keras3WeightsFile:
 
 
 def _read_keras3_open(path: Path, f: h5py.File, *, shard: bool = False) -> Keras3WeightsFile:
-    if not (is_keras3(f) or shard and isinstance(f.get(KERAS3_LAYERS), h5py.Group)):
+    if not (is_keras3(f) or shard and is_group(f.get(KERAS3_LAYERS))):
         roots = ", ".join(sorted(f.keys())[:8]) or "nothing"
         raise bad_input(path, f"not in the Keras 3 weights layout (no /{KERAS3_LAYERS}/<group>/"
                               f"{KERAS3_VARS}; the root holds: {roots})")
@@ -76,14 +71,14 @@ def _read_keras3_open(path: Path, f: h5py.File, *, shard: bool = False) -> Keras
             datasets.append(name.decode("utf-8"))
         except UnicodeDecodeError:
             raise bad_input(path, f"holds a dataset whose name is not UTF-8: {name!r}") from None
-    size, home = file_size(path), f.id.fileno
+    size, home = file_size(path), file_number(f)
     weights = {name: dataset_at(path, f, name, size, home, f"dataset {name!r}",
                                 lambda _: f"holds no dataset at {name!r}")
                for name in sorted(datasets)}
     container, nested = _keras3_container(f, weights)
     prefix = container + "/"
     groups: dict[str, list[KerasWeight]] = {
-        name: [] for name, child in sorted(f[container].items()) if isinstance(child, h5py.Group)}
+        name: [] for name, child in sorted(f[container].items()) if is_group(child)}
     extra = []
     for name, tensor in weights.items():
         group, _, relative = name[len(prefix):].partition("/")
@@ -101,6 +96,6 @@ def _keras3_container(f: h5py.File, weights: dict[str, LazyTensor]) -> tuple[str
     its own (a model called as a layer inside another)."""
     weighted = sorted({name.split("/")[1] for name in weights if name.startswith(KERAS3_LAYERS + "/")})
     only = f[KERAS3_LAYERS].get(weighted[0]) if len(weighted) == 1 else None
-    if isinstance(only, h5py.Group) and isinstance(only.get(KERAS3_LAYERS), h5py.Group):
+    if is_group(only) and is_group(only.get(KERAS3_LAYERS)):
         return f"{KERAS3_LAYERS}/{weighted[0]}/{KERAS3_LAYERS}", weighted[0]
     return KERAS3_LAYERS, None

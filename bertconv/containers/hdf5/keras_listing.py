@@ -8,17 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ...lazy import lazy_module
-from .keras import (LAYER_NAMES, LISTED_WEIGHTS, WEIGHT_NAMES, get, is_keras3, is_nested_model, string_list,
-                    weights_group)
+from .keras import LAYER_NAMES, LISTED_WEIGHTS, WEIGHT_NAMES, is_keras3, is_nested_model, string_list, weights_group
 from ..one_reading import remembered
+from .nodes import get, is_group, read_with
 from .signature import is_hdf5
-from .workarounds import check_global_heaps
 
 if TYPE_CHECKING:
     import h5py
-else:  # imported on first use: most commands read no HDF5 file
-    h5py = lazy_module("h5py")
 
 
 def layout(path: Path) -> str | None:
@@ -31,14 +27,15 @@ def _layout(path: Path) -> str | None:
     if not is_hdf5(path):
         return None
     try:
-        with h5py.File(path, "r") as f:
-            if weights_group(f) is not None:
-                return "keras2"
-            if is_keras3(f):
-                return "keras3"
+        return read_with(path, _layout_of)
     except Exception:  # noqa: BLE001 - sniffing answers "not mine" for any unreadable file
         return None
-    return None
+
+
+def _layout_of(f: h5py.File) -> str | None:
+    if weights_group(f) is not None:
+        return "keras2"
+    return "keras3" if is_keras3(f) else None
 
 
 def layer_names(path: Path) -> list[str]:
@@ -71,17 +68,17 @@ def _listed_weights(path: Path) -> dict[str, list[str] | None]:
 
 
 def _list_weights(path: Path) -> dict[str, list[str] | None]:
+    def listing(f: h5py.File) -> dict[str, list[str] | None]:
+        group = weights_group(f)
+        if group is None:
+            return {}
+        listed = {}
+        for name in string_list(path, group.attrs, LAYER_NAMES, "the root") or []:
+            child = get(group, name)
+            listed[name] = string_list(path, child.attrs, WEIGHT_NAMES, f"layer {name!r}") if is_group(child) else None
+        return listed
+
     try:
-        check_global_heaps(path)
-        with h5py.File(path, "r") as f:
-            group = weights_group(f)
-            if group is None:
-                return {}
-            listed = {}
-            for name in string_list(path, group.attrs, LAYER_NAMES, "the root") or []:
-                child = get(group, name)
-                listed[name] = (string_list(path, child.attrs, WEIGHT_NAMES, f"layer {name!r}")
-                                if isinstance(child, h5py.Group) else None)
-            return listed
+        return read_with(path, listing)
     except Exception:  # noqa: BLE001 - a listing for sniffing; `read_weights_file` reports errors
         return {}
