@@ -16,7 +16,6 @@ from ...containers.hdf5.keras_write import LayerToWrite
 from ...dtypes import BFLOAT16, FLOAT32
 from ...errors import bad_input
 from ...config.dialects import bert4keras_config_dict
-from ...runtime.sinusoids import keras_relative_table
 from ...tensor import ArrayTensor, Bfloat16Widened
 from ...tree import ParameterTree
 from .bert4keras_graph import model_layers
@@ -82,6 +81,8 @@ def layers_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) -
 
 def _relative_sinusoids(tree: ParameterTree) -> ArrayTensor:
     """NEZHA's `Embedding-Relative-Position` weights [2K + 1, D], as bert4keras' initializer computes them."""
+    from ...runtime.sinusoids import keras_relative_table  # noqa: PLC0415 (a NEZHA's only; imports NumPy)
+
     table = keras_relative_table(tree.config.max_relative_position, tree.config.head_size)
     return ArrayTensor(table, FLOAT32)
 

@@ -15,12 +15,17 @@ P = 512 at -511; none at DeBERTa-v3's 256 with 512), which `caveats` names.
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ...errors import bad_input
-from ...runtime.disentangled import relative_index
+from ...lazy import lazy_module
 from ...tree import ParameterTree
 from .table import KerasHubFamily
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported on first use: reading a preset (the format module imports this one) needs no NumPy
+    np = lazy_module("numpy")
 
 
 def refuse_unrepresented(tree: ParameterTree, family: KerasHubFamily) -> None:
@@ -52,6 +57,8 @@ def keras_hub_index(seq_len: int, buckets: int, max_position: int) -> np.ndarray
 def caveats(tree: ParameterTree) -> list[str]:
     """The distances (up to max_position_embeddings - 1) whose relative-embedding row keras-hub
     rounds otherwise than transformers (see the module's docstring); none for most models."""
+    from ...runtime.disentangled import relative_index  # noqa: PLC0415 (imports NumPy: a writer's only)
+
     config = tree.config
     if not config.relative_attention or config.position_buckets <= 0:
         return []

@@ -20,13 +20,18 @@ the position rows are copied as they are.
 
 from __future__ import annotations
 
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ...errors import bad_input
+from ...lazy import lazy_module
 from ...records import replace
 from ...tensor import ArrayTensor, LazyTensor
 from ...tree import Parameter, ParameterTree, model_order_key
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported on first use: reading a preset's headers needs no NumPy
+    np = lazy_module("numpy")
 
 POSITION = "embeddings.position"
 TOKEN_TYPE = "embeddings.token_type"

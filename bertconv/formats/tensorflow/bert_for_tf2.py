@@ -28,15 +28,22 @@ Read-only.
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ...containers.hdf5 import keras as keras_h5, keras_listing
 from ...errors import bad_input
+from ...lazy import lazy_module
 from ...tree import Ignored, ParameterTree
-from . import object_bundle
 from ..assemble import Entry, assemble
 from ..configs import config_beside
 from ..table import Row, Table
+
+if TYPE_CHECKING:
+    from . import object_bundle
+else:  # imported on first use: an HDF5 save needs none of TensorFlow's checkpoint container
+    object_bundle = lazy_module("bertconv.formats.tensorflow.object_bundle")
 
 FORMAT = "tf-bert-for-tf2"
 #: params_flow.activations.gelu: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
@@ -78,9 +85,6 @@ TABLE = Table(FORMAT, (
            f"{_H5_LAYER}/output/LayerNorm"),
 ))
 
-LAYOUT = object_bundle.ObjectLayout(FORMAT, TABLE, DEFAULT_ACTIVATION)
-_sniff_bundle = object_bundle.sniffer(FORMAT, TABLE)
-_bundle_candidates = object_bundle.candidate_finder(TABLE)
 #: Why the weights of the user's other layers (a classifier on top) are set aside.
 OTHER_LAYER_REASON = "a layer of the user's Keras model outside the BertModelLayer (layer {layer!r})"
 
@@ -89,12 +93,12 @@ def sniff(path: Path) -> str | None:
     path = Path(path)
     if path.is_file() and keras_h5.is_hdf5(path):
         return FORMAT if _bert_layer_of(path) is not None else None
-    return _sniff_bundle(path)
+    return object_bundle.sniffer(FORMAT, TABLE)(path)
 
 
 def candidates(directory: Path) -> list[Path]:
     files = [p for p in sorted(Path(directory).glob("*.h5")) if p.is_file() and _bert_layer_of(p) is not None]
-    return files + _bundle_candidates(directory)
+    return files + object_bundle.candidate_finder(TABLE)(directory)
 
 
 def read(path: Path, *, config_path: Path | None = None, num_heads: int | None = None) -> ParameterTree:
@@ -102,7 +106,13 @@ def read(path: Path, *, config_path: Path | None = None, num_heads: int | None =
     (prefix, `.index`, data file or directory) or a Keras 2 HDF5 save (`x.h5`)."""
     if Path(path).is_file() and keras_h5.is_hdf5(Path(path)):
         return _read_h5(Path(path), config_path=config_path, num_heads=num_heads)
-    return object_bundle.read(path, LAYOUT, config_path=config_path, num_heads=num_heads)
+    return object_bundle.read(path, layout(), config_path=config_path, num_heads=num_heads)
+
+
+@cache
+def layout() -> object_bundle.ObjectLayout:
+    """How an object-based checkpoint of the layer is read."""
+    return object_bundle.ObjectLayout(FORMAT, TABLE, DEFAULT_ACTIVATION)
 
 
 def _h5_name(layer: str, weight: str) -> str | None:
