@@ -51,8 +51,9 @@ PER_GB_TASKS = (("hf-safetensors", "hf"), ("hf-safetensors", "tf"), ("tf", "hf")
 WHY = {
     "startup": "imports: argparse, typing, json, the canonical tree, the format registry and the safetensors "
                "container (its value types are records: no dataclass compiled); the reading itself is a millisecond",
-    "startup-hdf5": "h5py's and NumPy's imports (about 95 ms) and HDF5's walk of every dataset through h5py: "
-                    "only a reader of HDF5 metadata of bertconv's own would take both away",
+    "startup-hdf5": "bertconv's own reader of HDF5 metadata (no h5py, no NumPy) parses every object header in "
+                    "pure Python, and the Keras formats' modules are imported and asked (bert4keras, keras-bert, "
+                    "bert-for-tf2, tf_model.h5, keras-hub)",
     "startup-pickle": "bertconv's own unpickler, which runs no pickle code, reads data.pkl in pure Python; the "
                       "readers of fairseq, fair-esm and Megatron-LM checkpoints are imported and asked too",
     "audit": "Python start-up and imports are most of bertconv's time (see the python -c pass row)",
