@@ -116,3 +116,35 @@ def test_transformers_4_computes_what_bertconv_reads(tmp_path):
             assert np.array_equal(loaded[f"param:{row.name}"], tree[row.canonical].tensor.read()), row.name
         got = NumpyBert(tree)(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]).mlm_logits
         assert np.abs(got - loaded["mlm_logits"]).max() <= LOGITS_ATOL, directory.name
+
+
+@pytest.mark.parametrize("nbytes", [1000, 3 * 2**20 + 12, 5 * 2**20])
+def test_stored_copies_are_compared_to_the_last_byte(tmp_path, nbytes):
+    """Two copies stored as plain bytes are the same only when every byte is: a difference in
+    either half (each compared on a thread of its own past 2 MiB), in a whole block or in the
+    last partial one, is found, in one file or across two."""
+    from bertconv import dtypes
+    from bertconv.checks.copies import same_stored_bytes
+    from bertconv.tensor import MappedTensor
+
+    values = np.random.default_rng(0).integers(0, 256, nbytes, dtype=np.uint8).tobytes()
+    one, other = tmp_path / "one.bin", tmp_path / "other.bin"
+
+    def tensors(changed_at: int | None, across: bool) -> tuple[MappedTensor, MappedTensor]:
+        copy = bytearray(values)
+        if changed_at is not None:
+            copy[changed_at] ^= 0x40
+        if across:
+            one.write_bytes(values)
+            other.write_bytes(b"pad" + bytes(copy))
+            return (MappedTensor(one, 0, dtypes.UINT8, (nbytes,)), MappedTensor(other, 3, dtypes.UINT8, (nbytes,)))
+        one.write_bytes(b"x" + values + bytes(copy))
+        return (MappedTensor(one, 1, dtypes.UINT8, (nbytes,)), MappedTensor(one, 1 + nbytes, dtypes.UINT8, (nbytes,)))
+
+    for across in (False, True):
+        assert same_stored_bytes(*tensors(None, across))
+        for changed_at in sorted({0, nbytes // 2 - 1, nbytes // 2, min(nbytes // 2 + 2**20, nbytes - 2), nbytes - 1}):
+            assert not same_stored_bytes(*tensors(changed_at, across)), (changed_at, across)
+    shorter = MappedTensor(one, 1, dtypes.UINT8, (nbytes,))
+    one.write_bytes(b"x" + values + values[:-1])  # the second copy runs past the end of the file
+    assert not same_stored_bytes(shorter, MappedTensor(one, 1 + nbytes, dtypes.UINT8, (nbytes,)))
