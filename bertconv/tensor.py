@@ -137,7 +137,7 @@ class MappedTensor(LazyTensor):
         name: str = "",
         verify: Callable[[np.ndarray], None] | None = None,
     ):
-        self.path = Path(path)
+        self.path = path if isinstance(path, Path) else Path(path)  # a reader makes hundreds: no new Path each
         self.offset = offset
         self.dtype = dtype
         self.shape = tuple(shape)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 import struct
 from pathlib import Path
-from typing import Iterator
 
 from ... import dtypes
 from ...dtypes import DType
@@ -69,6 +68,7 @@ _IEEE = {2: (0, 16, 10, 5, 0, 10, 15), 4: (0, 32, 23, 8, 0, 23, 127), 8: (0, 64,
 _FLOATS = {2: dtypes.FLOAT16, 4: dtypes.FLOAT32, 8: dtypes.FLOAT64}
 _SIGNED = {1: dtypes.INT8, 2: dtypes.INT16, 4: dtypes.INT32, 8: dtypes.INT64}
 _STRUCT_FLOATS = {2: "<e", 4: "<f", 8: "<d"}
+_UINTS = {2: "H", 4: "I", 8: "Q"}
 _STRUCT_INTS = {(1, True): "b", (2, True): "h", (4, True): "i", (8, True): "q",
                 (1, False): "B", (2, False): "H", (4, False): "I", (8, False): "Q"}
 #: What Keras 3 writes for bfloat16: 2-byte opaque data with this attribute.
@@ -109,10 +109,14 @@ class _Parser:
     def uint(self, data: bytes, pos: int, n: int) -> int:
         return int.from_bytes(data[pos:pos + n], "little")
 
+    def length(self, data: bytes, pos: int) -> int:
+        """The length (HDF5's "size of lengths" bytes) at `pos` of `data`."""
+        return self.length_at(data, pos)[0]
+
     def address(self, data: bytes, pos: int) -> int | None:
         """The address at `pos` of `data`, None for HDF5's undefined address (all bits set)."""
-        raw = data[pos:pos + self.o]
-        return None if raw == b"\xff" * self.o else int.from_bytes(raw, "little")
+        value = self.address_at(data, pos)[0]
+        return None if value == self.undefined else value
 
     # the superblock
 
@@ -124,8 +128,14 @@ class _Parser:
         if version not in (0, 1):
             raise Unsupported(f"superblock version {version}")
         self.o, self.l = head[13], head[14]
-        if self.o not in (2, 4, 8) or self.l not in (2, 4, 8):
+        if self.o not in _UINTS or self.l not in _UINTS:
             raise Unsupported(f"sizes of offsets and lengths {self.o}, {self.l}")
+        self.address_at = struct.Struct("<" + _UINTS[self.o]).unpack_from
+        self.length_at = struct.Struct("<" + _UINTS[self.l]).unpack_from
+        self.undefined = (1 << 8 * self.o) - 1
+        #: A symbol table entry: the name's offset in the heap, the object header's address,
+        #: the cache type (then 4 reserved bytes and 16 of scratch pad).
+        self.entry = struct.Struct(f"<{_UINTS[self.o] * 2}I20x")
         pos = 24 + (4 if version == 1 else 0)
         block = self.read(pos, 4 * self.o + 2 * self.o + 24)
         if self.address(block, 0) != 0:
@@ -143,13 +153,15 @@ class _Parser:
 
     # object headers
 
-    def messages(self, address: int) -> Iterator[tuple[int, bytes]]:
-        """Each message of the version 1 object header at `address`: (type, data)."""
+    def messages(self, address: int) -> list[tuple[int, bytes]]:
+        """The messages of the version 1 object header at `address` that say something read
+        here: (type, data)."""
         prefix = self.read(address, 16)
         if prefix[0] != 1:
             raise Unsupported(f"object header version {prefix[0]} at {address}")
         count, length = struct.unpack_from("<2xH4xI", prefix)
         blocks = [(address + 16, length)]
+        found: list[tuple[int, bytes]] = []
         seen = 0
         while blocks:
             start, length = blocks.pop(0)
@@ -167,14 +179,15 @@ class _Parser:
                 if flags & _SHARED:
                     raise Unsupported(f"a shared message at {address}")
                 if kind == _CONTINUATION:
-                    target, span = self.address(body, 0), self.uint(body, self.o, self.l)
+                    target, span = self.address(body, 0), self.length(body, self.o)
                     if target is None:
                         raise Unsupported(f"a continuation to nowhere at {address}")
                     blocks.append((target, span))
                 elif kind not in _IGNORED:
-                    yield kind, body
+                    found.append((kind, body))
         if seen != count:
             raise Unsupported(f"object header at {address} claims {count} messages, holds {seen}")
+        return found
 
     def object(self, address: int, name: str) -> Node:
         """The group or dataset whose header is at `address`, parsed once however often linked."""
@@ -188,6 +201,8 @@ class _Parser:
         for kind, body in self.messages(address):
             if kind == _ATTRIBUTE:
                 key, value = self.attribute(body)
+                if key in attrs:
+                    raise Unsupported(f"attribute {key!r} twice at {address}")
                 attrs[key] = value
             elif kind == _LINK:
                 links.append(body)
@@ -257,7 +272,7 @@ class _Parser:
         heap = self.read(heap_address, 8 + 2 * self.l + self.o)
         if heap[:4] != b"HEAP" or heap[4] != 0:
             raise Unsupported(f"no local heap at {heap_address}")
-        segment_size = self.uint(heap, 8, self.l)
+        segment_size = self.length(heap, 8)
         segment_at = self.address(heap, 8 + 2 * self.l)
         segment = self.read(segment_at, segment_size) if segment_size else b""
         entries: list[tuple[bytes, int]] = []
@@ -273,7 +288,7 @@ class _Parser:
             raise Unsupported(f"no group B-tree node at {address}")
         level, used = head[5], self.uint(head, 6, 2)
         body = self.read(address + 8 + 2 * self.o, self.l + used * (self.o + self.l))
-        for index in range(used):
+        for index in range(used):  # keys and children alternate, a key first
             child = self.address(body, self.l + index * (self.o + self.l))
             if child is None:
                 raise Unsupported(f"a B-tree child to nowhere at {address}")
@@ -286,15 +301,12 @@ class _Parser:
         head = self.read(address, 8)
         if head[:4] != b"SNOD" or head[4] != 1:
             raise Unsupported(f"no symbol table node at {address}")
-        count, size = self.uint(head, 6, 2), 2 * self.o + 24
-        body = self.read(address + 8, count * size)
-        for index in range(count):
-            entry = index * size
-            name_at, target = self.uint(body, entry, self.o), self.address(body, entry + self.o)
-            if self.uint(body, entry + 2 * self.o, 4) == 2:
+        count = self.uint(head, 6, 2)
+        for name_at, target, cache_type in self.entry.iter_unpack(self.read(address + 8, count * self.entry.size)):
+            if cache_type == 2:
                 raise Unsupported("a soft link in a symbol table")
             end = names.find(b"\0", name_at)
-            if target is None or end < 0:
+            if target == self.undefined or end < 0:
                 raise Unsupported(f"a symbol table entry out of its heap at {address}")
             entries.append((names[name_at:end], target))
 
@@ -313,7 +325,7 @@ class _Parser:
         layout = found[_LAYOUT]
         if layout[0] not in (3, 4) or layout[1] != 1:
             raise Unsupported(f"dataset {name} is not contiguous (layout {layout[0]}, class {layout[1]})")
-        stored_bytes, nbytes = self.uint(layout, 2 + self.o, self.l), dtype.itemsize
+        stored_bytes, nbytes = self.length(layout, 2 + self.o), dtype.itemsize
         for dim in shape:
             nbytes *= dim
         if stored_bytes != nbytes:
@@ -331,7 +343,7 @@ class _Parser:
                 return None
         else:
             raise Unsupported(f"dataspace version {version}")
-        dims = tuple(self.uint(body, pos + i * self.l, self.l) for i in range(rank))
+        dims = struct.unpack_from(f"<{rank}{_UINTS[self.l]}", body, pos)
         if len(body) < pos + rank * self.l * (2 if flags & 1 else 1):
             raise Unsupported("a truncated dataspace")
         return dims
@@ -414,14 +426,14 @@ class _Parser:
         if address in self.heaps:
             return self.heaps[address]
         head = self.read(address, 8 + self.l)
-        size = self.uint(head, 8, self.l)
+        size = self.length(head, 8)
         if head[:4] != GLOBAL_HEAP_SIGNATURE or head[4] != GLOBAL_HEAP_VERSION or size < GLOBAL_HEAP_MIN_SIZE:
             raise Unsupported(f"no global heap collection at {address}")
         data = self.read(address, size)
         objects: dict[int, bytes] = {}
         pos = 8 + self.l
         while pos + 8 + self.l <= size:
-            index, length = self.uint(data, pos, 2), self.uint(data, pos + 8, self.l)
+            index, length = self.uint(data, pos, 2), self.length(data, pos + 8)
             step = length if index == 0 else 8 + self.l + ((length + 7) & ~7)
             if step == 0 or (index != 0 and pos + 8 + self.l + length > size):
                 raise Unsupported(f"a global heap object HDF5 cannot step over at {address + pos}")
