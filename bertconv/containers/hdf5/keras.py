@@ -1,4 +1,6 @@
-"""Keras HDF5 weight files (`model.save_weights('x.h5')`), read and written with h5py alone.
+"""Keras HDF5 weight files (`model.save_weights('x.h5')`), read through `nodes` (bertconv's own
+reader of HDF5 metadata where it reads the file, h5py otherwise: a group or dataset of either is
+asked alike, so `h5py.File` and `h5py.Group` below stand for both), written with h5py.
 
 Model-agnostic: this module knows Keras' file layout, not any model's layer names.
 
