@@ -20,12 +20,18 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from ...errors import bad_input
 from ...json_text import loads as json_loads
+from ...lazy import lazy_module
 from .keras3 import Keras3WeightsFile, read_keras3_file
-from .keras3_write import VARS, Keras3Object, write_keras3_file
+
+if TYPE_CHECKING:
+    from . import keras3_write
+    from .keras3_write import Keras3Object
+else:  # imported on first use: reading shards writes nothing
+    keras3_write = lazy_module("bertconv.containers.hdf5.keras3_write")
 
 #: A shard's file name as the index may list it (no directory).
 SHARD_NAME = re.compile(r"[A-Za-z0-9_.-]+\.weights\.h5")
@@ -103,9 +109,10 @@ def write_sharded(index: Path, objects: Sequence[Keras3Object], max_bytes: int, 
     written, weight_map = [], {}
     for number, shard in enumerate(plan_shards(objects, max_bytes)):
         path = index.with_name(f"{base}_{number:05}.weights.h5")
-        write_keras3_file(path, shard, on_tensor=on_tensor)
+        keras3_write.write_keras3_file(path, shard, on_tensor=on_tensor)
         written.append(path)
-        weight_map.update({f"/{obj.path}/{VARS}" if obj.path else f"/{VARS}": path.name for obj in shard})
+        vars_group = keras3_write.VARS
+        weight_map.update({f"/{obj.path}/{vars_group}" if obj.path else f"/{vars_group}": path.name for obj in shard})
     index.write_text(json.dumps({"metadata": {"total_size": float(total_bytes(objects))}, "weight_map": weight_map},
                                 indent=4))
     return written + [index]

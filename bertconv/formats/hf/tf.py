@@ -39,13 +39,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ...config import BertConfig
 from ...containers.hdf5 import keras as keras_h5, keras_listing
-from ...containers.hdf5 import keras_write as keras_h5_write
-from ...containers.hdf5.keras_write import LayerToWrite
 from ...dtypes import BFLOAT16
 from ...errors import bad_input
+from ...lazy import lazy_module
 from ...tensor import Bfloat16Widened, LazyTensor
 from ...tree import Ignored, ParameterTree, canonical_names
 from . import files as hf_files
@@ -57,6 +57,12 @@ from ..table import (
     refuse_untied_decoder,
     refuse_unwritten,
 )
+
+if TYPE_CHECKING:
+    from ...containers.hdf5 import keras_write as keras_h5_write
+    from ...containers.hdf5.keras_write import LayerToWrite
+else:  # imported on first use: reading a tf_model.h5 writes nothing
+    keras_h5_write = lazy_module("bertconv.containers.hdf5.keras_write")
 
 FORMAT = "hf-tf-h5"
 TF_FILE = "tf_model.h5"
@@ -261,12 +267,13 @@ def layers_to_write(tree: ParameterTree, *, drop_untied_decoder: bool = False) -
                 written.add(row.canonical)
         return out
 
-    layers = [LayerToWrite(layout.base, tuple(weights(expanded_rows(layout.base_rows, tree, layout.layer_groups))))]
+    base_weights = weights(expanded_rows(layout.base_rows, tree, layout.layer_groups))
+    layers = [keras_h5_write.LayerToWrite(layout.base, tuple(base_weights))]
     for head in layout.heads:
         if getattr(tree.heads, head.head):
             # A head holding the embeddings layer lists its weights after its own.
             held = weights(layout.embedding_rows, held=True) if head.holds_embeddings else []
-            layers.append(LayerToWrite(head.layer, tuple(weights(head.rows) + held)))
+            layers.append(keras_h5_write.LayerToWrite(head.layer, tuple(weights(head.rows) + held)))
     if missing:
         raise bad_input(tree.path, f"cannot write --to hf-tf: missing {', '.join(sorted(set(missing)))}")
     refuse_unwritten(tree, written, f"transformers' TF {layout.model_type}",

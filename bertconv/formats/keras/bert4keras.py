@@ -37,6 +37,7 @@ from .bert4keras_table import (
     FEED_FORWARD,
     LAYER_NORM,
     RELATIVE_SINUSOIDS,
+    WEIGHTS_FILE,
     LayerKind,
     Slot,
     family_of,
@@ -46,7 +47,6 @@ from .bert4keras_table import (
     refuse_non_bert,
     with_condition_size,
 )
-from .bert4keras_write import WEIGHTS_FILE, write  # noqa: F401 - the registry calls `module.write`
 
 FORMAT = "bert4keras-h5"
 FORMATS = (FORMAT, FORMAT_KERAS3)
@@ -54,6 +54,14 @@ FORMATS = (FORMAT, FORMAT_KERAS3)
 WRITES_FAMILIES = ("bert", "albert", "electra", "roformer", "roformer_v2", "nezha")
 #: The files of the checkpoint directory this module writes (what `convert --force` may replace).
 OWNED_FILES = (WEIGHTS_FILE, CONFIG_FILE)
+
+
+def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
+    """The registry's writer (`bert4keras_write.write`), imported with HDF5's writing machinery
+    when a conversion writes, not when a file is read."""
+    from .bert4keras_write import write as write_directory  # noqa: PLC0415
+
+    return write_directory(tree, directory, options=options)
 
 
 # --- finding the files ----------------------------------------------------------------------

@@ -48,6 +48,8 @@ from ..table import Row, Skip, Table
 #: bert4keras computes a config's "gelu" as the exact erf form (bert4keras/backend.py `gelu_erf`).
 DEFAULT_ACTIVATION = "gelu"
 CONFIG_FILE = "bert_config.json"
+#: The weights file bertconv writes (bert4keras itself loads any path given to it).
+WEIGHTS_FILE = "bert4keras_model.h5"
 
 
 # --- the layers and the order of their weights ------------------------------------------------

@@ -19,7 +19,7 @@ from ...config.dialects import bert4keras_config_dict
 from ...tensor import ArrayTensor, Bfloat16Widened
 from ...tree import ParameterTree
 from .bert4keras_graph import model_layers
-from .bert4keras_table import (ALBERT, CONFIG_FILE, FAMILY_BY_TYPE, NEZHA, NEZHA_MAX_RELATIVE_POSITION,
+from .bert4keras_table import (ALBERT, CONFIG_FILE, WEIGHTS_FILE, FAMILY_BY_TYPE, NEZHA, NEZHA_MAX_RELATIVE_POSITION,
                                RELATIVE_POSITION, Family)
 from ..table import (
     UNTIED_DECODER,
@@ -29,7 +29,6 @@ from ..table import (
     unit_norm_scales,
 )
 
-WEIGHTS_FILE = "bert4keras_model.h5"
 #: What the writer records as the file's producer: the layout is tf-keras 2.21's.
 BACKEND = "tensorflow"
 KERAS_VERSION = "2.21.0"

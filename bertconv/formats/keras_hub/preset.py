@@ -49,13 +49,29 @@ from .table import (
     TOKENIZER_ASSETS,
     KerasHubFamily,
 )
-from .write import write, write_caveats  # noqa: F401 (the registry's)
 
 FORMAT = "keras-hub-preset"
 #: The families this format writes (`convert` refuses a tree of any other).
 WRITES_FAMILIES = tuple(FAMILIES)
 #: The weights' dtype policies read; a mixed or quantized policy computes otherwise.
 DTYPE_POLICIES = ("float32", "float16", "bfloat16")
+
+
+# --- the registry's writer, imported with HDF5's writing machinery when a conversion writes --
+
+
+def write(tree: ParameterTree, directory: Path, *, options) -> list[Path]:
+    """`write.write`: `tree` as a keras-hub preset in the new `directory`."""
+    from .write import write as write_preset  # noqa: PLC0415
+
+    return write_preset(tree, directory, options=options)
+
+
+def write_caveats(tree: ParameterTree) -> list[str]:
+    """`write.write_caveats`: what the preset computes otherwise than the source."""
+    from .write import write_caveats as preset_caveats  # noqa: PLC0415
+
+    return preset_caveats(tree)
 
 
 # --- finding the files ----------------------------------------------------------------------
