@@ -337,3 +337,21 @@ def test_a_global_heap_hdf5_would_loop_on_is_left_to_its_check(tmp_path):
     path.write_bytes(bytes(data))
     with pytest.raises(objects.Unsupported, match="global heap"):
         metadata.read_tree(path)
+
+
+def test_a_group_without_its_symbol_table_is_left_to_h5py(tmp_path):
+    """The root group's symbol table message made a NIL message: an object that says neither
+    where its links are nor that it has none is not read as an empty group."""
+    path = tmp_path / "f.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("d", data=np.ones(2, dtype="<f4"))
+    data = bytearray(path.read_bytes())
+    root_header = int.from_bytes(data[64:72], "little")  # superblock 0: the root's symbol table entry
+    position, end = root_header + 16, root_header + 16 + int.from_bytes(data[root_header + 8:root_header + 12], "little")
+    while int.from_bytes(data[position:position + 2], "little") != 0x11:  # the header's one block
+        position += 8 + int.from_bytes(data[position + 2:position + 4], "little")
+        assert position < end, "no symbol table message in the root's header"
+    data[position:position + 2] = bytes(2)
+    path.write_bytes(bytes(data))
+    with pytest.raises(objects.Unsupported, match="not one kind of group"):
+        metadata.read_tree(path)

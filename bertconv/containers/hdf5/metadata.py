@@ -198,6 +198,7 @@ class _Parser:
         attrs: dict[str, object] = {}
         found: dict[int, bytes] = {}
         links: list[bytes] = []
+        new_style = False  # a group whose links are link messages (a link info message says so)
         for kind, body in self.messages(address):
             if kind == _ATTRIBUTE:
                 key, value = self.attribute(body)
@@ -208,6 +209,7 @@ class _Parser:
                 links.append(body)
             elif kind == _LINK_INFO or kind == _ATTRIBUTE_INFO:
                 self.check_compact(kind, body)
+                new_style = new_style or kind == _LINK_INFO
             elif kind in (_DATASPACE, _DATATYPE, _LAYOUT, _FILTERS, _SYMBOL_TABLE) and kind not in found:
                 found[kind] = body
             else:
@@ -220,6 +222,8 @@ class _Parser:
             return node
         if _DATATYPE in found or _DATASPACE in found:
             raise Unsupported(f"a committed datatype or an incomplete dataset at {address}")
+        if (_SYMBOL_TABLE in found) == bool(links or new_style):
+            raise Unsupported(f"an object at {address} that is not one kind of group (symbol table or links)")
         group = Group(name, attrs)
         self.objects[address] = group
         named = self.symbol_table(found[_SYMBOL_TABLE]) if _SYMBOL_TABLE in found else [
