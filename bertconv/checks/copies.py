@@ -93,10 +93,10 @@ def _same_bytes(path_a: Path, offset_a: int, path_b: Path, offset_b: int, count:
 
 
 def _equal_blocks(fd_a: int, offset_a: int, fd_b: int, offset_b: int, count: int) -> bool:
-    block_a, block_b = bytearray(BLOCK_BYTES), bytearray(BLOCK_BYTES)
+    block_a, block_b = bytearray(min(BLOCK_BYTES, count)), bytearray(min(BLOCK_BYTES, count))
     for start in range(0, count, BLOCK_BYTES):
         size = min(BLOCK_BYTES, count - start)
-        if size < BLOCK_BYTES:
+        if size < len(block_a):  # the last, partial block
             block_a, block_b = bytearray(size), bytearray(size)
         if (os.preadv(fd_a, [block_a], offset_a + start) != size
                 or os.preadv(fd_b, [block_b], offset_b + start) != size or block_a != block_b):
