@@ -58,30 +58,13 @@ def own_view(path: Path) -> dict:
     `|V2`, as h5py reads it)."""
     root = metadata.read_tree(path)
     view = {}
-    for name in ["/", *(raw.decode() for raw in _object_paths(root))]:
-        node = root if name == "/" else root[name]
+    for name, node in [("/", root), *objects.walk(root)]:
         if isinstance(node, objects.Dataset):
             stored = "|V2" if node.dtype.name == "bfloat16" else np.dtype(node.dtype.storage).str
             view[name] = ("dataset", node.attrs, node.shape, stored, node.offset)
         else:
             view[name] = ("group", node.attrs, list(node.keys()))
     return view
-
-
-def _object_paths(root: objects.Group) -> list[bytes]:
-    """Every object's path, depth first in name order, each object once (as h5py's visititems)."""
-    paths, seen = [], {id(root)}
-
-    def visit(group: objects.Group, prefix: str) -> None:
-        for name, child in group.items():
-            if id(child) not in seen:
-                seen.add(id(child))
-                paths.append((prefix + name).encode())
-                if isinstance(child, objects.Group):
-                    visit(child, prefix + name + "/")
-
-    visit(root, "")
-    return paths
 
 
 def assert_same_or_unsupported(path: Path) -> bool:

@@ -64,10 +64,10 @@ class Group(Node):
         return self.links.items()
 
 
-def dataset_paths(group: Group) -> list[bytes]:
-    """Every dataset below `group`, as `walk.dataset_paths` lists them from HDF5's own walk:
-    relative paths (bytes), depth first in name order, each object once."""
-    paths: list[bytes] = []
+def walk(group: Group) -> list[tuple[str, Node]]:
+    """Every object below `group` with its path relative to it, as HDF5 visits them (h5py's
+    `visititems`): depth first in name order, each object once however often it is linked."""
+    found: list[tuple[str, Node]] = []
     seen: set[int] = {id(group)}
 
     def visit(node: Group, prefix: str) -> None:
@@ -75,10 +75,15 @@ def dataset_paths(group: Group) -> list[bytes]:
             if id(child) in seen:
                 continue
             seen.add(id(child))
-            if isinstance(child, Dataset):
-                paths.append((prefix + name).encode("utf-8"))
-            else:
+            found.append((prefix + name, child))
+            if isinstance(child, Group):
                 visit(child, prefix + name + "/")
 
     visit(group, "")
-    return paths
+    return found
+
+
+def dataset_paths(group: Group) -> list[bytes]:
+    """Every dataset below `group`, as `walk.dataset_paths` lists them from HDF5's own walk:
+    relative paths (bytes), depth first in name order, each object once."""
+    return [path.encode("utf-8") for path, node in walk(group) if isinstance(node, Dataset)]
