@@ -9,6 +9,7 @@ this module's first line, nothing of bertconv can answer a signal.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 
@@ -16,6 +17,13 @@ import sys
 UNWINDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 #: Shells report death by signal N as 128 + N.
 SIGNAL_EXIT_BASE = 128
+#: OpenBLAS (NumPy's BLAS) starts a server thread per core when NumPy is imported, and each spins
+#: for 2**28 cycles (about 0.1 s of a core) waiting for work before it sleeps. A conversion never
+#: calls BLAS, and on a 2-core machine that spin takes CPU the writes need (`perf` showed
+#: `blas_thread_server`: bert-base bert4keras -> TF took 0.55 s of CPU, 0.46 s without it). At
+#: 2**4 cycles they sleep at once; the model runtime's matrix products still get every core, each
+#: waking them (microseconds, against a product's milliseconds). A value the user set is kept.
+OPENBLAS_THREAD_TIMEOUT = "4"
 
 
 class Terminated(BaseException):
@@ -61,6 +69,7 @@ def stopped(args: list[str], signum: int) -> int:
 def run() -> None:
     """`bertconv ARGS`: handlers first, then the command line (`cli.run`)."""
     install_signal_handlers()
+    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", OPENBLAS_THREAD_TIMEOUT)  # before NumPy is imported
     try:
         from . import cli
     except KeyboardInterrupt:

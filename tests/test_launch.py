@@ -83,3 +83,31 @@ def test_what_a_command_prints_is_all_written_before_the_process_ends(tmp_path):
                                timeout=120)
     assert ended.returncode == 0, ended.stderr
     assert json.loads(listing.read_text())["bertconv"]["schema"] == "bertconv.audit/1"  # whole: it parses
+
+
+#: Reports, when the command starts reading, OpenBLAS' spin setting and whether NumPy is loaded.
+WHEN_THE_COMMAND_STARTS = """
+import os, sys
+from bertconv import formats, launch
+read = formats.read
+def reading(*args, **kwargs):
+    print("SEEN", os.environ.get("OPENBLAS_THREAD_TIMEOUT"), "numpy" in sys.modules, file=sys.stderr)
+    return read(*args, **kwargs)
+formats.read = reading
+sys.argv = ["bertconv", "audit", {path!r}]
+launch.run()
+"""
+
+
+@pytest.mark.parametrize(("given", "seen"), [(None, "4"), ("20", "20")], ids=["unset", "the user's own"])
+def test_openblas_threads_are_told_to_sleep_before_numpy_is_loaded(given, seen):
+    """NumPy's OpenBLAS server threads would spin for about 0.1 s of a core each; the console
+    entry point tells them to sleep at once, before anything could import NumPy, and keeps a
+    value the user set."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    if given is not None:
+        env["OPENBLAS_THREAD_TIMEOUT"] = given
+    ran = subprocess.run([sys.executable, "-c", WHEN_THE_COMMAND_STARTS.format(path=str(CHECKPOINT))],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120, env={**env, "PYTHONPATH": str(ROOT)})
+    assert ran.returncode == 0, ran.stderr
+    assert f"SEEN {seen} False" in ran.stderr
