@@ -15,9 +15,10 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from . import companions, families, formats, paths
+from . import families, formats, paths
 from .formats.hf import cache as hub_cache
-from .atomic import Replaceable, atomic_output
+from .destination import companions
+from .destination.atomic import Replaceable, atomic_output
 from .checks.contract import require_read
 from .checks.copies import differing_copies
 from .checks.report import checkpoint

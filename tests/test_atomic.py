@@ -1,7 +1,7 @@
 """Atomic outputs: a destination appears whole or not at all.
 
 Writers write into `.<name>.bertconv-partial-<pid>` beside the destination and rename it at the
-end (bertconv/atomic.py). A run killed with SIGKILL leaves only that temporary; the next run
+end (bertconv/destination/atomic.py). A run killed with SIGKILL leaves only that temporary; the next run
 towards the same destination removes it (its process is gone) and succeeds. An existing
 destination is replaced only with --force. A full disk is exit 2 with nothing left behind.
 """
@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 from bertconv import formats
-from bertconv.atomic import PARTIAL_MARK
+from bertconv.destination.atomic import PARTIAL_MARK
 from bertconv.conversion import WriteOptions, convert
 from bertconv.errors import BadInput
 from conftest import FIXTURES, needs, run_cli

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from bertconv import formats
-from bertconv.atomic import PARTIAL_MARK, atomic_output
+from bertconv.destination.atomic import PARTIAL_MARK, atomic_output
 from bertconv.checks.diff import diff
 from bertconv.config import COMPUTATION_FIELDS
 from bertconv.conversion import convert

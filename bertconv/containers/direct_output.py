@@ -12,7 +12,7 @@ written at its offset by a writer thread while the next fills. The last, partial
 padded to `ALIGNMENT` for its write and the file then cut to its true length. Where the file
 system refuses O_DIRECT when the file is opened, `open_output` gives a plain buffered file; where
 it refuses an aligned write, the file falls back to buffered writes from then on. Durability
-still rests on the fsync `atomic.py` does before the rename.
+still rests on the fsync `destination/atomic.py` does before the rename.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ class DirectOutput:
     so far. Used as
     a context manager: on leaving normally the last block is written and the file cut to its
     length; on an error the writes in flight are waited for and the file is left to the caller
-    (`atomic.py` removes it). `size`, the expected length, is reserved up front (`_reserve`: one
+    (`destination/atomic.py` removes it). `size`, the expected length, is reserved up front (`_reserve`: one
     extent, and a full disk is found before anything is written). `block_bytes` is for tests.
     """
 

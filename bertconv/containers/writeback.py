@@ -1,6 +1,6 @@
 """Early writeback: the kernel starts writing an output's bytes to disk while the rest is written.
 
-Every output is fsynced before it is renamed into place (`atomic.py`). Left to itself, the
+Every output is fsynced before it is renamed into place (`destination/atomic.py`). Left to itself, the
 kernel keeps a freshly written file in dirty pages until that fsync, which then writes the whole
 file while the conversion waits: 0.35-0.4 s of a BERT-large conversion (1.3 GB). A writer that
 tells `EarlyWriteback` how far it has written gets each stretch of `WRITEBACK_STEP` bytes handed

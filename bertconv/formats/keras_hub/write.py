@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ... import companions
+from ...destination import companions
 from ...containers.hdf5.keras3_shards import total_bytes, write_sharded
 from ...containers.hdf5.keras3_write import Keras3Object, write_keras3_file
 from ...records import replace

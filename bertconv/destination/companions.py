@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import paths
+from .. import paths
 
 #: Tokenizer files of the Hugging Face and Google ecosystems (WordPiece, byte-level BPE,
 #: SentencePiece), by name.

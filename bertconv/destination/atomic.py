@@ -30,9 +30,9 @@ import shutil
 from pathlib import Path
 from typing import Iterator
 
-from . import paths
-from .errors import bad_input
-from .records import record
+from .. import paths
+from ..errors import bad_input
+from ..records import record
 
 PARTIAL_MARK = ".bertconv-partial-"
 _RETIRED_MARK = ".bertconv-replaced-"
