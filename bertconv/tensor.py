@@ -7,13 +7,13 @@ one tensor at a time keeps resident memory near the size of the largest tensor.
 
 from __future__ import annotations
 
-import _thread
 import math
 import mmap
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from . import transposes
 from .dtypes import BFLOAT16, FLOAT32, DType, as_float32
 from .errors import bad_input
 from .lazy import lazy_module
@@ -237,7 +237,7 @@ class TransposedTensor(LazyTensor):
         original = self._original()
         if original is not None:
             return original.read()
-        return transpose(self.base.read())
+        return transposes.transpose(self.base.read())
 
     def read_view(self) -> np.ndarray:
         return self.base.read_view().T
@@ -284,75 +284,6 @@ class ReshapedTensor(LazyTensor):
 
     def storage(self) -> tuple[Path, int, int] | None:
         return self.base.storage()
-
-
-#: A transpose is copied in tiles of this many source rows by this many source columns. numpy's
-#: own `ascontiguousarray(a.T)` walks one side a whole row apart per element, and with BERT's
-#: power-of-two row lengths (a [1024, 4096] kernel rows 16 KiB apart) every such access falls in
-#: the same few cache sets: 0.2-0.8 GB/s. A 16-row strip keeps each output row's writes within
-#: one 64-byte cache line and the 512-column span the reads in L1: 2.5-5.5 GB/s on the same matrices.
-TRANSPOSE_TILE_ROWS = 16
-TRANSPOSE_TILE_COLUMNS = 512
-#: A transpose of at least this many bytes is split between two threads, each writing its own
-#: half of the output rows (NumPy releases the GIL while it copies a tile); smaller ones are not
-#: worth it: diff's 4 MiB chunks took 0.30 s split against 0.23 s on one thread (bert-base, in one
-#: process; the second thread's hand-offs, and its system time, cost more than its half saved;
-#: measured again side by side: 0.42 s against 0.44 s split from 1 MiB). A conversion's writer
-#: splits from less (`containers.stream.TWO_THREAD_TRANSPOSE_BYTES`).
-TRANSPOSE_TWO_THREADS_BYTES = 8 << 20
-
-_transpose_helper = None  # the second thread's executor, started by the first large transpose
-_helper_lock = _thread.allocate_lock()  # not `threading`: reading headers starts no thread
-
-
-def transpose(array: np.ndarray) -> np.ndarray:
-    """The transpose of 2-D `array` ([R, C] -> [C, R]) as a new C-contiguous array (see
-    `transpose_into`). No memory beyond the output."""
-    array = np.asarray(array)  # a plain view: slicing a np.memmap makes a memmap object per tile
-    out = np.empty((array.shape[1], array.shape[0]), dtype=array.dtype)
-    transpose_into(array, out)
-    return out
-
-
-def transpose_into(array: np.ndarray, out: np.ndarray, *, two_threads_from: int | None = None) -> None:
-    """out[...] = array.T for 2-D `array` [R, C] and a writable C-contiguous `out` [C, R] (a new
-    array, or an output's staging block), copied tile by tile; one of at least `two_threads_from`
-    bytes (`TRANSPOSE_TWO_THREADS_BYTES` unless given) by two threads, each taking half of the
-    output rows (the source's columns)."""
-    array = np.asarray(array)
-    columns = array.shape[1]
-    if two_threads_from is None:
-        two_threads_from = TRANSPOSE_TWO_THREADS_BYTES
-    if array.nbytes < two_threads_from or columns < 2:
-        _transpose_columns(array, out, 0, columns)
-        return
-    middle = columns // 2
-    other_half = _helper().submit(_transpose_columns, array, out, middle, columns)
-    try:
-        _transpose_columns(array, out, 0, middle)
-    finally:
-        other_half.result()  # even on an error here: the helper must be done with `out`
-
-
-def _transpose_columns(array: np.ndarray, out: np.ndarray, first: int, end: int) -> None:
-    """out[first:end] = array[:, first:end].T, tile by tile."""
-    rows = array.shape[0]
-    for i in range(0, rows, TRANSPOSE_TILE_ROWS):
-        strip = array[i:i + TRANSPOSE_TILE_ROWS]
-        for j in range(first, end, TRANSPOSE_TILE_COLUMNS):
-            stop = min(j + TRANSPOSE_TILE_COLUMNS, end)
-            out[j:stop, i:i + TRANSPOSE_TILE_ROWS] = strip[:, j:stop].T
-
-
-def _helper():
-    """The one helper thread of every two-thread transpose (a second caller's half waits its turn)."""
-    global _transpose_helper
-    with _helper_lock:
-        if _transpose_helper is None:
-            from concurrent.futures import ThreadPoolExecutor  # here: most commands never transpose
-
-            _transpose_helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertconv-transpose")
-    return _transpose_helper
 
 
 def file_size(path: Path) -> int:

@@ -1,5 +1,7 @@
-"""The tiled transpose (bertconv/tensor.py `transpose`): bit for bit numpy's `.T`, whatever the
-shape, dtype or strides of its input, on one thread or split between two."""
+"""The transpose (bertconv/transposes.py): bit for bit numpy's `.T`, whatever the shape, dtype or
+strides of its input, by OpenBLAS' somatcopy or by tiles, on one thread or split between two;
+somatcopy's two ways of changing bits (a signalling NaN made quiet, denormals flushed by the
+thread) never reach the output."""
 
 from __future__ import annotations
 
@@ -8,8 +10,8 @@ import threading
 import numpy as np
 import pytest
 
-from bertconv import tensor
-from bertconv.tensor import TRANSPOSE_TILE_COLUMNS, TRANSPOSE_TILE_ROWS, transpose
+from bertconv import transposes
+from bertconv.transposes import TRANSPOSE_TILE_COLUMNS, TRANSPOSE_TILE_ROWS, transpose
 
 #: Odd sizes on both sides of a tile, single rows and columns, and a tile-and-a-bit each way.
 SHAPES = [(1, 1), (1, 37), (37, 1), (2, 3), (17, 33), (TRANSPOSE_TILE_ROWS + 1, TRANSPOSE_TILE_COLUMNS + 3),
@@ -26,11 +28,27 @@ def values(shape: tuple[int, ...], dtype) -> np.ndarray:
     return raw.view(dtype).reshape(shape)
 
 
+def numpy_carries_openblas() -> bool:
+    """Whether this NumPy was built with the OpenBLAS its wheels carry (`scipy-openblas`)."""
+    blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+    return str(blas.get("name", "")).startswith("scipy-openblas")
+
+
+@pytest.fixture(params=["openblas", "tiles"])
+def way(request, monkeypatch):
+    """Run the test with OpenBLAS' somatcopy where NumPy carries it, then with tiles alone."""
+    if request.param == "tiles":
+        monkeypatch.setattr(transposes, "_somatcopy", lambda: None)
+    elif not numpy_carries_openblas():
+        pytest.skip("this NumPy carries no OpenBLAS: every transpose goes by tiles")
+    return request.param
+
+
 @pytest.fixture(params=["one thread", "two threads"])
-def threads(request, monkeypatch):
-    """Run the test with the one-thread path, then with every transpose split in two."""
+def threads(request, monkeypatch, way):
+    """Run the test with the one-thread path, then with every transpose split in two (each way)."""
     if request.param == "two threads":
-        monkeypatch.setattr(tensor, "TRANSPOSE_TWO_THREADS_BYTES", 0)
+        monkeypatch.setattr(transposes, "TRANSPOSE_TWO_THREADS_BYTES", 0)
     return request.param
 
 
@@ -67,15 +85,15 @@ def test_transpose_of_a_memory_map(tmp_path, threads):
 def test_large_transposes_are_split_between_two_threads(monkeypatch):
     """Above the threshold, half of the output rows are copied by the helper thread, the other
     half by the caller; below it, everything by the caller."""
-    monkeypatch.setattr(tensor, "TRANSPOSE_TWO_THREADS_BYTES", 1 << 16)
+    monkeypatch.setattr(transposes, "TRANSPOSE_TWO_THREADS_BYTES", 1 << 16)
     copied = []  # (thread name, first output row, end)
-    original = tensor._transpose_columns
+    original = transposes._transpose_columns
 
     def recording(array, out, first, end):
         copied.append((threading.current_thread().name, first, end))
         original(array, out, first, end)
 
-    monkeypatch.setattr(tensor, "_transpose_columns", recording)
+    monkeypatch.setattr(transposes, "_transpose_columns", recording)
     large = values((64, 301), np.float32)  # 77 KB
     assert same_bits(transpose(large), np.ascontiguousarray(large.T))
     caller = threading.current_thread().name
@@ -90,14 +108,105 @@ def test_large_transposes_are_split_between_two_threads(monkeypatch):
 
 
 def test_an_error_in_the_helper_half_reaches_the_caller(monkeypatch):
-    monkeypatch.setattr(tensor, "TRANSPOSE_TWO_THREADS_BYTES", 0)
-    original = tensor._transpose_columns
+    monkeypatch.setattr(transposes, "TRANSPOSE_TWO_THREADS_BYTES", 0)
+    original = transposes._transpose_columns
 
     def failing_second_half(array, out, first, end):
         if first > 0:
             raise MemoryError("helper half failed")
         original(array, out, first, end)
 
-    monkeypatch.setattr(tensor, "_transpose_columns", failing_second_half)
+    monkeypatch.setattr(transposes, "_transpose_columns", failing_second_half)
     with pytest.raises(MemoryError, match="helper half failed"):
         transpose(values((4, 10), np.float32))
+
+
+#: float32 bit patterns somatcopy's `1.0 * a` could change: signalling NaNs (each sign, payloads
+#: low and high), quiet NaNs with payloads, denormals (smallest and largest), zeros and infinities.
+SPECIAL_BITS = [0x7F800001, 0xFF800001, 0x7FBFFFFF, 0x7FA00000, 0x7FC00001, 0xFFC12345, 0x00000001, 0x80000001,
+                0x007FFFFF, 0x807FFFFF, 0x00000000, 0x80000000, 0x7F800000, 0xFF800000]
+
+
+def with_special_values(shape: tuple[int, int], at: list[tuple[int, int]]) -> np.ndarray:
+    array = values(shape, np.uint32)
+    for (row, column), bits in zip(at, SPECIAL_BITS * len(at)):
+        array[row, column] = bits
+    return array.view(np.float32)
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (64, 301), (301, 64)], ids=lambda s: "x".join(map(str, s)))
+def test_every_float32_bit_pattern_is_kept(shape, threads):
+    """Random bits (NaNs of every payload among them) with the patterns somatcopy's arithmetic
+    would change put in every corner and the middle: the output is numpy's `.T`, bit for bit."""
+    rows, columns = shape
+    corners = [(0, 0), (0, columns - 1), (rows - 1, 0), (rows - 1, columns - 1), (rows // 2, columns // 2)]
+    array = with_special_values(shape, corners + [(r % rows, (7 * r) % columns) for r in range(20)])
+    assert same_bits(transpose(array), np.ascontiguousarray(array.T))
+
+
+def calls_to_openblas(monkeypatch) -> list[tuple[int, int]]:
+    """Record each (rows, columns) somatcopy is asked to copy, the denormal probe left out."""
+    real = transposes._somatcopy()
+    calls = []
+
+    def recording(order, trans, rows, columns, *rest):
+        if (rows, columns) != (1, 2):
+            calls.append((rows, columns))
+        real(order, trans, rows, columns, *rest)
+
+    monkeypatch.setattr(transposes, "_somatcopy", lambda: recording)
+    return calls
+
+
+def test_openblas_is_found_and_copies_float32_matrices(monkeypatch):
+    """Where NumPy carries OpenBLAS, a float32 matrix with contiguous rows goes through somatcopy;
+    other dtypes, and rows that are not contiguous, go by tiles."""
+    if not numpy_carries_openblas():
+        pytest.skip("this NumPy carries no OpenBLAS: every transpose goes by tiles")
+    assert transposes._somatcopy() is not None, "NumPy was built with scipy-openblas, but its somatcopy was not found"
+    calls = calls_to_openblas(monkeypatch)
+    matrix = values((40, 70), np.float32)
+    assert same_bits(transpose(matrix), np.ascontiguousarray(matrix.T))
+    assert calls == [(40, 70)]
+    calls.clear()
+    for other in (values((40, 70), np.float16), matrix[:, ::2], matrix[::-1], np.asfortranarray(matrix)):
+        assert same_bits(transpose(other), np.ascontiguousarray(other.T))
+    assert calls == []
+
+
+def test_a_signalling_nan_is_copied_again_by_tiles(monkeypatch):
+    """somatcopy makes a signalling NaN quiet: the half it copied holds a NaN, and is copied again
+    by tiles, exactly; the other half, NaN-free, keeps somatcopy's copy."""
+    if not numpy_carries_openblas():
+        pytest.skip("this NumPy carries no OpenBLAS: every transpose goes by tiles")
+    monkeypatch.setattr(transposes, "TRANSPOSE_TWO_THREADS_BYTES", 0)
+    calls = calls_to_openblas(monkeypatch)
+    tiled = []
+    real_tiles = transposes._tiles
+    monkeypatch.setattr(transposes, "_tiles", lambda a, out, first, end: (tiled.append((first, end)),
+                                                                          real_tiles(a, out, first, end)))
+    array = values((16, 10), np.uint32) & 0xBFFFFFFF  # no NaN: the exponent's top bit cleared
+    array[3, 7] = 0x7F800001  # a signalling NaN, in the second half of the columns
+    array = array.view(np.float32)
+    assert same_bits(transpose(array), np.ascontiguousarray(array.T))
+    assert sorted(calls) == [(16, 5), (16, 5)] and tiled == [(5, 10)]
+
+
+def test_a_thread_that_flushes_denormals_gets_tiles(monkeypatch):
+    """On a thread whose floating-point unit flushes denormals to zero (here a somatcopy that
+    does so), the probe finds it before any copy, and tiles copy the matrix exactly."""
+    if not numpy_carries_openblas():
+        pytest.skip("this NumPy carries no OpenBLAS: every transpose goes by tiles")
+    real = transposes._somatcopy()
+    copied = []
+
+    def flushing(order, trans, rows, columns, alpha, source, lda, target, ldb):
+        real(order, trans, rows, columns, alpha, source, lda, target, ldb)
+        out = np.ctypeslib.as_array((np.ctypeslib.ctypes.c_uint32 * (columns * ldb)).from_address(target))
+        out[(out & 0x7F800000) == 0] &= 0x80000000  # every denormal made a signed zero
+        copied.append((rows, columns))
+
+    monkeypatch.setattr(transposes, "_somatcopy", lambda: flushing)
+    array = with_special_values((20, 30), [(1, 2), (5, 6), (7, 8), (9, 10), (11, 12), (13, 14), (15, 16), (17, 18)])
+    assert same_bits(transpose(array), np.ascontiguousarray(array.T))
+    assert copied == [(1, 2)], "only the probe may go through a flushing somatcopy"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Iterator
 
-from .. import tensor as lazy_tensors
+from .. import transposes
 from ..dtypes import DType, as_float32
 from ..lazy import lazy_module
 from ..records import field, record
@@ -65,11 +65,11 @@ def global_position(index: tuple[slice, ...], chunk_shape: tuple[int, ...], flat
 
 def row_major(chunk: np.ndarray) -> np.ndarray:
     """`chunk` with its rows contiguous: a chunk of a transposed view (columns of the stored
-    array) is copied with the tiled `tensor.transpose`, many times faster than numpy's
+    array) is copied with `transposes.transpose`, many times faster than numpy's
     element-by-element walk of it in every comparison below. Only the chunk is copied."""
     chunk = np.asarray(chunk)
     if chunk.ndim == 2 and abs(chunk.strides[1]) > abs(chunk.strides[0]):
-        return lazy_tensors.transpose(chunk.T)
+        return transposes.transpose(chunk.T)
     return chunk
 
 

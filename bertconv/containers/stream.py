@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable, Union
 from ..dtypes import DType
 from ..errors import BertconvError, bad_input
 from ..lazy import lazy_module
-from ..tensor import LazyTensor, TransposedTensor, transpose_into
+from ..tensor import LazyTensor, TransposedTensor
+from ..transposes import transpose_into
 from .advice import populate
 from .direct_output import DirectOutput
 from .writeback import EarlyWriteback

@@ -1,0 +1,183 @@
+"""A matrix's transpose copied bit for bit: `out[...] = array.T`, as fast as this machine allows.
+
+Two ways, the first that applies:
+
+- OpenBLAS' out-of-place matrix copy, `cblas_somatcopy`, from the OpenBLAS that NumPy's own
+  wheels carry (found by `_somatcopy`: bertconv builds no C of its own, and adds no package for
+  this), for float32 matrices whose rows are contiguous. Its kernels walk a transpose in register
+  blocks: 4-25 GB/s on this project's machine where the tiles below made 1.6-5 GB/s (bert-base
+  and BERT-large kernels, one thread, side by side). It computes `alpha * a` with alpha 1, which
+  gives back every float32's bits but two kinds: a signalling NaN comes out quiet, and a denormal
+  comes out 0 on a thread whose floating-point unit flushes them (a library built with
+  -ffast-math may have set that). So before each use the calling thread's unit is probed with
+  denormals, and a block whose copy holds a NaN is copied again by tiles.
+- Tiles of NumPy copies, for every dtype and stride.
+
+A large transpose is split between the caller and one helper thread, each copying half of the
+output rows (both ways let go of the GIL while they copy).
+"""
+
+from __future__ import annotations
+
+import _thread
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from .lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # imported on first use: reading headers needs no NumPy
+    np = lazy_module("numpy")
+
+#: A transpose is copied in tiles of this many source rows by this many source columns. numpy's
+#: own `ascontiguousarray(a.T)` walks one side a whole row apart per element, and with BERT's
+#: power-of-two row lengths (a [1024, 4096] kernel rows 16 KiB apart) every such access falls in
+#: the same few cache sets: 0.2-0.8 GB/s. A 16-row strip keeps each output row's writes within
+#: one 64-byte cache line and the 512-column span the reads in L1: 2.5-5.5 GB/s on the same matrices.
+TRANSPOSE_TILE_ROWS = 16
+TRANSPOSE_TILE_COLUMNS = 512
+#: A transpose of at least this many bytes is split between two threads, each writing its own
+#: half of the output rows (NumPy releases the GIL while it copies a tile); smaller ones are not
+#: worth it: diff's 4 MiB chunks took 0.30 s split against 0.23 s on one thread (bert-base, in one
+#: process; the second thread's hand-offs, and its system time, cost more than its half saved;
+#: measured again side by side: 0.42 s against 0.44 s split from 1 MiB). A conversion's writer
+#: splits from less (`containers.stream.TWO_THREAD_TRANSPOSE_BYTES`).
+TRANSPOSE_TWO_THREADS_BYTES = 8 << 20
+#: The names `cblas_somatcopy` has in the OpenBLAS builds NumPy's wheels carry: both take 64-bit
+#: integers (ILP64, the `64_` suffix), NumPy 2's `scipy-openblas64` and NumPy 1's own build.
+SOMATCOPY_SYMBOLS = ("scipy_cblas_somatcopy64_", "cblas_somatcopy64_")
+#: Where NumPy's wheels put the libraries they carry, beside or inside the `numpy` package.
+NUMPY_LIBRARY_DIRECTORIES = ("../numpy.libs", ".dylibs")
+#: cblas' enum values for row-major storage and a transposed copy.
+CBLAS_ROW_MAJOR, CBLAS_TRANS = 101, 112
+#: The two smallest float32 denormals, each sign: what a flushing thread would copy as zeros.
+DENORMAL_PROBE_BITS = (0x00000001, 0x80000001)
+
+_transpose_helper = None  # the second thread's executor, started by the first large transpose
+_helper_lock = _thread.allocate_lock()  # not `threading`: reading headers starts no thread
+_UNLOOKED = object()
+_somatcopy_function = _UNLOOKED  # the ctypes function once looked for; None where there is none
+
+
+def transpose(array: np.ndarray) -> np.ndarray:
+    """The transpose of 2-D `array` ([R, C] -> [C, R]) as a new C-contiguous array (see
+    `transpose_into`). No memory beyond the output."""
+    array = np.asarray(array)  # a plain view: slicing a np.memmap makes a memmap object per tile
+    out = np.empty((array.shape[1], array.shape[0]), dtype=array.dtype)
+    transpose_into(array, out)
+    return out
+
+
+def transpose_into(array: np.ndarray, out: np.ndarray, *, two_threads_from: int | None = None) -> None:
+    """out[...] = array.T for 2-D `array` [R, C] and a writable C-contiguous `out` [C, R] (a new
+    array, or an output's staging block); one of at least `two_threads_from` bytes
+    (`TRANSPOSE_TWO_THREADS_BYTES` unless given) by two threads, each taking half of the output
+    rows (the source's columns)."""
+    array = np.asarray(array)
+    columns = array.shape[1]
+    if two_threads_from is None:
+        two_threads_from = TRANSPOSE_TWO_THREADS_BYTES
+    if array.nbytes < two_threads_from or columns < 2:
+        _transpose_columns(array, out, 0, columns)
+        return
+    middle = columns // 2
+    other_half = _helper().submit(_transpose_columns, array, out, middle, columns)
+    try:
+        _transpose_columns(array, out, 0, middle)
+    finally:
+        other_half.result()  # even on an error here: the helper must be done with `out`
+
+
+def _transpose_columns(array: np.ndarray, out: np.ndarray, first: int, end: int) -> None:
+    """out[first:end] = array[:, first:end].T: by OpenBLAS where it keeps the bits, else by tiles."""
+    if not _blas_copied(array, out, first, end):
+        _tiles(array, out, first, end)
+
+
+def _tiles(array: np.ndarray, out: np.ndarray, first: int, end: int) -> None:
+    """out[first:end] = array[:, first:end].T, tile by tile."""
+    rows = array.shape[0]
+    for i in range(0, rows, TRANSPOSE_TILE_ROWS):
+        strip = array[i:i + TRANSPOSE_TILE_ROWS]
+        for j in range(first, end, TRANSPOSE_TILE_COLUMNS):
+            stop = min(j + TRANSPOSE_TILE_COLUMNS, end)
+            out[j:stop, i:i + TRANSPOSE_TILE_ROWS] = strip[:, j:stop].T
+
+
+def _blas_copied(array: np.ndarray, out: np.ndarray, first: int, end: int) -> bool:
+    """Copy out[first:end] = array[:, first:end].T with `cblas_somatcopy` and say True, where
+    that keeps every bit (see the module's docstring); else copy nothing and say False."""
+    if array.dtype != np.float32 or out.dtype != np.float32 or not (array.flags.aligned and out.flags.aligned):
+        return False
+    rows = array.shape[0]
+    source_row, source_step = array.strides
+    target_row, target_step = out.strides
+    if source_step != 4 or target_step != 4 or source_row < 4 * (end - first) or target_row < 4 * rows:
+        return False  # rows not contiguous (or reversed), which somatcopy cannot walk
+    if not rows or end <= first or source_row % 4 or target_row % 4:
+        return False
+    somatcopy = _somatcopy()
+    if somatcopy is None or not _keeps_denormals(somatcopy):
+        return False
+    block = out[first:end]
+    somatcopy(CBLAS_ROW_MAJOR, CBLAS_TRANS, rows, end - first, 1.0, array.ctypes.data + 4 * first,
+              source_row // 4, block.ctypes.data, target_row // 4)
+    if np.isnan(block.max()):  # a NaN may have been a signalling one, now quiet: copied again exactly
+        return False
+    return True
+
+
+def _keeps_denormals(somatcopy: Callable) -> bool:
+    """Whether `somatcopy`, on this thread, copies float32 denormals as they are (a thread that
+    flushes them to zero copies them as zeros)."""
+    probe = np.array(DENORMAL_PROBE_BITS, dtype=np.uint32).view(np.float32).reshape(1, 2)
+    copied = np.zeros((2, 1), dtype=np.float32)
+    somatcopy(CBLAS_ROW_MAJOR, CBLAS_TRANS, 1, 2, 1.0, probe.ctypes.data, 2, copied.ctypes.data, 1)
+    return copied.view(np.uint32).ravel().tolist() == list(DENORMAL_PROBE_BITS)
+
+
+def _somatcopy() -> Callable | None:
+    """`cblas_somatcopy` of the OpenBLAS NumPy's wheel carries, as a ctypes function; None where
+    NumPy was built with another BLAS, or carries none (then every transpose goes by tiles)."""
+    global _somatcopy_function
+    if _somatcopy_function is _UNLOOKED:
+        _somatcopy_function = _look_up_somatcopy()
+    return _somatcopy_function
+
+
+def _look_up_somatcopy() -> Callable | None:
+    import ctypes  # here: a command that transposes nothing loads no library
+
+    numpy_directory = Path(np.__file__).parent
+    for directory in NUMPY_LIBRARY_DIRECTORIES:
+        folder = (numpy_directory / directory).resolve()
+        if not folder.is_dir():
+            continue
+        for name in sorted(os.listdir(folder)):
+            if "openblas" not in name:
+                continue
+            try:
+                library = ctypes.CDLL(str(folder / name))  # NumPy has it loaded: the same one
+            except OSError:
+                continue
+            for symbol in SOMATCOPY_SYMBOLS:
+                function = getattr(library, symbol, None)
+                if function is not None:
+                    function.restype = None
+                    function.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_float,
+                                         ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64)
+                    return function
+    return None
+
+
+def _helper():
+    """The one helper thread of every two-thread transpose (a second caller's half waits its turn)."""
+    global _transpose_helper
+    with _helper_lock:
+        if _transpose_helper is None:
+            from concurrent.futures import ThreadPoolExecutor  # here: most commands never transpose
+
+            _transpose_helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertconv-transpose")
+    return _transpose_helper
