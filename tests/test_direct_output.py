@@ -3,6 +3,7 @@ buffered write makes, with every fallback a file system can force."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import mmap
 import os
@@ -83,6 +84,28 @@ def test_the_file_holds_exactly_what_was_written_and_copied(tmp_path, source, pi
             expected += data
             assert out.tell() == len(expected)
     assert out_path.read_bytes() == bytes(expected)
+
+
+@pytest.mark.parametrize("ending", ["normally", "on an error"])
+def test_a_file_copied_from_many_times_is_opened_once_and_closed_at_the_end(tmp_path, source, ending):
+    source_path, source_data = source
+    other = tmp_path / "other.bin"
+    other.write_bytes(source_data[::-1])
+    before = set(os.listdir("/proc/self/fd"))
+    out = direct_or_skip(tmp_path / "out.bin", 0, block_bytes=BLOCK)
+    with pytest.raises(RuntimeError) if ending == "on an error" else contextlib.nullcontext():
+        with out:
+            for offset in range(0, 40 * 100, 100):
+                out.copy_from(source_path, offset, 100)
+                out.copy_from(other, offset, 100)
+            opened = set(os.listdir("/proc/self/fd")) - before
+            assert len(opened) == 3, "the output and one descriptor per source file"
+            if ending == "on an error":
+                raise RuntimeError("the caller failed")
+    assert set(os.listdir("/proc/self/fd")) - before == set()
+    if ending == "normally":
+        expected = b"".join(source_data[o:o + 100] + source_data[::-1][o:o + 100] for o in range(0, 4000, 100))
+        assert (tmp_path / "out.bin").read_bytes() == expected
 
 
 def test_staging_more_than_the_block_has_room_for_is_refused(tmp_path):
