@@ -345,22 +345,19 @@ def size_section(size: str, runner: Runner, *, with_b4k: bool, with_keras_object
     # every pair of formats, each against `cp` of its input and `cp` + `sync` of its output's bytes
     # (the input of the target's kind: every kind holds the same values), measured in this run
     targets = [t for t in available_targets() if t != "bert4keras" or with_b4k]
-    cp_sync_of = {"hf-safetensors": cp_sync}
-    for kind in kinds:
-        if kind not in cp_sync_of:
-            cp_sync_of[kind] = _cp_measurement(size, kind, runner, sync=True)
-            section.rows.append(Row(f"copy {kind} files", "cp + sync", cp_sync_of[kind],
-                                    note="the physical limit of a conversion writing these bytes"))
     for kind in kinds:
         cp_kind = cp if kind == "hf-safetensors" else _cp_measurement(size, kind, runner)
         for target in targets:
             dest = destination(runner, kind, target)
             command = convert_command(size, kind, target, dest)
-            m = runner.run(command, output=dest, check=check_for(size, command))
+            # the conversion and `cp` + `sync` of its output's bytes take turns: the disk's speed
+            # drifts over minutes on this machine, and a limit measured earlier would carry the drift
+            limit_kind = TARGETS[target][0]
+            m, limit = runner.run_alternating([Command(command, dest, check=check_for(size, command)),
+                                               _cp_command(size, limit_kind, runner, sync=True)])
             if m is not None:
                 section.pairs.append(PairRow(kind, target, file_bytes(size, kind), largest_tensor_bytes(size), m, cp_kind,
-                                             cp_sync=cp_sync_of.get(TARGETS[target][0]),
-                                             identical=runner.checked(command)))
+                                             cp_sync=limit, identical=runner.checked(command)))
 
     if written_by_bertconv():
         section.notes.append(f"{', '.join(written_by_bertconv())} inputs were written by bertconv itself from the "
@@ -536,10 +533,16 @@ def same_as_library(size: str, target: str, output: Path) -> str:
 
 def _cp_measurement(size: str, kind: str, runner: Runner, *, sync: bool = False) -> Measurement | None:
     """`cp` of a checkpoint's files into a new directory (then `sync` of the copies, if asked)."""
+    command = _cp_command(size, kind, runner, sync=sync)
+    return runner.run(command.argv, output=command.output)
+
+
+def _cp_command(size: str, kind: str, runner: Runner, *, sync: bool = False) -> Command:
+    """The command of `_cp_measurement`."""
     files = inputs.data_files(size, kind)
     out = runner.out(f"cp-{kind}")
     script = 'out="$1"; shift; mkdir "$out" && cp "$@" "$out"/' + (' && sync "$out"/*' if sync else "")
-    return runner.run(["sh", "-c", script, "sh", out, *files], output=out)
+    return Command(["sh", "-c", script, "sh", out, *files], out)
 
 
 def audit_cold(size: str, kind: str, runner: Runner) -> AuditReadRow:

@@ -234,7 +234,7 @@ def render(sections: list[Section], *, command: str, reps: int, extra: list[str]
                              _s(m), x_cp, cp_verdict, _s(p.cp_sync), x_sync, sync_verdict, _mib(m.peak_rss_bytes),
                              _mib(p.rss_limit), "PASS" if p.rss_ok else "FAIL", p.identical or "-"])
             out += _table(["bertconv convert", "input MiB", "largest tensor MiB", "median s", "× cp",
-                           f"≤{CP_GOAL:g}× cp", "cp + sync of the output's bytes, s", "× (cp + sync)",
+                           f"≤{CP_GOAL:g}× cp", "cp + sync of the output's bytes (taking turns with it), s", "× (cp + sync)",
                            f"≤{SYNC_GOAL:g}× (cp + sync)", "peak RSS MiB", "RSS limit MiB", "RSS ≤ limit",
                            "output = library's bytes"], body)
             out.append("")
