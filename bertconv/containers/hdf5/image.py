@@ -1,239 +1,303 @@
-"""HDF5 files written in one front-to-back stream: h5py lays the file out in memory, then bertconv
-writes it.
+"""HDF5 files laid out by bertconv itself and written in one front-to-back stream.
 
-h5py creates the groups, attributes and datasets into a `MetadataImage`, a file object that
-keeps only the pages HDF5 writes (its metadata: some KiB for a BERT). Each dataset's storage is
-allocated when it is created but never filled (`Layout.dataset`), so its offset is known and
-HDF5 writes none of its bytes. `write_file` then writes the whole file in order, the image's
-bytes between the datasets and each tensor at its dataset's offset, through `stream.append`:
-past the page cache for a large file, transposes computed straight into the output.
+A writer (`keras_write`, `keras3_write`) makes groups, attributes and datasets in a `Layout`, as
+it would with h5py; `write_file` then lays the file out in HDF5's oldest format (`encoding.py`,
+what h5py writes by default and Keras reads): every object's metadata first, then each dataset's
+values in the order the datasets were made, and writes it through `stream.append`: past the page
+cache for a large file, transposes computed straight into the output. The objects are the ones
+h5py makes for the same calls (a test reads both files with h5py and compares every object), but
+their bytes are placed differently: the metadata together at the front, which is also what a
+reader reads first.
 
-Why not let HDF5 write the file: after a failed write (a full disk) h5py's close crashes the
-process (SIGSEGV, HDF5 1.14), which no message can explain; here HDF5 never touches the disk, and
-a full disk is an ordinary OSError from bertconv's own writes (found before anything is written
-for a large file, whose size is reserved). And a file written by HDF5 itself goes through the page
-cache: a bert-base hf -> bert4keras conversion took 1.3-1.8 s on the test machine, against
-0.36-0.39 s for `cp` + `sync` of the same bytes (docs/performance.md).
+Why not h5py: importing it (and NumPy) and laying the file out through HDF5 took a bert-base
+conversion to a Keras file 75-200 ms before its first byte could be written; laid out here, the
+file starts at once and NumPy is imported while it is written. And HDF5 never writes the file:
+after a failed write (a full disk) h5py's close crashes the process (SIGSEGV, HDF5 1.14), where
+here a full disk is an ordinary OSError (found before anything is written for a large file,
+whose size is reserved).
 
-h5py's file-object driver asks nothing of the layout (no metadata aggregation), so the offsets
-differ from those the sec2 driver (h5py's default, which Keras uses) would choose: a different
-layout of the same HDF5 objects, read alike by h5py and Keras.
-
-No object records when it was made (`Layout`): HDF5 stamps each new object with the clock unless
-told not to, and two conversions of one checkpoint differed in those seconds alone; the same
-input gives the same bytes.
+No object records when it was made, so the same input gives the same bytes.
 """
 
 from __future__ import annotations
 
-import io
+import math
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import Callable, Iterator, Union
 
-from ...lazy import lazy_module
+from ...dtypes import DType
+from ...records import record
 from ...tensor import LazyTensor
 from .. import stream
 from ..advice import advise
 from ..direct_output import DirectOutput, open_output
+from . import encoding as enc
 
-if TYPE_CHECKING:
-    import h5py
-    import numpy as np
-else:  # imported on first use: most commands write no HDF5 file
-    h5py = lazy_module("h5py")
-    np = lazy_module("numpy")
-
-#: The image keeps what HDF5 writes in pages of this many bytes.
-PAGE_BYTES = 4096
-
-#: (offset, where, tensor): a dataset's tensor and where its storage begins ("where" names it in
-#: messages); the offset is None for a dataset HDF5 allocated no storage for (no values).
-Placed = tuple["int | None", str, LazyTensor]
+#: Each dataset's values start at a multiple of this many bytes (a cache line).
+DATA_ALIGNMENT = 64
 
 
-class MetadataImage(io.RawIOBase):
-    """An HDF5 file as h5py's file-object driver writes it, kept in memory page by page: what was
-    written reads back, anything else reads as zeros (as a hole in a file does)."""
+@record
+class FixedStrings:
+    """An attribute's value stored as fixed-length strings (`length` bytes each, zero-padded), as
+    h5py stores a NumPy `S` array; a list of bytes is stored as variable-length strings."""
+
+    values: tuple[bytes, ...]
+    length: int
+
+
+#: What an attribute may hold, stored as h5py 3 stores it: `str` a variable-length UTF-8 string,
+#: `bytes` a variable-length ASCII one, a list of bytes a 1-D array of those, an empty list an
+#: empty float64 array, `FixedStrings` fixed-length strings.
+AttributeValue = Union[str, bytes, list, tuple, FixedStrings]
+
+
+class Attributes:
+    """An object's attributes, set as with h5py (`attrs[name] = value`, see `AttributeValue`)."""
 
     def __init__(self):
-        super().__init__()
-        self.pages: dict[int, bytearray] = {}
-        self.size = 0  # the file's length (HDF5 truncates it to its end of allocation on close)
-        self._position = 0
+        self.values: dict[str, AttributeValue] = {}
 
-    def readable(self) -> bool:
-        return True
+    def __setitem__(self, name: str, value: AttributeValue) -> None:
+        if isinstance(value, (list, tuple)) and not all(isinstance(v, bytes) for v in value):
+            raise TypeError(f"attribute {name!r}: a list must hold bytes")
+        if not isinstance(value, (str, bytes, list, tuple, FixedStrings)):
+            raise TypeError(f"attribute {name!r}: {type(value).__name__} is not written")
+        self.values[name] = value
 
-    def writable(self) -> bool:
-        return True
 
-    def seekable(self) -> bool:
-        return True
+class Group:
+    """A group: `name` its path ("/" the file), `attrs`, its members by name."""
 
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self.size}[whence]
-        self._position = base + offset
-        return self._position
+    def __init__(self, name: str):
+        self.name = name
+        self.attrs = Attributes()
+        self.members: dict[bytes, Group | Dataset] = {}
 
-    def tell(self) -> int:
-        return self._position
 
-    def truncate(self, size: int | None = None) -> int:
-        self.size = self._position if size is None else size
-        for number in [n for n in self.pages if n * PAGE_BYTES >= self.size]:
-            del self.pages[number]
-        return self.size
+class Dataset:
+    """A dataset of `shape` and `dtype`, its values the writer's (`address` set by the layout)."""
 
-    def write(self, data) -> int:
-        data = memoryview(data).cast("B")
-        for number, start, end, done in self._spans(self._position, len(data)):
-            page = self.pages.setdefault(number, bytearray(PAGE_BYTES))
-            page[start:end] = data[done:done + end - start]
-        self._position += len(data)
-        self.size = max(self.size, self._position)
-        return len(data)
+    def __init__(self, name: str, shape: tuple[int, ...], dtype: DType):
+        self.name = name
+        self.shape = shape
+        self.dtype = dtype
+        self.attrs = Attributes()
+        self.nbytes = math.prod(shape) * dtype.itemsize
+        self.address: int | None = None
 
-    def readinto(self, buffer) -> int:
-        buffer = memoryview(buffer).cast("B")
-        count = max(0, min(len(buffer), self.size - self._position))
-        for number, start, end, done in self._spans(self._position, count):
-            page = self.pages.get(number)
-            buffer[done:done + end - start] = page[start:end] if page is not None else bytes(end - start)
-        self._position += count
-        return count
 
-    def bytes_between(self, begin: int, end: int) -> bytes:
-        """The file's bytes [begin, end)."""
-        out = bytearray(end - begin)
-        for number, start, stop, done in self._spans(begin, end - begin):
-            page = self.pages.get(number)
-            if page is not None:
-                out[done:done + stop - start] = page[start:stop]
-        return bytes(out)
-
-    @staticmethod
-    def _spans(offset: int, count: int) -> Iterator[tuple[int, int, int, int]]:
-        """(page number, start, end within the page, bytes of the range before it) for each page
-        the range [offset, offset + count) touches."""
-        done = 0
-        while done < count:
-            number, start = divmod(offset + done, PAGE_BYTES)
-            end = min(PAGE_BYTES, start + count - done)
-            yield number, start, end, done
-            done += end - start
+#: (dataset, where, tensor): a dataset and the tensor whose bytes it holds ("where" names it in messages).
+Placed = tuple[Dataset, str, LazyTensor]
 
 
 class Layout:
-    """The objects of a new HDF5 file, made in its `MetadataImage`: groups (`group`) and datasets
-    whose storage is allocated but never filled (`dataset`), none recording when it was made.
+    """The objects of a new HDF5 file: its root group (`file`), groups and datasets by path."""
 
-    Made through h5py's low-level calls with property lists built once per file: h5py's
-    `create_dataset` costs about twice as much per dataset (it checks the name, makes a property
-    list, wraps each object twice). Every group is made here, so one not yet made does not exist
-    and no path is looked up in the file.
-    """
+    def __init__(self):
+        self.file = Group("/")
+        self.datasets: list[Dataset] = []  # in the order they were made: the order of their values
 
-    def __init__(self, file: h5py.File):
-        self.file = file
-        self._groups: dict[str, h5py.h5g.GroupID] = {"": file.id}
-        self._group_plist = _untimed(h5py.h5p.GROUP_CREATE)
-        self._dataset_plist = _untimed(h5py.h5p.DATASET_CREATE)
-        self._dataset_plist.set_layout(h5py.h5d.CONTIGUOUS)
-        self._dataset_plist.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
-        self._dataset_plist.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
-        self._link_plists = {True: _link_properties(ascii_name=True), False: _link_properties(ascii_name=False)}
-
-    def group(self, path: str) -> h5py.Group:
+    def group(self, path: str) -> Group:
         """The group at `path` ("a/b/c"), made with any group missing on the way."""
-        return h5py.Group(self._group_id(path))
+        group = self.file
+        for part in (p for p in path.split("/") if p):  # as HDF5 reads "a//b/"
+            member = group.members.get(part.encode("utf-8"))
+            if member is None:
+                member = group.members[part.encode("utf-8")] = Group(f"{group.name.rstrip('/')}/{part}")
+            if not isinstance(member, Group):
+                raise ValueError(f"{member.name} is a dataset, not a group")
+            group = member
+        return group
 
-    def dataset(self, path: str, shape: tuple[int, ...], dtype) -> h5py.Dataset:
-        """A dataset at `path` (its groups made) of `shape` and `dtype`, its storage contiguous,
-        allocated at once and never filled by HDF5: its offset is known, its bytes are the
-        writer's."""
-        folder, _, name = path.rpartition("/")
-        space = h5py.h5s.create_simple(shape) if shape else h5py.h5s.create(h5py.h5s.SCALAR)
-        stored = h5py.h5t.py_create(np.dtype(dtype), logical=True)
-        return h5py.Dataset(h5py.h5d.create(self._group_id(folder), name.encode("utf-8"), stored, space,
-                                            dcpl=self._dataset_plist, lcpl=self._link_plists[name.isascii()]))
-
-    def _group_id(self, path: str) -> h5py.h5g.GroupID:
-        path = "/".join(part for part in path.split("/") if part)  # as HDF5 reads "a//b/"
-        made = self._groups.get(path)
-        if made is None:
-            folder, _, name = path.rpartition("/")
-            made = h5py.h5g.create(self._group_id(folder), name.encode("utf-8"), lcpl=self._link_plists[name.isascii()],
-                                   gcpl=self._group_plist)
-            self._groups[path] = made
-        return made
-
-
-def _untimed(plist_class):
-    """A creation property list of `plist_class` whose object records no creation time."""
-    plist = h5py.h5p.create(plist_class)
-    plist.set_obj_track_times(False)
-    return plist
-
-
-def _link_properties(ascii_name: bool) -> h5py.h5p.PropLCID:
-    """Links whose names are marked UTF-8 unless ASCII (as h5py marks them)."""
-    lcpl = h5py.h5p.create(h5py.h5p.LINK_CREATE)
-    if not ascii_name:
-        lcpl.set_char_encoding(h5py.h5t.CSET_UTF8)
-    return lcpl
-
-
-def _new_file(image: MetadataImage) -> h5py.File:
-    """An empty HDF5 file written into `image` as h5py.File(image, "w") makes one, except that its
-    root group records no creation time."""
-    access = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
-    access.set_libver_bounds(h5py.h5f.LIBVER_EARLIEST, h5py.h5f.LIBVER_LATEST)
-    access.set_fileobj_driver(h5py.h5fd.fileobj_driver, image)
-    return h5py.File(h5py.h5f.create(b"image", h5py.h5f.ACC_TRUNC, fapl=access,
-                                     fcpl=_untimed(h5py.h5p.FILE_CREATE)))
+    def dataset(self, path: str, shape: tuple[int, ...], dtype: DType) -> Dataset:
+        """A new dataset at `path` (its groups made) of `shape` and `dtype`."""
+        folder, _, name = path.strip("/").rpartition("/")
+        group = self.group(folder)
+        if not name or name.encode("utf-8") in group.members:
+            raise ValueError(f"{group.name.rstrip('/')}/{name} exists already, or is no name")
+        enc.numeric_type(dtype)  # a dtype that cannot be written is refused here, not mid-file
+        dataset = group.members[name.encode("utf-8")] = Dataset(f"{group.name.rstrip('/')}/{name}",
+                                                               tuple(shape), dtype)
+        self.datasets.append(dataset)
+        return dataset
 
 
 def write_file(path: Path, lay_out: Callable[[Layout], list[Placed]],
                on_tensor: Callable[[int], None] | None = None) -> None:
-    """Write a new HDF5 file at `path`: `lay_out(layout)` creates its objects (every dataset
-    through `Layout.dataset`) and returns where each tensor goes; then the file is written front
-    to back. `on_tensor(nbytes)` is called after each tensor."""
-    image = MetadataImage()
-    with _new_file(image) as f:
-        placed = lay_out(Layout(f))
-    pieces: list[stream.Piece] = []
-    metadata: list[tuple[int, int]] = []  # [begin, end) of each span between the tensors
-    position = 0
-    for offset, where, tensor in sorted((p for p in placed if p[2].nbytes), key=lambda p: p[0] or 0):
-        if offset is None:
-            raise ValueError(f"{where}: HDF5 allocated no storage for a dataset of {tensor.numel} values")
-        if offset < position or offset + tensor.nbytes > image.size:
-            raise ValueError(f"{where}: HDF5 placed its {tensor.nbytes} bytes at byte {offset}, overlapping "
-                             f"other data or past the file's {image.size} bytes")
-        pieces += [image.bytes_between(position, offset), (where, tensor.dtype, tuple(tensor.shape), tensor)]
-        metadata.append((position, offset))
-        position = offset + tensor.nbytes
-    pieces.append(image.bytes_between(position, image.size))
-    metadata.append((position, image.size))
-    with open_output(path, image.size) as out:
+    """Write a new HDF5 file at `path`: `lay_out(layout)` makes its objects and returns the tensor
+    of every dataset; then the file is written front to back. `on_tensor(nbytes)` is called after
+    each tensor."""
+    layout = Layout()
+    placed = lay_out(layout)
+    tensors = {id(dataset): (where, tensor) for dataset, where, tensor in placed}
+    if len(tensors) != len(placed) or set(tensors) != {id(d) for d in layout.datasets}:
+        raise ValueError("every dataset must be given exactly one tensor")
+    metadata = _metadata(layout)
+    pieces: list[stream.Piece] = [metadata]
+    position = len(metadata)
+    for dataset in layout.datasets:
+        where, tensor = tensors[id(dataset)]
+        if tensor.nbytes != dataset.nbytes:
+            raise ValueError(f"{where}: a tensor of {tensor.nbytes} bytes for a dataset of {dataset.nbytes}")
+        if dataset.nbytes:
+            pieces += [bytes(dataset.address - position), (where, tensor.dtype, tuple(tensor.shape), tensor)]
+            position = dataset.address + dataset.nbytes
+    with open_output(path, position) as out:
         stream.append(out, pieces, on_tensor=on_tensor)
     if isinstance(out, DirectOutput):
-        _read_ahead(path, metadata)
+        _read_ahead(path, len(metadata))
 
 
-def _read_ahead(path: Path, spans: list[tuple[int, int]]) -> None:
-    """Start reading `spans` of the file at `path` into the page cache, all at once.
+def _metadata(layout: Layout) -> bytes:
+    """The file's bytes before its first dataset's values, every address decided: each dataset's
+    `address` is set, its values after the metadata in the order the datasets were made."""
+    strings = [s for obj in _objects(layout.file) for s in _attribute_strings(obj.attrs)]
+    collection = enc.SUPERBLOCK_BYTES if strings else enc.UNDEFINED
+    end = enc.SUPERBLOCK_BYTES + (enc.global_heap_bytes(strings) if strings else 0)
+    at: dict[int, int] = {}  # id(object) -> its header's address
+    plans: dict[int, _GroupPlan] = {}
+    for obj in _objects(layout.file):
+        at[id(obj)] = end
+        end += enc.object_header_bytes([len(body) for _, _, body in _messages(obj, None, collection, iter(()))])
+        if isinstance(obj, Group):
+            plans[id(obj)] = _GroupPlan(obj, end)
+            end = plans[id(obj)].end
+    data = end
+    for dataset in layout.datasets:
+        dataset.address = -(-data // DATA_ALIGNMENT) * DATA_ALIGNMENT
+        data = dataset.address + dataset.nbytes
+    file_end = max([end] + [d.address + d.nbytes for d in layout.datasets if d.nbytes])
+
+    root = plans[id(layout.file)]
+    image = bytearray(enc.superblock(file_end, at[id(layout.file)], root.btree, root.heap))
+    if strings:
+        image += enc.global_heap(strings)
+    indexes = iter(range(1, len(strings) + 1))
+    for obj in _objects(layout.file):
+        plan = plans.get(id(obj))
+        image += enc.object_header(_messages(obj, plan, collection, indexes))
+        if plan is not None:
+            image += plan.encode(at, plans)
+    return bytes(image)
+
+
+def _objects(group: Group) -> Iterator[Group | Dataset]:
+    """Every object below and with `group`, depth first, members in name order."""
+    yield group
+    for name in sorted(group.members):
+        member = group.members[name]
+        if isinstance(member, Group):
+            yield from _objects(member)
+        else:
+            yield member
+
+
+def _messages(obj: Group | Dataset, plan: _GroupPlan | None, collection: int, indexes: Iterator[int]) -> list:
+    """`obj`'s header messages (a group's B-tree and heap from its `plan`; placeholders while
+    sizes are counted); its variable-length strings numbered from `indexes`."""
+    if isinstance(obj, Group):
+        messages = [(enc.SYMBOL_TABLE, 0, enc.symbol_table_message(plan.btree if plan else 0, plan.heap if plan else 0))]
+    else:
+        messages = enc.dataset_messages(obj.shape, enc.numeric_type(obj.dtype), obj.address or 0, obj.nbytes)
+    for name, value in obj.attrs.values.items():
+        messages.append((enc.ATTRIBUTE, 0, _attribute(name, value, collection, indexes)))
+    return messages
+
+
+def _attribute_strings(attrs: Attributes) -> Iterator[bytes]:
+    """The variable-length strings of `attrs`, in the order `_attribute` numbers them."""
+    for value in attrs.values.values():
+        if isinstance(value, str):
+            yield value.encode("utf-8")
+        elif isinstance(value, bytes):
+            yield value
+        elif isinstance(value, (list, tuple)):
+            yield from value
+
+
+def _attribute(name: str, value: AttributeValue, collection: int, indexes: Iterator[int]) -> bytes:
+    def reference(s: bytes) -> bytes:
+        return enc.vlen_reference(len(s), collection, next(indexes, 0))
+
+    if isinstance(value, FixedStrings):
+        data = b"".join(v.ljust(value.length, b"\0") for v in value.values)
+        datatype, space = enc.fixed_string_type(value.length), enc.dataspace((len(value.values),))
+    elif isinstance(value, (str, bytes)):
+        encoded = value.encode("utf-8") if isinstance(value, str) else value
+        data, datatype, space = reference(encoded), enc.vlen_string_type(utf8=isinstance(value, str)), enc.dataspace(())
+    elif value:
+        data = b"".join(reference(v) for v in value)
+        datatype, space = enc.vlen_string_type(utf8=False), enc.dataspace((len(value),))
+    else:
+        data, datatype, space = b"", enc.float64_type(), enc.dataspace((0,))
+    return enc.attribute_message(name.encode("utf-8"), datatype, space, data)
+
+
+class _GroupPlan:
+    """Where a group's B-tree nodes, symbol nodes and local heap go, from `start` on (`end`)."""
+
+    def __init__(self, group: Group, start: int):
+        self.group = group
+        self.names = sorted(group.members)
+        per_node, fan_out = 2 * enc.LEAF_K, 2 * enc.INTERNAL_K
+        self.symbol_nodes = [self.names[i:i + per_node] for i in range(0, len(self.names), per_node)]
+        counts = [max(1, -(-len(self.symbol_nodes) // fan_out))]  # B-tree nodes per level, leaves first
+        while counts[-1] > 1:
+            counts.append(-(-counts[-1] // fan_out))
+        self.levels = counts
+        self.btree_at = [start]  # first node of each level, leaves first, the root level last
+        position = start + counts[0] * enc.BTREE_NODE_BYTES
+        for count in counts[1:]:
+            self.btree_at.append(position)
+            position += count * enc.BTREE_NODE_BYTES
+        self.btree = self.btree_at[-1]
+        self.symbols_at = position
+        self.heap = position + len(self.symbol_nodes) * enc.SYMBOL_NODE_BYTES
+        self.end = self.heap + enc.local_heap_bytes(self.names)
+
+    def encode(self, at: dict[int, int], plans: dict[int, _GroupPlan]) -> bytes:
+        heap, offsets = enc.local_heap(self.heap, self.names)
+        offset_of = dict(zip(self.names, offsets))
+        nodes, lasts = [], []  # symbol nodes, and the heap offset of each one's last name
+        for names in self.symbol_nodes:
+            entries = []
+            for name in names:
+                member = self.group.members[name]
+                plan = plans.get(id(member))
+                entries.append(enc.symbol_table_entry(offset_of[name], at[id(member)],
+                                                      (plan.btree, plan.heap) if plan else None))
+            nodes.append(enc.symbol_node(entries))
+            lasts.append(offset_of[names[-1]])
+        children = [self.symbols_at + i * enc.SYMBOL_NODE_BYTES for i in range(len(nodes))]
+        tree = bytearray()
+        fan_out = 2 * enc.INTERNAL_K
+        for level, (count, first) in enumerate(zip(self.levels, self.btree_at)):
+            parents, parent_lasts = [], []
+            for n in range(count):
+                chunk = range(n * fan_out, min(len(children), (n + 1) * fan_out))
+                left_key = lasts[chunk.start - 1] if chunk.start else 0
+                keys = [left_key] + [lasts[i] for i in chunk]
+                left = first + (n - 1) * enc.BTREE_NODE_BYTES if n else enc.UNDEFINED
+                right = first + (n + 1) * enc.BTREE_NODE_BYTES if n + 1 < count else enc.UNDEFINED
+                tree += enc.btree_node(level, keys, [children[i] for i in chunk], left, right)
+                parents.append(first + n * enc.BTREE_NODE_BYTES)
+                parent_lasts.append(keys[-1])
+            children, lasts = parents, parent_lasts
+        return bytes(tree) + b"".join(nodes) + heap
+
+
+def _read_ahead(path: Path, metadata_bytes: int) -> None:
+    """Start reading the file's metadata (its first `metadata_bytes`) into the page cache.
 
     A file written past the page cache (`DirectOutput`) is read back next, and HDF5 reads its
-    metadata (the spans between the tensors) one small read at a time, each waiting for the disk
-    before the next is known: in a BERT-large bert4keras read-back, the global-heap check alone
-    (`workarounds.py`) took 55-62 ms so, 20-29 ms with the spans read ahead.
+    metadata one small read at a time, each waiting for the disk before the next is known: in a
+    BERT-large bert4keras read-back, the global-heap check alone (`workarounds.py`) took 55-62 ms
+    so, 20-29 ms with the spans read ahead.
     """
     fd = os.open(path, os.O_RDONLY)
     try:
-        for begin, end in spans:
-            if end > begin:
-                advise(fd, begin, end - begin, "POSIX_FADV_WILLNEED")
+        advise(fd, 0, metadata_bytes, "POSIX_FADV_WILLNEED")
     finally:
         os.close(fd)

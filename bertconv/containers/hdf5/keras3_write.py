@@ -6,8 +6,9 @@ group `<path>/vars` holding datasets `0`, `1`, ... in the order the object creat
 `name` attribute the object's Keras name (Keras 3.15 writes it; loading reads the paths alone).
 Objects without variables need no group: Keras loads an absent path as no variables.
 
-h5py lays the file out in memory, with each dataset's storage allocated but unfilled, and
-bertconv writes it front to back (`containers/hdf5/image.py`).
+bertconv lays the file out and writes it front to back (`containers/hdf5/image.py`), a bfloat16
+variable as h5py stores the ml_dtypes arrays Keras hands it: 2-byte opaque data, which Keras marks
+with a `dtype` attribute "bfloat16" and reads back by that mark.
 """
 
 from __future__ import annotations
@@ -21,9 +22,6 @@ from ...tensor import LazyTensor
 from . import image
 
 VARS = "vars"
-#: How h5py stores the ml_dtypes bfloat16 arrays Keras hands it: 2-byte opaque data (Keras marks
-#: the dataset with a `dtype` attribute "bfloat16" and reads it back by that mark).
-_BFLOAT16_STORED = "V2"
 
 
 @record
@@ -50,10 +48,8 @@ def _lay_out(layout: image.Layout, objects: Sequence[Keras3Object]) -> list[imag
         group = layout.group(folder)
         group.attrs["name"] = obj.name
         for index, tensor in enumerate(obj.variables):
-            bfloat16 = tensor.dtype is dtypes.BFLOAT16
-            dataset = layout.dataset(f"{folder}/{index}", tuple(tensor.shape),
-                                     _BFLOAT16_STORED if bfloat16 else tensor.dtype.numpy)
-            if bfloat16:
+            dataset = layout.dataset(f"{folder}/{index}", tuple(tensor.shape), tensor.dtype)
+            if tensor.dtype is dtypes.BFLOAT16:
                 dataset.attrs["dtype"] = "bfloat16"
-            placed.append((dataset.id.get_offset(), f"{group.name}/{index}", tensor))
+            placed.append((dataset, f"{group.name}/{index}", tensor))
     return placed

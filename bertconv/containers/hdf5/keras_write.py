@@ -4,21 +4,13 @@ one: see `keras_h5` for the layout."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import Callable, Sequence
 
 from ... import dtypes
 from ...errors import bad_input
-from ...lazy import lazy_module
 from ...records import record
 from ...tensor import LazyTensor
 from . import image
-
-if TYPE_CHECKING:
-    import h5py
-    import numpy as np
-else:  # imported on first use: most commands read no HDF5 file, and headers need no NumPy
-    h5py = lazy_module("h5py")
-    np = lazy_module("numpy")
 from .keras import LAYER_NAMES, TOP_LEVEL_WEIGHTS, WEIGHT_NAMES, check_layer_names
 
 
@@ -47,7 +39,7 @@ def write_weights_file(path: Path, layers: Sequence[LayerToWrite], *, backend: s
     `<layer>/<weight name>`, and an empty `top_level_model_weights` group closes the file, as
     tf-keras 2.x writes.
 
-    HDF5 lays the file out in memory and bertconv writes it front to back (`containers/hdf5/image.py`).
+    bertconv lays the file out and writes it front to back (`containers/hdf5/image.py`).
     `on_tensor(nbytes)` is called after each tensor.
     """
     path = Path(path)
@@ -63,7 +55,7 @@ def write_weights_file(path: Path, layers: Sequence[LayerToWrite], *, backend: s
 
 def _lay_out(layout: image.Layout, layers: Sequence[LayerToWrite], *, backend: str,
              keras_version: str) -> list[image.Placed]:
-    """The file's groups, names and (unfilled) datasets; returns (offset, where, tensor) for every dataset."""
+    """The file's groups, names and datasets; returns (dataset, where, tensor) for every dataset."""
     placed = []
     f = layout.file
     _save_list_attr(f, LAYER_NAMES, [layer.name for layer in layers])
@@ -72,26 +64,36 @@ def _lay_out(layout: image.Layout, layers: Sequence[LayerToWrite], *, backend: s
     for layer in sorted(layers, key=lambda layer: layer.name):
         _save_list_attr(layout.group(layer.name), WEIGHT_NAMES, [name for name, _ in layer.weights])
         for name, tensor in layer.weights:
-            dataset = layout.dataset(f"{layer.name}/{name}", tuple(tensor.shape), tensor.dtype.numpy)
-            placed.append((dataset.id.get_offset(), f"layer {layer.name!r} weight {name!r}", tensor))
+            dataset = layout.dataset(f"{layer.name}/{name}", tuple(tensor.shape), tensor.dtype)
+            placed.append((dataset, f"layer {layer.name!r} weight {name!r}", tensor))
     top = layout.group(TOP_LEVEL_WEIGHTS)
     _save_list_attr(top, WEIGHT_NAMES, [])
     return placed
 
 
-def _save_list_attr(group: h5py.Group, name: str, values: list[str]) -> None:
+def _save_list_attr(group: image.Group, name: str, values: list[str]) -> None:
     """`save_attributes_to_hdf5_group`: one attribute, or `name0`, `name1`, ... each holding a
-    contiguous part under HDF5_OBJECT_HEADER_LIMIT bytes (split as numpy.array_split does)."""
+    contiguous part under HDF5_OBJECT_HEADER_LIMIT bytes, split as numpy.array_split splits the
+    NumPy array Keras makes of them (its strings as long as the longest, parts sized alike)."""
     data = [v.encode("utf-8") for v in values]
     too_long = [v for v in data if len(v) > HDF5_OBJECT_HEADER_LIMIT]
     if too_long:
         raise ValueError(f"names longer than {HDF5_OBJECT_HEADER_LIMIT} bytes cannot be stored: {too_long[:1]!r}")
-    array = np.asarray(data)
+    length = max((len(v) for v in data), default=0) or 1  # NumPy's `S` itemsize, 1 at the least
     chunks = 1
-    while any(part.nbytes > HDF5_OBJECT_HEADER_LIMIT for part in np.array_split(array, chunks)):
+    while any(len(part) * length > HDF5_OBJECT_HEADER_LIMIT for part in _array_split(data, chunks)):
         chunks += 1
     if chunks == 1:
         group.attrs[name] = data
         return
-    for index, part in enumerate(np.array_split(array, chunks)):
-        group.attrs[f"{name}{index}"] = part
+    for index, part in enumerate(_array_split(data, chunks)):
+        group.attrs[f"{name}{index}"] = image.FixedStrings(tuple(part), length)
+
+
+def _array_split(values: list, chunks: int) -> list[list]:
+    """numpy.array_split of a list: `chunks` contiguous parts, the first ones one longer."""
+    size, longer = divmod(len(values), chunks)
+    bounds = [0]
+    for index in range(chunks):
+        bounds.append(bounds[-1] + size + (index < longer))
+    return [values[begin:end] for begin, end in zip(bounds, bounds[1:])]

@@ -8,8 +8,8 @@ keeps HDF5 from meeting those cases at all:
   and weight names) as HDF5 would, before any name is read, and refuses one that HDF5 1.14 would
   loop on forever.
 - Writing: after ENOSPC, h5py's close crashes the process (SIGSEGV, HDF5 1.14). So HDF5 never
-  writes to the disk: it lays the file out in memory and bertconv writes the bytes
-  (`containers/hdf5/image.py`), where a full disk is an ordinary OSError.
+  writes a file: bertconv lays it out and writes the bytes itself (`containers/hdf5/image.py`),
+  where a full disk is an ordinary OSError.
 
 Layout-agnostic: `containers/hdf5/keras.py` applies both to Keras' files.
 """
