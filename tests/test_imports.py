@@ -19,7 +19,7 @@ from format_fixtures import FUZZ_OF, fixture_paths
 from bertconv.formats.registry import FORMATS
 from bertconv.lazy import module_name
 
-HEAVY = ("numpy", "h5py", "rich", "torch", "msgpack", "click")
+HEAVY = ("numpy", "h5py", "rich", "torch", "msgpack", "click", "cramjam")
 #: What reading a torch checkpoint needs and a safetensors file does not.
 TORCH_CONTAINER = ("zipfile", "pickle", "bertconv.containers.torch_pickle")
 #: What writing an output needs (its threads, O_DIRECT blocks, early writeback) and looking a repo

@@ -29,13 +29,18 @@ What TensorFlow 2.21's TableBuilder writes, and so what `TableBuilder` writes by
 from __future__ import annotations
 
 from pathlib import Path
-from typing import BinaryIO, Iterator, NamedTuple
+from typing import TYPE_CHECKING, BinaryIO, Iterator, NamedTuple
 
-import cramjam
 from google_crc32c import cext as crc32c  # the compiled implementation, or ImportError
 
 from ...errors import bad_input
+from ...lazy import lazy_module
 from . import protowire as pw
+
+if TYPE_CHECKING:
+    import cramjam
+else:  # imported on first use: an uncompressed table (what bertconv writes) needs no snappy
+    cramjam = lazy_module("cramjam")
 
 TABLE_MAGIC = 0xDB4775248B80FB57
 FOOTER_SIZE = 48
