@@ -292,3 +292,26 @@ def test_the_safetensors_library_is_a_test_oracle_not_a_dependency():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert not [d for d in project["dependencies"] if d.split(">")[0].split("=")[0].strip() == "safetensors"]
     assert any(d.startswith("safetensors") for d in project["optional-dependencies"]["test"])
+
+
+#: Runs a writer's checks that come before or after its file, on a BERT read from its headers.
+_WRITER_CHECKS = """
+import sys
+from bertconv import formats
+from bertconv.formats.keras_hub.write import write_caveats
+from bertconv.formats.table import unit_norm_scales
+tree = formats.read(sys.argv[1])
+unit_norm_scales(tree, "bert4keras")
+write_caveats(tree)
+print("numpy" in sys.modules)
+"""
+
+
+def test_a_writers_checks_on_a_bert_import_no_numpy():
+    """bert4keras' check of RoFormer-v2's norm scales and keras-hub's of DeBERTa's relative
+    buckets need NumPy for those models only: imported for a BERT, it held up the output's first
+    byte (or its last) on the conversion's main thread, where the writer would import it on a
+    helper thread while the file is written."""
+    proc = subprocess.run([sys.executable, "-c", _WRITER_CHECKS, str(FIXTURES / "hf" / "pretraining" / "model.safetensors")],
+                          capture_output=True, text=True, cwd=ROOT, check=True)
+    assert proc.stdout.strip() == "False"

@@ -212,9 +212,11 @@ def unit_norm_scales(tree: ParameterTree, target: str) -> frozenset[str]:
     """The norm scales (`.gamma`) of a RoFormer-v2 tree whose `target` stores none (bert4keras'
     norms have no weights): each must be all ones, computing what no scale computes, and is then
     dropped; refuses the first that is not, naming it."""
-    import numpy as np  # noqa: PLC0415 (read only for such trees)
-
     scales = sorted(n for n in tree.params if tree.config.rms_norm and n.endswith(".gamma"))
+    if not scales:
+        return frozenset()
+    import numpy as np  # noqa: PLC0415 (here: for the other trees it would hold up the output's first byte)
+
     for name in scales:
         values = np.asarray(tree[name].tensor.read())
         if not np.all(values == 1):

@@ -57,11 +57,11 @@ def keras_hub_index(seq_len: int, buckets: int, max_position: int) -> np.ndarray
 def caveats(tree: ParameterTree) -> list[str]:
     """The distances (up to max_position_embeddings - 1) whose relative-embedding row keras-hub
     rounds otherwise than transformers (see the module's docstring); none for most models."""
-    from ...runtime.disentangled import relative_index  # noqa: PLC0415 (imports NumPy: a writer's only)
-
     config = tree.config
     if not config.relative_attention or config.position_buckets <= 0:
         return []
+    from ...runtime.disentangled import relative_index  # noqa: PLC0415 (imports NumPy and the runtime: DeBERTa's only)
+
     length = config.max_position_embeddings
     ours = relative_index(config, length)
     theirs = keras_hub_index(length, config.position_buckets, length)  # the preset's max_sequence_length
