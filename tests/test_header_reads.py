@@ -136,8 +136,9 @@ def test_a_torch_zip_is_opened_once_for_all_its_members_local_headers(monkeypatc
 
 def test_a_torch_pickle_is_unpickled_once_per_reading(monkeypatch):
     """Finding a .bin file's format asks fairseq's, fair-esm's and Megatron-LM's readers too, and
-    each reads the file: within one `formats.read` it is unpickled once, and read alike; outside
-    one, each reading unpickles it again (the file may have changed)."""
+    each reads the file: within one `formats.read` it is unpickled once, its tensors listed once
+    for the readers that take it as saved, and read alike; outside one, each reading unpickles it
+    again (the file may have changed)."""
     from bertconv import formats
     from bertconv.containers import torch_pickle
 
@@ -149,8 +150,19 @@ def test_a_torch_pickle_is_unpickled_once_per_reading(monkeypatch):
         unpickled.append(args[1])
         return real(*args)
 
+    assembled = []
+    real_assemble = torch_pickle._assemble
+
+    def counting_assemble(*args):
+        assembled.append(args[0])
+        return real_assemble(*args)
+
     monkeypatch.setattr(torch_pickle, "_unpickle", counting)
+    monkeypatch.setattr(torch_pickle, "_assemble", counting_assemble)
     tree = formats.read(path)
     assert unpickled == [path]
+    # taken as saved by Hugging Face's, fairseq's and fair-esm's readers: assembled once for them,
+    # and once more by Megatron-LM's, which flattens its nested dicts first
+    assert assembled == [path, path]
     assert [(p.name, p.tensor.shape) for p in formats.read(path)] == [(p.name, p.tensor.shape) for p in tree]
     assert unpickled == [path, path]
