@@ -250,16 +250,15 @@ def looks_like_torch(path: Path) -> bool:
 
 
 def read_checkpoint(path: Path, *, arrange=None) -> TorchCheckpoint:
-    """Read a torch state dict's layout (names, dtypes, shapes, storage spans) safely. `arrange`, if
-    given, maps the unpickled object to the one read (a library's nested state dict flattened),
-    without changing it: within one reading (`one_reading`) the file is unpickled once, for every
-    reader that asks (fairseq's, fair-esm's and Megatron-LM's sniffers read a .bin too), and
-    assembled once for all that take it as saved (a BERT-large .bin's 398 tensors, four times)."""
+    """Read a torch state dict's layout (names, dtypes, shapes, storage spans) safely; `arrange`
+    maps the unpickled object to the one read (a library's nested state dict flattened). Within
+    one reading (`one_reading`) the file is unpickled once for every reader that asks (fairseq's,
+    fair-esm's and Megatron-LM's read a .bin too), listed once for those taking it as saved."""
     path = Path(path)
     records, spans = remembered(path, "torch records", lambda: _read_records(path))
-    if arrange is None:
-        return remembered(path, "torch checkpoint", lambda: _assemble(path, records, spans))
-    return _assemble(path, arrange(records), spans)
+    if arrange is not None:
+        return _assemble(path, arrange(records), spans)
+    return remembered(path, "torch checkpoint", lambda: _assemble(path, records, spans))
 
 
 def _read_records(path: Path) -> tuple[object, dict[str, tuple[int, int]]]:
