@@ -74,6 +74,7 @@ _DIGIT_RUN = re.compile(r"\d+")
 #: How many answers of `Table.match` a table keeps: a BERT-large's names several times over.
 MATCHES_KEPT = 4096
 _NOT_ASKED = object()
+_TEMPLATES: dict[str, list[tuple[str, int]]] = {}  # name -> its layer templates, for every table
 
 
 class Table:
@@ -122,16 +123,10 @@ class Table:
         row = by_name.get(name)
         if row is not None and "{i}" not in row.name:
             return Match(row.canonical, row.layout)
-        # Try each digit run of the name as the layer index.
-        for run in _DIGIT_RUN.finditer(name):
-            template = name[: run.start()] + "{i}" + name[run.end():]
+        for template, layer in _layer_templates(name):
             row = by_name.get(template)
-            if row is None:
-                continue
-            layer = int(run.group())
-            if template.format(i=layer) != name:  # "01" is not layer 1
-                continue
-            return Match(row.canonical.format(i=layer), row.layout)
+            if row is not None:
+                return Match(row.canonical.format(i=layer), row.layout)
         return None
 
     def spelling(self, canonical: str) -> tuple[str, Layout] | None:
@@ -206,6 +201,19 @@ def no_place_for(tree: ParameterTree, target: str, unwritten: list[str]) -> str:
     behind = "".join(f"; {name} is {getattr(tree.config, name)!r}, which {target} does not compute"
                      for name in fields)
     return f"{target} has no place for {', '.join(unwritten)}{behind}; nothing was written"
+
+
+def _layer_templates(name: str) -> list[tuple[str, int]]:
+    """(template, layer) for each digit run of `name` that can be a layer index ("01" cannot be
+    layer 1): the name with that run as "{i}". The same for every table, so worked out once per
+    name (`_TEMPLATES`): finding a TF checkpoint's model asks six tables about each name."""
+    found = _TEMPLATES.get(name)
+    if found is None:
+        if len(_TEMPLATES) >= MATCHES_KEPT:
+            _TEMPLATES.clear()
+        found = _TEMPLATES[name] = [(name[:run.start()] + "{i}" + name[run.end():], int(run.group()))
+                                    for run in _DIGIT_RUN.finditer(name) if str(int(run.group())) == run.group()]
+    return found
 
 
 def unit_norm_scales(tree: ParameterTree, target: str) -> frozenset[str]:
