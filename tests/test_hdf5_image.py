@@ -188,3 +188,22 @@ def test_what_cannot_be_written_is_refused_before_anything_is(tmp_path):
     with pytest.raises(ValueError, match="exactly one tensor"):
         image.write_file(tmp_path / "x.h5", lambda layout: [] if layout.dataset("x", (1,), dtypes.FLOAT32) else [])
     assert not (tmp_path / "x.h5").exists()
+
+
+def test_what_hdf5_cannot_hold_is_refused_by_name_before_anything_is_written(tmp_path):
+    """An attribute too long for a header message (h5py refuses it too), and more variable-length
+    strings than a heap collection numbers: a ValueError saying so, and no file."""
+    def long_attribute(layout: image.Layout) -> list:
+        layout.file.attrs["names"] = [b"n"] * 5000  # 5000 references of 16 bytes
+        return []
+
+    def many_strings(layout: image.Layout) -> list:
+        for i in range(70_000):
+            layout.group(f"g{i}").attrs["name"] = f"g{i}"
+        return []
+
+    with pytest.raises(ValueError, match="header message of 80.* bytes; at most 65535"):
+        image.write_file(tmp_path / "long.h5", long_attribute)
+    with pytest.raises(ValueError, match="70000 variable-length strings"):
+        image.write_file(tmp_path / "many.h5", many_strings)
+    assert list(tmp_path.iterdir()) == []

@@ -35,6 +35,9 @@ GLOBAL_HEAP_HEADER_BYTES = 16
 VLEN_REFERENCE_BYTES = 16
 #: A local heap with no free block (HDF5's H5HL_FREE_NULL).
 NO_FREE_BLOCK = 1
+#: The largest header message body (its size is a 16-bit field) and global heap object index.
+MAX_MESSAGE_BYTES = 0xFFFF
+MAX_HEAP_OBJECTS = 0xFFFF
 
 # Object header message types, and the flag HDF5 sets on messages that never change.
 DATASPACE, DATATYPE, FILL_VALUE, LAYOUT, ATTRIBUTE, SYMBOL_TABLE = 1, 3, 5, 8, 12, 17
@@ -66,7 +69,11 @@ def symbol_table_entry(name_offset: int, header: int, group: tuple[int, int] | N
 
 
 def object_header(messages: Sequence[tuple[int, int, bytes]]) -> bytes:
-    """An object header version 1, one chunk: `messages` as (type, flags, body)."""
+    """An object header version 1, one chunk: `messages` as (type, flags, body). ValueError for a
+    body over `MAX_MESSAGE_BYTES` (h5py refuses such an attribute too: Keras splits long lists)."""
+    too_long = [len(data) for _, _, data in messages if len(padded(data)) > MAX_MESSAGE_BYTES]
+    if too_long:
+        raise ValueError(f"an HDF5 header message of {too_long[0]} bytes; at most {MAX_MESSAGE_BYTES} fit")
     body = b"".join(struct.pack("<HHB3x", kind, len(padded(data)), flags) + padded(data) for kind, flags, data in messages)
     return struct.pack("<BBHII4x", 1, 0, len(messages), 1, len(body)) + body
 
@@ -113,7 +120,10 @@ def symbol_node(entries: Sequence[bytes]) -> bytes:
 
 def global_heap(strings: Sequence[bytes]) -> bytes:
     """A global heap collection holding `strings` as objects 1, 2, ..., its free space after them
-    (at least `GLOBAL_HEAP_MIN_SIZE` bytes, as HDF5 makes one)."""
+    (at least `GLOBAL_HEAP_MIN_SIZE` bytes, as HDF5 makes one). ValueError for more strings than
+    an object index can number."""
+    if len(strings) > MAX_HEAP_OBJECTS:
+        raise ValueError(f"{len(strings)} variable-length strings; one heap collection numbers {MAX_HEAP_OBJECTS}")
     objects = b"".join(struct.pack("<HH4xQ", index, 0, len(s)) + padded(s) for index, s in enumerate(strings, 1))
     size = global_heap_bytes(strings)
     free = size - GLOBAL_HEAP_HEADER_BYTES - len(objects)
