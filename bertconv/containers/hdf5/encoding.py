@@ -26,7 +26,6 @@ UNDEFINED = 0xFFFF_FFFF_FFFF_FFFF
 #: defaults, which the superblock records and every reader sizes the nodes by).
 LEAF_K, INTERNAL_K = 4, 16
 SUPERBLOCK_BYTES = 96
-OBJECT_HEADER_PREFIX_BYTES = 16
 LOCAL_HEAP_HEADER_BYTES = 32
 BTREE_NODE_BYTES = 24 + 2 * INTERNAL_K * 16 + 8
 SYMBOL_NODE_BYTES = 8 + 2 * LEAF_K * 40
@@ -78,11 +77,6 @@ def object_header(messages: Sequence[tuple[int, int, bytes]]) -> bytes:
     return struct.pack("<BBHII4x", 1, 0, len(messages), 1, len(body)) + body
 
 
-def object_header_bytes(message_bodies: Sequence[int]) -> int:
-    """The length of an `object_header` whose messages' bodies are this long."""
-    return OBJECT_HEADER_PREFIX_BYTES + sum(8 + -(-n // 8) * 8 for n in message_bodies)
-
-
 def symbol_table_message(btree: int, heap: int) -> bytes:
     return struct.pack("<QQ", btree, heap)
 
@@ -96,10 +90,6 @@ def local_heap(address: int, names: Sequence[bytes]) -> tuple[bytes, list[int]]:
         data += padded(name + b"\0")
     header = b"HEAP" + struct.pack("<B3xQQQ", 0, len(data), NO_FREE_BLOCK, address + LOCAL_HEAP_HEADER_BYTES)
     return header + bytes(data), offsets
-
-
-def local_heap_bytes(names: Sequence[bytes]) -> int:
-    return LOCAL_HEAP_HEADER_BYTES + 8 + sum(len(padded(name + b"\0")) for name in names)
 
 
 def btree_node(level: int, keys: Sequence[int], children: Sequence[int], left: int, right: int) -> bytes:

@@ -153,14 +153,17 @@ def write_file(path: Path, lay_out: Callable[[Layout], list[Placed]],
 def _metadata(layout: Layout) -> bytes:
     """The file's bytes before its first dataset's values, every address decided: each dataset's
     `address` is set, its values after the metadata in the order the datasets were made."""
-    strings = [s for obj in _objects(layout.file) for s in _attribute_strings(obj.attrs)]
-    collection = enc.SUPERBLOCK_BYTES if strings else enc.UNDEFINED
+    # First every header's length (no address changes one), which also collects the attributes'
+    # variable-length strings: their heap collection follows the superblock, before the headers.
+    sizes, strings = [], []
+    for obj in _objects(layout.file):
+        sizes.append(len(enc.object_header(_messages(obj, None, strings))))
     end = enc.SUPERBLOCK_BYTES + (enc.global_heap_bytes(strings) if strings else 0)
     at: dict[int, int] = {}  # id(object) -> its header's address
     plans: dict[int, _GroupPlan] = {}
-    for obj in _objects(layout.file):
+    for obj, size in zip(_objects(layout.file), sizes):
         at[id(obj)] = end
-        end += enc.object_header_bytes([len(body) for _, _, body in _messages(obj, None, collection, iter(()))])
+        end += size
         if isinstance(obj, Group):
             plans[id(obj)] = _GroupPlan(obj, end)
             end = plans[id(obj)].end
@@ -174,10 +177,10 @@ def _metadata(layout: Layout) -> bytes:
     image = bytearray(enc.superblock(file_end, at[id(layout.file)], root.btree, root.heap))
     if strings:
         image += enc.global_heap(strings)
-    indexes = iter(range(1, len(strings) + 1))
+    numbered: list[bytes] = []  # the same strings, numbered again as the headers refer to them
     for obj in _objects(layout.file):
         plan = plans.get(id(obj))
-        image += enc.object_header(_messages(obj, plan, collection, indexes))
+        image += enc.object_header(_messages(obj, plan, numbered))
         if plan is not None:
             image += plan.encode(at, plans)
     return bytes(image)
@@ -194,32 +197,23 @@ def _objects(group: Group) -> Iterator[Group | Dataset]:
             yield member
 
 
-def _messages(obj: Group | Dataset, plan: _GroupPlan | None, collection: int, indexes: Iterator[int]) -> list:
+def _messages(obj: Group | Dataset, plan: _GroupPlan | None, strings: list[bytes]) -> list:
     """`obj`'s header messages (a group's B-tree and heap from its `plan`; placeholders while
-    sizes are counted); its variable-length strings numbered from `indexes`."""
+    sizes are counted); its variable-length strings appended to `strings`, the objects of the heap
+    collection after the superblock, and referred to by their number there."""
     if isinstance(obj, Group):
         messages = [(enc.SYMBOL_TABLE, 0, enc.symbol_table_message(plan.btree if plan else 0, plan.heap if plan else 0))]
     else:
         messages = enc.dataset_messages(obj.shape, enc.numeric_type(obj.dtype), obj.address or 0, obj.nbytes)
     for name, value in obj.attrs.values.items():
-        messages.append((enc.ATTRIBUTE, 0, _attribute(name, value, collection, indexes)))
+        messages.append((enc.ATTRIBUTE, 0, _attribute(name, value, strings)))
     return messages
 
 
-def _attribute_strings(attrs: Attributes) -> Iterator[bytes]:
-    """The variable-length strings of `attrs`, in the order `_attribute` numbers them."""
-    for value in attrs.values.values():
-        if isinstance(value, str):
-            yield value.encode("utf-8")
-        elif isinstance(value, bytes):
-            yield value
-        elif isinstance(value, (list, tuple)):
-            yield from value
-
-
-def _attribute(name: str, value: AttributeValue, collection: int, indexes: Iterator[int]) -> bytes:
+def _attribute(name: str, value: AttributeValue, strings: list[bytes]) -> bytes:
     def reference(s: bytes) -> bytes:
-        return enc.vlen_reference(len(s), collection, next(indexes, 0))
+        strings.append(s)
+        return enc.vlen_reference(len(s), enc.SUPERBLOCK_BYTES, len(strings))
 
     if isinstance(value, FixedStrings):
         data = b"".join(v.ljust(value.length, b"\0") for v in value.values)
@@ -255,7 +249,7 @@ class _GroupPlan:
         self.btree = self.btree_at[-1]
         self.symbols_at = position
         self.heap = position + len(self.symbol_nodes) * enc.SYMBOL_NODE_BYTES
-        self.end = self.heap + enc.local_heap_bytes(self.names)
+        self.end = self.heap + len(enc.local_heap(self.heap, self.names)[0])
 
     def encode(self, at: dict[int, int], plans: dict[int, _GroupPlan]) -> bytes:
         heap, offsets = enc.local_heap(self.heap, self.names)
