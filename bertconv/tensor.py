@@ -166,7 +166,7 @@ class StridedTensor(LazyTensor):
 
     def __init__(self, path: Path, storage_offset: int, storage_nbytes: int, dtype: DType,
                  shape: tuple[int, ...], strides: tuple[int, ...], element_offset: int):
-        self.path = Path(path)
+        self.path = path if isinstance(path, Path) else Path(path)  # as MappedTensor's
         self.dtype = dtype
         self.shape = tuple(shape)
         self._storage = (storage_offset, storage_nbytes)

@@ -4,7 +4,8 @@ Two ways, the first that applies:
 
 - OpenBLAS' out-of-place matrix copy, `cblas_somatcopy`, from the OpenBLAS that NumPy's own
   wheels carry (found by `_somatcopy`: bertconv builds no C of its own, and adds no package for
-  this), for float32 matrices whose rows are contiguous. Its kernels walk a transpose in register
+  this), for float32 matrices whose rows are contiguous (an operand not 4-byte aligned goes
+  through an aligned scratch, a strip at a time). Its kernels walk a transpose in register
   blocks: 4-25 GB/s on this project's machine where the tiles below made 1.6-5 GB/s (bert-base
   and BERT-large kernels, one thread, side by side). It computes `alpha * a` with alpha 1, which
   gives back every float32's bits but two kinds: a signalling NaN comes out quiet, and a denormal
@@ -45,6 +46,9 @@ TRANSPOSE_TILE_COLUMNS = 512
 #: measured again side by side: 0.42 s against 0.44 s split from 1 MiB). A conversion's writer
 #: splits from less (`containers.stream.TWO_THREAD_TRANSPOSE_BYTES`).
 TRANSPOSE_TWO_THREADS_BYTES = 8 << 20
+#: Output rows a transpose with an unaligned operand copies at a time through its aligned scratch:
+#: small enough to stay in the CPU's caches between somatcopy and the copy into place.
+UNALIGNED_STRIP_BYTES = 1 << 20
 #: The names `cblas_somatcopy` has in the OpenBLAS builds NumPy's wheels carry: both take 64-bit
 #: integers (ILP64, the `64_` suffix), NumPy 2's `scipy-openblas64` and NumPy 1's own build.
 SOMATCOPY_SYMBOLS = ("scipy_cblas_somatcopy64_", "cblas_somatcopy64_")
@@ -108,8 +112,13 @@ def _tiles(array: np.ndarray, out: np.ndarray, first: int, end: int) -> None:
 
 def _blas_copied(array: np.ndarray, out: np.ndarray, first: int, end: int) -> bool:
     """Copy out[first:end] = array[:, first:end].T with `cblas_somatcopy` and say True, where
-    that keeps every bit (see the module's docstring); else copy nothing and say False."""
-    if array.dtype != np.float32 or out.dtype != np.float32 or not (array.flags.aligned and out.flags.aligned):
+    that keeps every bit (see the module's docstring); else say False, having copied nothing or
+    a part that the caller copies again.
+
+    An operand whose values are not 4-byte aligned (a msgpack stream's lie at any byte) is
+    copied through an aligned scratch, `UNALIGNED_STRIP_BYTES` of output rows at a time:
+    OpenBLAS' kernels may assume a float's alignment."""
+    if array.dtype != np.float32 or out.dtype != np.float32:
         return False
     rows = array.shape[0]
     source_row, source_step = array.strides
@@ -121,11 +130,28 @@ def _blas_copied(array: np.ndarray, out: np.ndarray, first: int, end: int) -> bo
     somatcopy = _somatcopy()
     if somatcopy is None or not _keeps_denormals(somatcopy):
         return False
-    block = out[first:end]
-    somatcopy(CBLAS_ROW_MAJOR, CBLAS_TRANS, rows, end - first, 1.0, array.ctypes.data + 4 * first,
-              source_row // 4, block.ctypes.data, target_row // 4)
-    if np.isnan(block.max()):  # a NaN may have been a signalling one, now quiet: copied again exactly
-        return False
+    if array.flags.aligned and out.flags.aligned:
+        block = out[first:end]
+        somatcopy(CBLAS_ROW_MAJOR, CBLAS_TRANS, rows, end - first, 1.0, array.ctypes.data + 4 * first,
+                  source_row // 4, block.ctypes.data, target_row // 4)
+        return not np.isnan(block.max())  # a NaN may have been a signalling one, now quiet
+    strip = min(end - first, max(1, UNALIGNED_STRIP_BYTES // (4 * rows)))
+    source_scratch = None if array.flags.aligned else np.empty((rows, strip), np.float32)
+    target_scratch = None if out.flags.aligned else np.empty((strip, rows), np.float32)
+    for start in range(first, end, strip):
+        stop = min(start + strip, end)
+        if source_scratch is None:
+            source, source_step = array.ctypes.data + 4 * start, source_row // 4
+        else:
+            source_scratch[:, :stop - start] = array[:, start:stop]
+            source, source_step = source_scratch.ctypes.data, strip
+        target = out[start:stop] if target_scratch is None else target_scratch[:stop - start]
+        somatcopy(CBLAS_ROW_MAJOR, CBLAS_TRANS, rows, stop - start, 1.0, source, source_step,
+                  target.ctypes.data, target.strides[0] // 4)
+        if np.isnan(target.max()):
+            return False
+        if target_scratch is not None:
+            out[start:stop] = target
     return True
 
 

@@ -189,6 +189,21 @@ def test_reports_are_frozen_and_their_json_a_fresh_copy():
         report.checkpoint.config["hidden_size"] = 0  # type: ignore[index]
 
 
+def test_a_reports_json_copy_shares_nothing_that_can_change():
+    from bertconv.api.report import json_copy
+
+    report = bertconv.inspect(HF)
+    first = report.to_json()
+    first["tensors"][0]["shape"].append(7)
+    first["config"]["provenance"].clear()
+    assert report.to_json() != first and report.to_json() == bertconv.inspect(HF).to_json()
+    value = {"a": [1, {"b": (2.5, None, [True])}], "odd": {3}, "text": "x"}
+    copied = json_copy(value)
+    assert copied == value and type(copied["a"][1]["b"]) is tuple
+    assert copied["a"] is not value["a"] and copied["a"][1]["b"][2] is not value["a"][1]["b"][2]
+    assert copied["odd"] is not value["odd"]  # not JSON: deep-copied all the same
+
+
 def test_the_apis_defaults_are_the_librarys():
     from bertconv.api import diff, fill_mask
     from bertconv.checks.arrays import BIT_EXACT

@@ -210,3 +210,53 @@ def test_a_thread_that_flushes_denormals_gets_tiles(monkeypatch):
     array = with_special_values((20, 30), [(1, 2), (5, 6), (7, 8), (9, 10), (11, 12), (13, 14), (15, 16), (17, 18)])
     assert same_bits(transpose(array), np.ascontiguousarray(array.T))
     assert copied == [(1, 2)], "only the probe may go through a flushing somatcopy"
+
+
+def unaligned(shape: tuple[int, int]) -> np.ndarray:
+    """A writable float32 array of `shape` whose values start one byte past an aligned address
+    (as a msgpack stream's values may)."""
+    buffer = np.zeros(int(np.prod(shape)) * 4 + 1, np.uint8)
+    array = np.ndarray(shape, np.float32, buffer=buffer, offset=1)
+    assert not array.flags.aligned
+    return array
+
+
+@pytest.mark.parametrize("operand", ["output", "input", "both"])
+@pytest.mark.parametrize("shape", [(3, 5), (64, 301), (301, 64)], ids=lambda s: "x".join(map(str, s)))
+def test_an_unaligned_operand_goes_through_an_aligned_scratch(operand, shape, monkeypatch, threads):
+    """A transpose from or into values at an odd byte is numpy's `.T` bit for bit, special values
+    included, with somatcopy (where it is used) only ever given aligned addresses, a strip at a time."""
+    monkeypatch.setattr(transposes, "UNALIGNED_STRIP_BYTES", 4 * 64 * 7)  # several strips of each shape
+    rows, columns = shape
+    expected_input = with_special_values(shape, [(0, 0), (rows - 1, columns - 1), (rows // 2, columns // 3)])
+    array = expected_input
+    if operand in ("input", "both"):
+        array = unaligned(shape)
+        array[...] = expected_input
+    out = unaligned((columns, rows)) if operand in ("output", "both") else np.zeros((columns, rows), np.float32)
+    if way_uses_openblas := transposes._somatcopy() is not None:
+        real = transposes._somatcopy()
+        addresses = []
+
+        def recording(order, trans, r, c, alpha, source, lda, target, ldb):
+            addresses.extend((source, target))
+            real(order, trans, r, c, alpha, source, lda, target, ldb)
+
+        monkeypatch.setattr(transposes, "_somatcopy", lambda: recording)
+    transposes.transpose_into(array, out)
+    assert same_bits(np.ascontiguousarray(out), np.ascontiguousarray(expected_input.T))
+    if way_uses_openblas:
+        assert addresses and all(address % 4 == 0 for address in addresses)
+
+
+def test_an_unaligned_output_without_nans_is_copied_by_openblas_alone(monkeypatch):
+    if not numpy_carries_openblas():
+        pytest.skip("this NumPy carries no OpenBLAS: every transpose goes by tiles")
+    monkeypatch.setattr(transposes, "UNALIGNED_STRIP_BYTES", 4 * 768 * 100)
+    calls = calls_to_openblas(monkeypatch)
+    monkeypatch.setattr(transposes, "_tiles", lambda *_: pytest.fail("copied by tiles"))
+    array = (values((768, 300), np.uint32) & 0xBFFFFFFF).view(np.float32)  # no NaN
+    out = unaligned((300, 768))
+    transposes.transpose_into(array, out)
+    assert same_bits(np.ascontiguousarray(out), np.ascontiguousarray(array.T))
+    assert calls == [(768, 100), (768, 100), (768, 100)]
