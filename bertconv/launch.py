@@ -67,10 +67,14 @@ def stopped(args: list[str], signum: int) -> int:
 
 
 def run() -> None:
-    """`bertconv ARGS`: handlers first, then the command line (`cli.run`)."""
+    """`bertconv ARGS`: handlers first, then the command line (`cli.run`), the cycle collector
+    paused until the command has read its checkpoint (`commands.collector`)."""
     install_signal_handlers()
     os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", OPENBLAS_THREAD_TIMEOUT)  # before NumPy is imported
     try:
+        from .commands import collector
+
+        collector.pause()
         from . import cli
     except KeyboardInterrupt:
         raise SystemExit(stopped(sys.argv[1:], signal.SIGINT)) from None

@@ -111,3 +111,51 @@ def test_openblas_threads_are_told_to_sleep_before_numpy_is_loaded(given, seen):
                          capture_output=True, text=True, cwd=ROOT, timeout=120, env={**env, "PYTHONPATH": str(ROOT)})
     assert ran.returncode == 0, ran.stderr
     assert f"SEEN {seen} False" in ran.stderr
+
+
+#: Reports whether the cycle collector runs while the command reads its checkpoint and once it
+#: counts the parameters (after the reading).
+COLLECTOR_WHILE_COMMANDS_RUN = """
+import gc, sys
+from bertconv import formats, launch
+from bertconv.commands import audit as audit_command
+read, audit = formats.read, audit_command.audit
+def reading(*args, **kwargs):
+    print("READING", gc.isenabled(), file=sys.stderr)
+    return read(*args, **kwargs)
+def auditing(tree):
+    print("AUDITING", gc.isenabled(), gc.get_freeze_count() > 1000, file=sys.stderr)
+    return audit(tree)
+formats.read, audit_command.audit = reading, auditing
+sys.argv = ["bertconv", "audit", {path!r}]
+launch.run()
+"""
+
+
+def test_the_collector_is_paused_until_the_checkpoint_is_read():
+    """What a command makes until its checkpoint is read lives until the process ends: the
+    console entry point pauses the cycle collector until then, and the objects made so far are
+    frozen once it is back on."""
+    ran = subprocess.run([sys.executable, "-c", COLLECTOR_WHILE_COMMANDS_RUN.format(path=str(CHECKPOINT))],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert "READING False" in ran.stderr and "AUDITING True True" in ran.stderr
+
+
+def test_the_collector_is_back_on_when_reading_fails(tmp_path, monkeypatch):
+    import gc
+
+    from bertconv.commands import collector
+    from bertconv.commands.common import load
+    from bertconv.errors import BadInput
+
+    was_enabled = gc.isenabled()
+    gc.enable()
+    collector.pause()
+    try:
+        with pytest.raises(BadInput):
+            load(tmp_path / "absent", None, None)
+        assert gc.isenabled() and not collector._paused
+    finally:
+        gc.unfreeze()
+        (gc.enable if was_enabled else gc.disable)()

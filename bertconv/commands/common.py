@@ -14,7 +14,7 @@ from .. import formats
 from ..api.report import Report, load as load_checkpoint
 from ..errors import EXIT_CHECK_FAILED
 from ..tree import ParameterTree
-from . import output
+from . import collector, output
 from .arguments import file_path, option, positive_int
 
 if TYPE_CHECKING:
@@ -152,8 +152,12 @@ ACCEPT_LOSS = option("--accept-loss", action="append", default=[], metavar="FIEL
 def load(path: Path, config_path: Path | None, num_heads: int | None, model: str | None = None,
          revision: str | None = None) -> ParameterTree:
     """Read the checkpoint at `path`, or of the repo id `path` in the Hugging Face cache at
-    `revision`; `model`: which model of an ELECTRA pre-training checkpoint (`api.load`)."""
-    return load_checkpoint(path, config=config_path, heads=num_heads, model=model, revision=revision)
+    `revision`; `model`: which model of an ELECTRA pre-training checkpoint (`api.load`). The
+    cycle collector, paused while the command started, is back on once it returns or raises."""
+    try:
+        return load_checkpoint(path, config=config_path, heads=num_heads, model=model, revision=revision)
+    finally:
+        collector.resume()
 
 
 def print_json(command: str, data: dict) -> None:
