@@ -141,12 +141,12 @@ def _blas_copied(array: np.ndarray, out: np.ndarray, first: int, end: int) -> bo
     for start in range(first, end, strip):
         stop = min(start + strip, end)
         if source_scratch is None:
-            source, source_step = array.ctypes.data + 4 * start, source_row // 4
+            source, source_stride = array.ctypes.data + 4 * start, source_row // 4
         else:
             source_scratch[:, :stop - start] = array[:, start:stop]
-            source, source_step = source_scratch.ctypes.data, strip
+            source, source_stride = source_scratch.ctypes.data, strip
         target = out[start:stop] if target_scratch is None else target_scratch[:stop - start]
-        somatcopy(CBLAS_ROW_MAJOR, CBLAS_TRANS, rows, stop - start, 1.0, source, source_step,
+        somatcopy(CBLAS_ROW_MAJOR, CBLAS_TRANS, rows, stop - start, 1.0, source, source_stride,
                   target.ctypes.data, target.strides[0] // 4)
         if np.isnan(target.max()):
             return False
