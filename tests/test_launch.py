@@ -142,7 +142,7 @@ def test_the_collector_is_paused_until_the_checkpoint_is_read():
     assert "READING False" in ran.stderr and "AUDITING True True" in ran.stderr
 
 
-def test_the_collector_is_back_on_when_reading_fails(tmp_path, monkeypatch):
+def test_the_collector_is_back_on_when_reading_fails(tmp_path):
     import gc
 
     from bertconv.commands import collector
