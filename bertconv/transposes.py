@@ -130,12 +130,9 @@ def _blas_copied(array: np.ndarray, out: np.ndarray, first: int, end: int) -> bo
     somatcopy = _somatcopy()
     if somatcopy is None or not _keeps_denormals(somatcopy):
         return False
-    if array.flags.aligned and out.flags.aligned:
-        block = out[first:end]
-        somatcopy(CBLAS_ROW_MAJOR, CBLAS_TRANS, rows, end - first, 1.0, array.ctypes.data + 4 * first,
-                  source_row // 4, block.ctypes.data, target_row // 4)
-        return not np.isnan(block.max())  # a NaN may have been a signalling one, now quiet
-    strip = min(end - first, max(1, UNALIGNED_STRIP_BYTES // (4 * rows)))
+    strip = end - first  # one call where both are aligned
+    if not (array.flags.aligned and out.flags.aligned):
+        strip = min(strip, max(1, UNALIGNED_STRIP_BYTES // (4 * rows)))
     source_scratch = None if array.flags.aligned else np.empty((rows, strip), np.float32)
     target_scratch = None if out.flags.aligned else np.empty((strip, rows), np.float32)
     for start in range(first, end, strip):
@@ -148,7 +145,7 @@ def _blas_copied(array: np.ndarray, out: np.ndarray, first: int, end: int) -> bo
         target = out[start:stop] if target_scratch is None else target_scratch[:stop - start]
         somatcopy(CBLAS_ROW_MAJOR, CBLAS_TRANS, rows, stop - start, 1.0, source, source_stride,
                   target.ctypes.data, target.strides[0] // 4)
-        if np.isnan(target.max()):
+        if np.isnan(target.max()):  # a NaN may have been a signalling one, now quiet
             return False
         if target_scratch is not None:
             out[start:stop] = target

@@ -249,11 +249,11 @@ class _GroupPlan:
         self.btree = self.btree_at[-1]
         self.symbols_at = position
         self.heap = position + len(self.symbol_nodes) * enc.SYMBOL_NODE_BYTES
-        self.end = self.heap + len(enc.local_heap(self.heap, self.names)[0])
+        self._heap_bytes, self._name_offsets = enc.local_heap(self.heap, self.names)
+        self.end = self.heap + len(self._heap_bytes)
 
     def encode(self, at: dict[int, int], plans: dict[int, _GroupPlan]) -> bytes:
-        heap, offsets = enc.local_heap(self.heap, self.names)
-        offset_of = dict(zip(self.names, offsets))
+        offset_of = dict(zip(self.names, self._name_offsets))
         nodes, lasts = [], []  # symbol nodes, and the heap offset of each one's last name
         for names in self.symbol_nodes:
             entries = []
@@ -279,7 +279,7 @@ class _GroupPlan:
                 parents.append(first + n * enc.BTREE_NODE_BYTES)
                 parent_lasts.append(keys[-1])
             children, lasts = parents, parent_lasts
-        return bytes(tree) + b"".join(nodes) + heap
+        return bytes(tree) + b"".join(nodes) + self._heap_bytes
 
 
 def _read_ahead(path: Path, metadata_bytes: int) -> None:
