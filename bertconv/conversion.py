@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -246,6 +245,10 @@ def with_one_token_type(tree: ParameterTree) -> ParameterTree:
 
 def _carry(files: list[Path], directory: Path, written: list[Path], model_type: str) -> list[Path]:
     """Copy the source's companion files the writer did not write itself into `directory`."""
+    if not files:
+        return []
+    import shutil  # here: with bz2 and lzma, 3.4-4.4 ms of a conversion, for these copies alone
+
     names = {p.name for p in written}
     carried = []
     for file in files:

@@ -200,7 +200,7 @@ def _helper():
     global _transpose_helper
     with _helper_lock:
         if _transpose_helper is None:
-            from concurrent.futures import ThreadPoolExecutor  # here: most commands never transpose
+            from .threads import Workers  # here: most commands never transpose
 
-            _transpose_helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertconv-transpose")
+            _transpose_helper = Workers(1, "bertconv-transpose")
     return _transpose_helper

@@ -178,18 +178,18 @@ def test_safetensors_loader_runs_ahead_past_small_tensors_within_its_budget(tmp_
     """Names sort a large kernel between small tensors (bias, kernel, bias, kernel, ...): while
     one kernel is written, the next kernel is already being loaded, and what is submitted and
     not yet written never exceeds the tensor in hand + PREFETCH_MAX_BYTES."""
-    import concurrent.futures
+    from bertconv import threads
 
     budget = 4000
     monkeypatch.setattr(stream, "PREFETCH_MAX_BYTES", budget)
     log: list[tuple[str, str, int]] = []  # ("submit" | "written", name, nbytes), in the main thread
 
-    class Recording(concurrent.futures.ThreadPoolExecutor):
+    class Recording(threads.Workers):
         def submit(self, fn, source, *args):
             log.append(("submit", source.name, source.nbytes))
             return super().submit(fn, source, *args)
 
-    monkeypatch.setattr(concurrent.futures, "ThreadPoolExecutor", Recording)
+    monkeypatch.setattr(threads, "Workers", Recording)
     original_write = stream._Sink.array
 
     def recording_write(sink, array):

@@ -28,7 +28,7 @@ from ..errors import bad_input
 from .advice import populate_for_writing
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future
+    from ..threads import Task
 
 #: Offsets, lengths and buffer addresses of O_DIRECT writes are multiples of this (the largest
 #: logical block size of common disks; 512-byte devices accept it too).
@@ -106,9 +106,9 @@ class DirectOutput:
         except BaseException:
             os.close(self._fd)
             raise
-        from concurrent.futures import ThreadPoolExecutor  # here: reading needs no thread pool
+        from ..threads import Workers  # here: reading needs no threads
 
-        self._writers = ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="bertconv-write")
+        self._writers = Workers(WRITERS, "bertconv-write")
         blocks = [mmap.mmap(-1, block_bytes) for _ in range(WRITERS + 1)]
         for block in blocks[1:]:  # by the idle writers while the first fills (where its pages fault in)
             self._writers.submit(populate_for_writing, block)
@@ -179,7 +179,7 @@ class DirectOutput:
             self._sources[key] = os.open(key, os.O_RDONLY)
         return self._sources[key]
 
-    def hold(self, until: Future) -> None:
+    def hold(self, until: Task) -> None:
         """The staging block is not refilled before `until` is done (a reader of its bytes: a
         checksum taken on another thread); a later hold of the same block replaces it, so the
         holds of a block must be done in the order given."""
@@ -220,7 +220,7 @@ class DirectOutput:
             if kind is None:
                 self._finish()
         finally:
-            self._writers.shutdown(wait=True)  # no writer may still use the descriptor
+            self._writers.shutdown()  # no writer may still use the descriptor
             os.close(self._fd)
             for source in self._sources.values():
                 os.close(source)

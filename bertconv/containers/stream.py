@@ -37,7 +37,7 @@ from .writeback import EarlyWriteback
 
 if TYPE_CHECKING:
     import ctypes
-    from concurrent.futures import Future
+    from ..threads import Task
 
     import numpy as np
     from google_crc32c import cext as crc32c
@@ -96,10 +96,10 @@ def append(out: BinaryIO | DirectOutput, pieces: Iterable[Piece], *, checksums: 
     pending = [i for i, p in enumerate(pieces) if not isinstance(p, (bytes, bytearray)) and spans[i] is None]
     loads = {i: _to_load(pieces[i][3], direct=direct) for i in pending}
     cursor = 0  # pending[cursor] is the next tensor to start loading
-    from concurrent.futures import ThreadPoolExecutor  # here: reading headers needs no thread pool
+    from ..threads import Workers  # here: reading headers needs no threads
 
-    with sink, ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertconv-load") as pool:
-        loading: dict[int, Future] = {}  # submitted, not yet taken; loaded in this order
+    with sink, Workers(1, "bertconv-load") as pool:
+        loading: dict[int, Task] = {}  # submitted, not yet taken; loaded in this order
         ahead = 0  # their bytes
 
         def load_ahead(holding: int) -> None:
@@ -175,18 +175,18 @@ class _Sink:
         self.writeback = None if self.direct else EarlyWriteback(out)
         self._checksummer = None
         if (checksums or verifies) and self.direct:
-            from concurrent.futures import ThreadPoolExecutor
+            from ..threads import Workers
 
-            self._checksummer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertconv-crc")
+            self._checksummer = Workers(1, "bertconv-crc")
 
     def __enter__(self) -> _Sink:
         return self
 
     def __exit__(self, *exc_info) -> None:
         if self._checksummer is not None:  # every checksum taken (or dropped, on an error)
-            self._checksummer.shutdown(wait=True, cancel_futures=exc_info[0] is not None)
+            self._checksummer.shutdown(cancel=exc_info[0] is not None)
 
-    def _in_order(self, step: Callable[..., None], *args) -> Future | None:
+    def _in_order(self, step: Callable[..., None], *args) -> Task | None:
         """Run `step(*args)` now, or after the steps before it on the checksum thread."""
         if self._checksummer is None:
             step(*args)

@@ -26,7 +26,6 @@ import errno
 import fnmatch
 import os
 import re
-import shutil
 from pathlib import Path
 from typing import Iterator
 
@@ -104,6 +103,8 @@ def clean_stale(destination: Path) -> list[Path]:
 
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
+        import shutil  # here: only a directory that was replaced or left half-written is removed
+
         shutil.rmtree(path, ignore_errors=True)
     else:
         with contextlib.suppress(FileNotFoundError):

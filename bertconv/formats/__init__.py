@@ -62,8 +62,11 @@ def _resolve(path: Path, only: Format | None = None) -> tuple[Format, Path, list
     """`resolve`, and the other copies of the model a directory holds (see `preferred`); with
     `only`, no other format is asked."""
     path = Path(path)
-    hints = container_hints(path)
-    asked = [only] if only is not None else [fmt for fmt in SNIFF_ORDER if fmt.may_claim(hints)]
+    if only is not None:  # a conversion's output read back: the hints would only be read for nothing
+        asked = [only]
+    else:
+        hints = container_hints(path)
+        asked = [fmt for fmt in SNIFF_ORDER if fmt.may_claim(hints)]
     if path.is_dir():
         found: dict[Path, Format] = {}
         for fmt in asked:
@@ -94,7 +97,7 @@ def _resolve(path: Path, only: Format | None = None) -> tuple[Format, Path, list
             return fmt, path, []
     if not path.exists():
         raise bad_input(path, "does not exist")
-    if "hdf5" in hints:
+    if "hdf5" in container_hints(path):
         from ..containers.hdf5 import keras as keras_h5
 
         if keras_h5.is_hdf5(path):

@@ -91,13 +91,13 @@ def compare(tree: ParameterTree, model_path: Path, *, precision: Precision | Non
     from ...runtime.numerics import Numerics
     from ...runtime.numpy_bert import NumpyBert
 
-    from concurrent.futures import ThreadPoolExecutor
+    from ...threads import Workers
 
     model = NumpyBert(tree, Numerics.for_tree(tree))
     batches = list(_batches(tree))
     # The NumPy runtime's logits are computed while onnxruntime loads the file (which releases
     # the GIL): a second core does one while the first does the other.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertconv-reference") as pool:
+    with Workers(1, "bertconv-reference") as pool:
         reference = pool.submit(lambda: [model.mlm_logits(model.encode(batch[INPUT_IDS], batch[TOKEN_TYPE_IDS],
                                                                         batch[ATTENTION_MASK])) for batch in batches])
         session, float16_values = _session(model_path)
