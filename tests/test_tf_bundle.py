@@ -118,6 +118,22 @@ def test_fields_decode_what_encoders_write():
     assert pw.as_int64(fields[3].value) == -1
 
 
+@pytest.mark.parametrize("number", [1, 15, 16, 300, 2**29 - 1])
+@pytest.mark.parametrize("value", [0, 127, 128, 300, 2**63, 2**64 - 1])
+def test_one_and_many_byte_tags_values_and_lengths_decode_alike(number, value):
+    """A one-byte varint (tag, value or length) is taken without `decode_varint`; field numbers
+    from 16 and values from 128 take its longer path."""
+    payload = b"z" * (value % 1000)
+    message = pw.encode_varint_field(number, value) + pw.encode_len_field(number, payload)
+    fields = list(pw.iter_fields(message, source="f", entry="e"))
+    assert [(f.number, f.wire_type) for f in fields] == [(number, pw.WIRE_VARINT), (number, pw.WIRE_LEN)]
+    assert fields[0].value == value and bytes(fields[1].value) == payload
+    with pytest.raises(BadInput, match="truncated varint"):  # the value cut off after its tag
+        list(pw.iter_fields(pw.encode_tag(number, pw.WIRE_VARINT), source="f", entry="e"))
+    with pytest.raises(BadInput, match="truncated varint"):  # the length cut off after its tag
+        list(pw.iter_fields(pw.encode_tag(number, pw.WIRE_LEN), source="f", entry="e"))
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=64))
 def test_iter_fields_never_fails_otherwise(data):
