@@ -204,8 +204,16 @@ def _init(cls: type, declared: tuple[Field, ...], *, set_field: Callable[[object
     names = tuple(f.name for f in declared)
     defaults = tuple((f.default, f.default_factory) for f in declared)
     post_init = getattr(cls, "__post_init__", None)
+    plain = set_field is object.__setattr__  # the fields may go straight into the instance's dict
 
     def __init__(self: object, *values: object, **named: object) -> None:
+        if plain and not named and len(values) == len(names):
+            # Every field given in order, as readers make them by the thousand: one update, not a
+            # call per field (a BERT-large bert4keras file's headers make 2,600 records).
+            self.__dict__.update(zip(names, values))
+            if post_init is not None:
+                post_init(self)
+            return
         if len(values) > len(names):
             raise TypeError(f"{cls.__qualname__}() takes {len(names)} positional arguments but {len(values)} were given")
         for name, value in zip(names, values):

@@ -55,6 +55,9 @@ def test_construction_repr_and_equality_are_the_dataclass_ones(both):
         assert ours == child(*args, **{**kwargs, "note": "ignored by =="})
         assert (ours == theirs) is False  # another class, as between two dataclasses
     assert child("a").tags is not child("a").tags  # the factory runs per instance
+    every = child("a", ["x"], 3, "n")  # every field given in order: the short way in
+    assert repr(every).replace("Child", "X") == repr(expected("a", ["x"], 3, "n")).replace("Child", "X")
+    assert every == child("a", ["x"], size=3, note="n") and vars(every) == vars(expected("a", ["x"], 3, "n"))
 
 
 def test_hash_follows_frozen_and_eq(both):
@@ -79,6 +82,8 @@ def test_post_init_runs(both):
     _, (_, child), _ = both
     with pytest.raises(ValueError, match="size < 0"):
         child("a", size=-1)
+    with pytest.raises(ValueError, match="size < 0"):  # every field given in order: the short way in
+        child("a", [], -1, "")
 
 
 def test_a_frozen_record_refuses_assignment_as_a_dataclass_does():
