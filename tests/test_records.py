@@ -164,3 +164,23 @@ def test_no_module_of_the_package_declares_a_dataclass():
                  if path.name != "records.py" and ("@dataclass" in (text := path.read_text(encoding="utf-8"))
                                                    or "from dataclasses import" in text)]
     assert declaring == []
+
+
+def test_a_mutable_records_own_setattr_sees_every_field():
+    """The fields go into the instance's dict in one update, unless a mutable record's class sets
+    attributes its own way: then each goes through its `__setattr__`, as in a dataclass."""
+    seen: list[str] = []
+
+    @record(frozen=False)
+    class Watched:
+        name: str
+        size: int = 0
+
+        def __setattr__(self, name: str, value: object) -> None:
+            seen.append(name)
+            object.__setattr__(self, name, value)
+
+    Watched("a", 1)
+    Watched("b")
+    Watched(name="c", size=2)
+    assert seen == ["name", "size"] * 3
