@@ -15,12 +15,17 @@ import os
 import re
 import signal
 import sys
-from typing import Callable, NoReturn
+from collections.abc import Callable
 
 from .commands import COMMANDS, output
 from .commands.arguments import add_all
 from .errors import EXIT_BAD_INPUT, EXIT_OK, BertconvError
 from .launch import Terminated, install_signal_handlers, json_requested, stopped
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
+if TYPE_CHECKING:
+    from typing import NoReturn
+
 
 class UsageError(Exception):
     """A command line argparse cannot parse (exit 2), with the parser whose usage to show."""

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
 
 from . import families, formats, paths
 from .formats.hf import cache as hub_cache
@@ -30,6 +30,7 @@ from .records import field, record, replace
 from .tensor import ArrayTensor
 from .tree import Ignored, Parameter, ParameterTree, model_order_key, role_of
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     import numpy as np
 else:  # imported on first use

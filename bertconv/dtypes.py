@@ -8,11 +8,11 @@ when a value is needed for arithmetic.
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING
 
 from .lazy import lazy_module
 from .records import record
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     import numpy as np
 else:  # imported on first use: reading headers needs no NumPy

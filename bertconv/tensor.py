@@ -10,14 +10,15 @@ from __future__ import annotations
 import math
 import mmap
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
 
 from . import transposes
 from .dtypes import BFLOAT16, FLOAT32, DType, as_float32
 from .errors import bad_input
 from .lazy import lazy_module
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     import numpy as np
 else:  # imported on first use: reading headers needs no NumPy

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import _thread
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
 
 from .lazy import lazy_module
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     import numpy as np
 else:  # imported on first use: reading headers needs no NumPy

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
-from typing import Iterator
 
 from .config import BertConfig, Heads, position_projection_terms
 from .records import field, record

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
 
 from ..records import record
-from .report import Checkpoint, PathArg, Report, Source, tree_of
+from .report import Checkpoint, Report, tree_of
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .report import PathArg, Source
 
 
 @record

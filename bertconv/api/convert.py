@@ -4,14 +4,18 @@ canonical tree; the report says what was written and what was not."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..records import record
-from .report import Checkpoint, PathArg, Report, Source, tree_of
+from .report import Checkpoint, Report, tree_of
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
+    from typing import Any
+
     from ..tree import ParameterTree
+    from .report import PathArg, Source
 
 #: `max_shard_size`'s default: Hugging Face's shard size limit.
 MAX_SHARD_SIZE = "5GB"

@@ -3,10 +3,16 @@ what they compute)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from ..records import record
-from .report import JSONObject, PathArg, Report, Source, tree_of, Checkpoint
+from .report import Checkpoint, Report, tree_of
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .report import JSONObject, PathArg, Source
 
 #: `atol`'s default: values compared bit for bit (`checks.arrays.BIT_EXACT`).
 BIT_EXACT = 0.0

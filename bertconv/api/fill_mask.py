@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, overload
 
 from ..records import record
-from .report import Checkpoint, JSONObject, PathArg, Report, Source, frozen, tree_of
+from .report import Checkpoint, Report, frozen, tree_of
 
 if TYPE_CHECKING:
     from ..runtime.fill_mask import MaskPredictions
+    from .report import JSONObject, PathArg, Source
 
 #: `top_k`'s and `batch_size`'s defaults.
 TOP_K, BATCH_SIZE = 5, 16

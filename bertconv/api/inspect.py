@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
 
 from ..records import record
-from .report import Checkpoint, JSONObject, PathArg, Report, Source, tree_of
+from .report import Checkpoint, Report, tree_of
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
+    from typing import Any
+
     from ..tree import ParameterTree
+    from .report import JSONObject, PathArg, Source
 
 
 @record

@@ -10,24 +10,27 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping, TypeVar, Union
 
 from ..records import field, record
 
-if TYPE_CHECKING:
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
+if TYPE_CHECKING:  # the API's type aliases, for its annotations
+    from typing import Any, TypeVar, Union
+
     from ..tree import ParameterTree
 
-#: A `--json` object, as `json.loads` would give it back.
-JSONObject = dict[str, Any]
-#: A path the API reads or writes: a string or any `os.PathLike`.
-PathArg = Union[str, "os.PathLike[str]"]
-#: A checkpoint as the API takes it: its path (a file, or a directory holding one), or a tree
-#: already read (`load`), which is then not read again.
-Source = Union[str, "os.PathLike[str]", "ParameterTree"]
+    #: A `--json` object, as `json.loads` would give it back.
+    JSONObject = dict[str, Any]
+    #: A path the API reads or writes: a string or any `os.PathLike`.
+    PathArg = Union[str, "os.PathLike[str]"]
+    #: A checkpoint as the API takes it: its path (a file, or a directory holding one), or a tree
+    #: already read (`load`), which is then not read again.
+    Source = Union[str, "os.PathLike[str]", "ParameterTree"]
 
-ReportT = TypeVar("ReportT", bound="Report")
+    ReportT = TypeVar("ReportT", bound="Report")
 
 
 def load(path: PathArg, *, config: PathArg | None = None, heads: int | None = None,
@@ -153,8 +156,10 @@ class Report:
     """A command's verdict: `ok`, the `problems` that made it not ok (sentences naming the file
     and the tensor), the `notes` that did not, and the whole as `to_json()`."""
 
-    #: The command whose `--json` object `to_json()` is (its schema: bertconv/schemas/<command>.json).
-    command: ClassVar[str]
+    #: The command whose `--json` object `to_json()` is (its schema: bertconv/schemas/<command>.json),
+    #: named by each report's class. Not annotated `ClassVar`: typing is not imported at run time,
+    #: and a dataclass made of the record would take the annotation for a field's.
+    command = ""
 
     ok: bool
     problems: tuple[str, ...]

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..records import record
 from .audit import Counts
-from .report import Checkpoint, PathArg, Report, Source, tree_of
+from .report import Checkpoint, Report, tree_of
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
+    from typing import Any
+
     from ..tree import ParameterTree
+    from .report import PathArg, Source
 
 
 @record

@@ -9,13 +9,14 @@ absolute difference in float64 of the float32-widened values (see `Comparison`).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Iterator
+from collections.abc import Iterator
 
 from .. import transposes
 from ..dtypes import DType, as_float32
 from ..lazy import lazy_module
 from ..records import field, record
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     import numpy as np
 else:  # imported by the first comparison: plain verify compares nothing

@@ -10,7 +10,7 @@ from other weights, or re-saved in a lower precision, is named.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ..tree import ParameterTree, model_order_key
 from .files import data_file_problems

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -32,7 +32,7 @@ Shape legend: B sample batch, S sample length, V vocab size, H hidden size.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
 
 from ..dtypes import all_elements_equal, as_float32
 from ..errors import BadInput, CheckFailed
@@ -40,6 +40,7 @@ from ..lazy import lazy_module
 from ..records import record, replace
 from ..tree import ParameterTree
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     import numpy as np
 else:  # imported by the probe: plain verify reads the signs' bytes without NumPy

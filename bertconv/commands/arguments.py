@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 
 def option(*names: str, **settings) -> tuple[tuple[str, ...], dict]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from .. import formats
 from ..api.report import Report
@@ -21,6 +21,7 @@ from ..tree import ParameterTree
 from . import output
 from .common import escape, human, load, stdout
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     from rich.table import Table
 

@@ -7,8 +7,8 @@ import re
 import sys
 from contextlib import contextmanager
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
 
 from .. import formats
 from ..api.report import Report, load as load_checkpoint
@@ -17,6 +17,7 @@ from ..tree import ParameterTree
 from . import collector, output
 from .arguments import file_path, option, positive_int
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     from rich.console import Console
 

@@ -27,9 +27,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from ..records import field, fields, record, replace
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: BERT's per-head width; used to state a default head count when nothing else says it.
 DEFAULT_HEAD_SIZE = 64

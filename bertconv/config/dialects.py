@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from .. import json_text
 from ..records import replace
@@ -23,6 +22,10 @@ from . import ACTIVATIONS, LAYER_NORM_EPS, BertConfig, layer_kinds
 from ..errors import bad_input
 from ..families import DEFAULT, FAMILIES, of
 from ..families.family import BASE_COMPUTES, BASE_FIXED, EXACT_ACTIVATION_KEY, GOOGLE, HF, INERT, REQUIRED, Family
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: Hugging Face's names for each bertconv activation (first is the one bertconv writes).
 _HF_ACTIVATIONS = {

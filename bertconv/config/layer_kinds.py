@@ -13,9 +13,13 @@ means two models, and is refused. Sliding-window layers let each query see the k
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from . import BertConfig
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Any
+
 
 GLOBAL, LOCAL = "full_attention", "sliding_attention"
 #: ModernBertConfig's defaults: every third layer global, a 128-token window, bases 160,000 and 10,000.

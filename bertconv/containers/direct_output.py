@@ -21,13 +21,16 @@ import errno
 import mmap
 import os
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Callable
 
 from ..errors import bad_input
 from .advice import populate_for_writing
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
+    from typing import BinaryIO
+
     from ..threads import Task
 
 #: Offsets, lengths and buffer addresses of O_DIRECT writes are multiples of this (the largest

@@ -40,8 +40,8 @@ import errno
 import math
 import os
 import struct
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Collection, Iterator, Sequence
 
 from .. import dtypes
 from ..errors import BadInput, bad_input
@@ -50,6 +50,7 @@ from ..records import record
 from ..tensor import ArrayTensor, LazyTensor, MappedTensor
 from .advice import advise
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     import msgpack
     import numpy as np

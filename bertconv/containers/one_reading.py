@@ -16,12 +16,16 @@ remembered is shared by every reader that asks: none may change it.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Callable, Iterator, TypeVar
 
-T = TypeVar("T")
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    T = TypeVar("T")
 
 #: (question, file identity) -> answer, within the current `one_reading` block; None outside one.
 _answers: ContextVar[dict | None] = ContextVar("bertconv_reading_answers", default=None)

@@ -11,8 +11,8 @@ import json
 import math
 import os
 import struct
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable
 
 from .. import dtypes, json_text
 from ..dtypes import DType
@@ -21,6 +21,7 @@ from ..lazy import lazy_module
 from ..records import record
 from ..tensor import MappedTensor, check_span
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     import numpy as np
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 import errno
 import math
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable, Union
 
 from ..dtypes import DType
 from ..errors import BertconvError, bad_input
@@ -35,8 +35,11 @@ from .advice import populate
 from .direct_output import DirectOutput
 from .writeback import EarlyWriteback
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     import ctypes
+    from typing import BinaryIO
+
     from ..threads import Task
 
     import numpy as np
@@ -50,7 +53,7 @@ else:  # imported on first use: reading headers needs neither
 #: see `copy_span`) or a callable returning the array, in `dtype.storage`, any strides.
 TensorSource = tuple[str, DType, tuple[int, ...], "LazyTensor | Callable[[], np.ndarray]"]
 #: What a file holds, in file order: its own bytes, or a tensor.
-Piece = Union[bytes, TensorSource]
+Piece = bytes | TensorSource
 
 #: While one tensor is written, the tensors after it are loaded by a helper thread, as many as fit
 #: in this many bytes together: the two overlap on a second core, and resident memory grows by at

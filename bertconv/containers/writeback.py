@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import errno
 import os
-from typing import TYPE_CHECKING, BinaryIO
 
 from ..lazy import lazy_module
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
+    from typing import BinaryIO
+
     import ctypes
 else:  # imported by the first writer: reading headers needs no ctypes
     ctypes = lazy_module("ctypes")

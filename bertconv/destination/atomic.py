@@ -26,8 +26,8 @@ import errno
 import fnmatch
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from .. import paths
 from ..errors import bad_input

@@ -7,13 +7,13 @@ one module here, its rows in each format's table, and its tests.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 from . import (albert, bert, camembert, deberta_v2, distilbert, electra, esm, megatron_bert, modernbert, nezha,
                roberta, roformer, xlm_roberta)
 from ..config import COMPUTATION_FIELDS
 from .family import DIALECTS, FAIRSEQ, GOOGLE, HF, Family, Projection, Variant
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     from ..config import BertConfig
 

@@ -22,9 +22,12 @@ size (`embedding_size`, projected by a bias-free `embed_proj`).
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from .family import HF, Family
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: DebertaV2Config's defaults where they differ from BERT's (a config that omits these keys means them).
 DEFAULT_LAYER_NORM_EPS = 1e-7

@@ -22,10 +22,14 @@ that computes or converts refuses it (exit 2, naming it) unless the user accepts
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
-from typing import Any, Callable
 
 from ..records import field, record
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: The dialects a config is read in: transformers' `config.json`, google-research's
 #: `bert_config.json` (bert4keras reads that too, its "gelu" meaning erf), fairseq's options.

@@ -9,8 +9,8 @@ the tests run on every format. No other code dispatches on a format.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
 
 from .. import paths
 from ..containers.one_reading import one_reading
@@ -19,6 +19,7 @@ from ..records import replace
 from .registry import (FORMATS, MODELS, SNIFF_ORDER, TARGETS, Format, Output, Specificity, container_hints,
                        expected_checkpoints, format_named)
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     from ..tree import ParameterTree
 

@@ -6,8 +6,8 @@ and hands them here with its table, so all formats classify, tie and infer the s
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from pathlib import Path
-from typing import Hashable
 
 from .. import families
 from ..config import UNKNOWN, BertConfig, default_heads
@@ -18,7 +18,6 @@ from ..tree import Ignored, Parameter, ParameterTree, layer_of, model_order_key,
 from .table import Table
 
 UNKNOWN_REASON = "not a BERT pre-training parameter (no row of the {format} table names it)"
-
 
 
 @record

@@ -9,8 +9,8 @@ would fall back to defaults (the head count from H / 64) that the config may con
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from ..config import BertConfig
 from ..errors import bad_input

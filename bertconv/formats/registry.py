@@ -21,15 +21,16 @@ bundle. tests/test_imports.py holds the stated values to the modules' own.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from enum import Enum, IntEnum
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Callable
 
 from ..containers.hdf5.signature import has_hdf5_signature
 from ..lazy import lazy_module, pending
 from ..records import record
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     from ..tree import ParameterTree
 
@@ -295,7 +296,6 @@ FORMATS: tuple[Format, ...] = (
         containers=("onnx",),
     ),
 )
-
 
 
 # --- which containers a path may be, from its name and first bytes --------------------------------

@@ -7,8 +7,8 @@ match the format's table ("" when the names are the table's own).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from ..errors import bad_input
 from .table import Table

@@ -13,7 +13,6 @@ loss is Google's (`loss`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 from ..lazy import lazy_attribute
 
@@ -21,6 +20,7 @@ from ..lazy import lazy_attribute
 # an import of `bertconv.runtime.fill_mask` would otherwise leave in its place.
 from .fill_mask import MaskPredictions, Prediction, fill_mask
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     from .loss import PretrainingLoss
     from .numerics import Numerics

@@ -14,9 +14,10 @@ BLIS) and sets their thread counts; where it finds none, `one_thread()` changes 
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Iterator
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     from threadpoolctl import ThreadpoolController
 

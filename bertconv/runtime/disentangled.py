@@ -18,13 +18,17 @@ the score of (l, r) is
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import cache
-from typing import Any, Callable
 
 import numpy as np
 
 from ..config import BertConfig
 from ..records import record
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @record

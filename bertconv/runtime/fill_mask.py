@@ -13,7 +13,6 @@ through a softmax over the whole vocab, as transformers' fill-mask pipeline does
 
 from __future__ import annotations
 
-from typing import Any
 
 import numpy as np
 
@@ -21,6 +20,10 @@ from .. import families
 from ..errors import BadInput
 from ..records import record
 from .tokenization.tokenizer import Encoding, Tokenizer
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: Texts run through the model at once.
 BATCH_SIZE = 16

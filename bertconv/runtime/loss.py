@@ -31,13 +31,16 @@ checked (`inputs.check_slot_inputs`).
 
 from __future__ import annotations
 
-from typing import Any
 
 import numpy as np
 
 from ..errors import BadInput
 from ..records import record
 from .numerics import MLM_LOSS_EPSILON
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: google-research/electra `_get_discriminator_output`: `loss = tf.reduce_sum(losses) /
 #: (1e-6 + tf.reduce_sum(weights))` (its per-example loss too): a batch of padding alone has

@@ -40,8 +40,8 @@ between implementations (activation, LayerNorm epsilon, mask adder) come from a 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Any, Callable, ContextManager
 
 import numpy as np
 
@@ -58,6 +58,10 @@ from .attention import DistanceRows, distance_rows, visible_keys
 from .positions import rotary_tables, rotate
 from .inputs import check_model_inputs, check_positions, check_slot_inputs
 from .numerics import GELU_ERF, GELU_TANH, GELU_TANH_CUBIC, GELU_TANH_SCALE, RELU, Numerics
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Any, ContextManager
 
 
 @record

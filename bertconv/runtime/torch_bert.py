@@ -15,7 +15,7 @@ a file stored in that dtype is used as stored, bit for bit, with no round trip t
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -34,6 +34,11 @@ from .inputs import check_model_inputs, check_positions, check_slot_inputs
 from .loss import RTD_LOSS_EPSILON, PretrainingLoss, ReplacedTokenLoss, check_replaced_labels
 from .numerics import GELU_ERF, GELU_TANH, MLM_LOSS_EPSILON, RELU, Numerics
 from .numpy_bert import BertOutput
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Any
+
 
 try:
     import torch

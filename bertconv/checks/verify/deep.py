@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ...dtypes import DType, as_float32
 from ...errors import bad_input
@@ -13,6 +12,7 @@ from ...tree import ParameterTree, role_of
 from ..arrays import chunk_indices, format_value, global_position
 from .findings import OUTPUT_BIAS, Findings, TensorReader, label
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     import numpy as np
 else:  # imported where tensor values are compared or scanned: plain verify reads only bytes

@@ -3,7 +3,7 @@ add to, and the reader through which every check reads a tensor once."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, TypeVar
+from collections.abc import Callable
 
 from ...errors import BadInput
 from ...lazy import lazy_module
@@ -11,12 +11,15 @@ from ...records import field, record
 from ...tensor import LazyTensor
 from ...tree import Parameter, ParameterTree
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
+    from typing import TypeVar
+
     import numpy as np
+
+    T = TypeVar("T")
 else:  # imported where tensor values are compared or scanned: plain verify reads only bytes
     np = lazy_module("numpy")
-
-T = TypeVar("T")
 
 
 WORD = "embeddings.word"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 from ...lazy import lazy_module
 from ...tree import Parameter, ParameterTree
@@ -10,6 +9,7 @@ from ..arrays import describe_difference
 from .findings import (DECODER, DECODER_BIAS, MISSING, NOT_APPLICABLE, OUTPUT_BIAS, TIED, UNTIED, WORD, Findings,
                        TensorReader, label)
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     import numpy as np
 else:  # imported where tensor values are compared or scanned: plain verify reads only bytes

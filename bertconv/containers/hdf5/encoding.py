@@ -13,7 +13,7 @@ structure 8-byte aligned.
 from __future__ import annotations
 
 import struct
-from typing import Sequence
+from collections.abc import Sequence
 
 from ... import dtypes
 from ...dtypes import DType

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator, Union
 
 from ...dtypes import DType
 from ...records import record
@@ -50,7 +50,7 @@ class FixedStrings:
 #: What an attribute may hold, stored as h5py 3 stores it: `str` a variable-length UTF-8 string,
 #: `bytes` a variable-length ASCII one, a list of bytes a 1-D array of those, an empty list an
 #: empty float64 array, `FixedStrings` fixed-length strings.
-AttributeValue = Union[str, bytes, list, tuple, FixedStrings]
+AttributeValue = str | bytes | list | tuple | FixedStrings
 
 
 class Attributes:

@@ -44,8 +44,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
 
 from ... import dtypes
 from ...dtypes import DType
@@ -58,6 +58,7 @@ from . import objects
 from .nodes import dataset_paths, file_number, get, is_dataset, is_group, read_with
 from .signature import is_hdf5
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     import h5py
     import numpy as np

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ...errors import bad_input
 from ...records import record
 from ...tensor import LazyTensor, file_size
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     import h5py
 from .keras import KERAS3_LAYERS, KERAS3_VARS, KerasWeight, is_keras3, read_guarded, dataset_at

@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
 
 from ...errors import bad_input
 from ...json_text import loads as json_loads
 from ...lazy import lazy_module
 from .keras3 import Keras3WeightsFile, read_keras3_file
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     from . import keras3_write
     from .keras3_write import Keras3Object

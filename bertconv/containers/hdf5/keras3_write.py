@@ -13,8 +13,8 @@ with a `dtype` attribute "bfloat16" and reads back by that mark.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from ... import dtypes
 from ...records import record

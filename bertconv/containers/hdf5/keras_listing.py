@@ -6,13 +6,13 @@ in turn), so within one reading each is answered once (`one_reading.remembered`)
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .keras import LAYER_NAMES, LISTED_WEIGHTS, WEIGHT_NAMES, is_keras3, is_nested_model, string_list, weights_group
 from ..one_reading import remembered
 from .nodes import get, is_group, read_with
 from .signature import is_hdf5
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     import h5py
 

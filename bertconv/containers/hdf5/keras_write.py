@@ -3,8 +3,8 @@ one: see `keras_h5` for the layout."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from ... import dtypes
 from ...errors import bad_input

@@ -5,20 +5,23 @@ these few functions, and read either the same way.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, TypeVar
 
 from ...lazy import lazy_module
 from ..one_reading import remembered
 from . import metadata, objects, walk
 from .workarounds import check_global_heaps
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
+    from typing import TypeVar
+
     import h5py
+
+    T = TypeVar("T")
 else:  # imported on first use: only for a file bertconv's own reader does not read
     h5py = lazy_module("h5py")
-
-T = TypeVar("T")
 
 
 def read_with(path: Path, read: Callable[[object], T]) -> T:

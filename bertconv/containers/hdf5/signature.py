@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import BinaryIO
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
+if TYPE_CHECKING:
+    from typing import BinaryIO
+
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 #: HDF5 puts its signature at byte 0 or after a user block of 512, 1024, 2048, ... bytes.

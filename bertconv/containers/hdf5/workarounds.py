@@ -19,8 +19,8 @@ from __future__ import annotations
 import errno
 import os
 import struct
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
 
 from ...errors import bad_input
 from ...lazy import lazy_module
@@ -28,6 +28,7 @@ from ..advice import advise
 from ..one_reading import remembered
 from .walk import dataset_paths
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     import h5py
 else:  # imported on first use: most commands read no HDF5 file

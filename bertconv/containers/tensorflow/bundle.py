@@ -25,9 +25,9 @@ from __future__ import annotations
 import functools
 import math
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Callable, Mapping
 
 from google_crc32c import cext as crc32c  # the compiled implementation, or ImportError
 
@@ -40,6 +40,7 @@ from ...tensor import MappedTensor, check_span
 from . import protowire as pw
 from .sstable import UINT32_MASK, UINT32_SIZE, read_table, read_uint32, show_key, unmask_crc
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     import numpy as np
 else:  # imported on first use: reading headers needs no NumPy

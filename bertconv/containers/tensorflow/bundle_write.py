@@ -4,8 +4,8 @@ see `tf_bundle`'s docstring for what that is.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 from .. import stream
 from ..direct_output import open_output

@@ -19,8 +19,9 @@ the entry being decoded. This module knows nothing about any particular message.
 
 from __future__ import annotations
 
+from collections import namedtuple
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, NamedTuple
 
 from ...errors import BadInput, bad_input
 
@@ -50,16 +51,14 @@ FIXED32_BYTES = 4
 FIXED64_BYTES = 8
 
 
-class Field(NamedTuple):
-    """One decoded field.
-
-    `value` is an int for varint, fixed32 and fixed64 fields (unsigned, as on the wire; see
-    `as_int64`), and a memoryview of the payload for length-delimited fields.
+class Field(namedtuple("Field", ("number", "wire_type", "value"))):
+    """One decoded field: its `number` and `wire_type` (ints), and its `value`, an int for
+    varint, fixed32 and fixed64 fields (unsigned, as on the wire; see `as_int64`) and a
+    memoryview of the payload for length-delimited fields. (`collections.namedtuple`, not
+    `typing.NamedTuple`: `typing` is not imported at run time.)
     """
 
-    number: int
-    wire_type: int
-    value: int | memoryview
+    __slots__ = ()
 
 
 def _fail(source: str | Path, entry: str, what: str) -> BadInput:

@@ -28,8 +28,9 @@ What TensorFlow 2.21's TableBuilder writes, and so what `TableBuilder` writes by
 
 from __future__ import annotations
 
+from collections import namedtuple
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Iterator, NamedTuple
 
 from google_crc32c import cext as crc32c  # the compiled implementation, or ImportError
 
@@ -37,7 +38,10 @@ from ...errors import bad_input
 from ...lazy import lazy_module
 from . import protowire as pw
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
+    from typing import BinaryIO
+
     import cramjam
 else:  # imported on first use: an uncompressed table (what bertconv writes) needs no snappy
     cramjam = lazy_module("cramjam")
@@ -100,11 +104,11 @@ def read_uint32(data: bytes, pos: int) -> int:
 
 # Reading the SSTable --------------------------------------------------------------------------
 
-class BlockHandle(NamedTuple):
-    """Where a block lies in the table file: its contents, without the 5-byte trailer."""
+class BlockHandle(namedtuple("BlockHandle", ("offset", "size"))):
+    """Where a block lies in the table file (`offset` and `size`, ints): its contents, without
+    the 5-byte trailer."""
 
-    offset: int
-    size: int
+    __slots__ = ()
 
 
 def _decode_handle(data: bytes, pos: int, *, path: Path, what: str, end: int | None = None

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ...config import BertConfig
 from ...containers import safetensors_file
@@ -29,6 +28,7 @@ from .tables import FAMILIES, ROTARY_BUFFER, SINUSOID_TABLE, Family, family_of_n
 from .tables import WRITES_FAMILIES  # noqa: F401 (the registry's)
 from ..table import Table
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     from ...containers import stream, torch_pickle
     from ...containers.stream import TensorSource

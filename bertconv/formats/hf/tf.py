@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ...config import BertConfig
 from ...containers.hdf5 import keras as keras_h5, keras_listing
@@ -58,6 +57,7 @@ from ..table import (
     refuse_unwritten,
 )
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     from ...containers.hdf5 import keras_write as keras_h5_write
     from ...containers.hdf5.keras_write import LayerToWrite

@@ -11,8 +11,8 @@ any way, saying what it expected and found.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from ...config import BertConfig, Heads
 from ...containers.hdf5 import keras3 as keras3_h5

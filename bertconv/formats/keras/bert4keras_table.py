@@ -32,9 +32,9 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections import Counter
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
-from typing import Iterable
 
 from ... import families
 from ...config import BertConfig

@@ -15,13 +15,13 @@ P = 512 at -511; none at DeBERTa-v3's 256 with 512), which `caveats` names.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 from ...errors import bad_input
 from ...lazy import lazy_module
 from ...tree import ParameterTree
 from .table import KerasHubFamily
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     import numpy as np
 else:  # imported on first use: reading a preset (the format module imports this one) needs no NumPy

@@ -20,7 +20,6 @@ the position rows are copied as they are.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 from ...errors import bad_input
 from ...lazy import lazy_module
@@ -28,6 +27,7 @@ from ...records import replace
 from ...tensor import ArrayTensor, LazyTensor
 from ...tree import Parameter, ParameterTree, model_order_key
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     import numpy as np
 else:  # imported on first use: reading a preset's headers needs no NumPy

@@ -27,10 +27,14 @@ fields without which the tensors themselves differ are required outright (`requi
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from collections.abc import Callable
 
 from ...records import field, record, replace
 from ..table import Row, Skip, Table
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: The files of a preset.
 CONFIG_FILE = "config.json"

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
 
 from ...destination import companions
 from ...containers.hdf5.keras3_shards import total_bytes, write_sharded
@@ -42,6 +41,10 @@ from .table import (
     KerasHubFamily,
 )
 from ..table import Table, refuse_unwritten
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: The keras-hub release whose layout this writes (metadata.json states it).
 KERAS_HUB_VERSION = "0.32.0"

@@ -23,7 +23,6 @@ per (token, row) gathered per pair, returned in float32 for the scores; the scal
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,6 +30,7 @@ from ...config import BertConfig
 from ...records import record
 from ...runtime.disentangled import distance_rows
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     from .graph import _Builder
 

@@ -24,7 +24,6 @@ NumPy runtime's (`onnx_check`); `compare_outputs` does the same for `diff CKPT m
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -36,6 +35,7 @@ from ...errors import BadInput, bad_input
 from ...lazy import lazy_module
 from ...version import __version__
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     from ...tree import ParameterTree
     from . import check as onnx_check, graph as onnx_graph

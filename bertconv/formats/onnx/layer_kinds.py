@@ -12,10 +12,10 @@ Shape legend: B batch, A attention heads, S sequence length, H hidden size, I in
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     from ...config import BertConfig
     from .graph import _Builder

@@ -16,12 +16,12 @@ Both are computed in float32 in a float16 export, as the rotary halves and the s
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ...runtime import sinusoids
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     from .graph import _Builder
 

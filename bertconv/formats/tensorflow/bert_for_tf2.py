@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ...containers.hdf5 import keras as keras_h5, keras_listing
 from ...errors import bad_input
@@ -40,6 +39,7 @@ from ..assemble import Entry, assemble
 from ..configs import config_beside
 from ..table import Row, Table
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     from . import object_bundle
 else:  # imported on first use: an HDF5 save needs none of TensorFlow's checkpoint container

@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ... import json_text
 from ...config import BertConfig
@@ -74,6 +73,7 @@ from .google_tables import (  # noqa: F401 (TABLE, CONFIG_FILE, WRITES_FAMILIES:
     POSITION_NAME, ROFORMER, TABLE, WRITES_FAMILIES, Model, _BERT_CONFIGS, _albert_names, albert_name,
 )
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
 if TYPE_CHECKING:
     from ...containers.stream import TensorSource
     from ...containers.tensorflow import bundle_write as tf_bundle_write

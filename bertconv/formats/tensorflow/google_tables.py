@@ -6,10 +6,14 @@ and the models `google.py` reads and writes with them (see its docstring for the
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from ...records import field, record
 from ..table import TRANSPOSE, Row, Skip, Table, dense_rows, norm_rows
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Any
+
 
 CONFIG_FILE = "bert_config.json"
 #: The sizes brightmart/albert_zh released, each with its `albert_config_{size}.json`.

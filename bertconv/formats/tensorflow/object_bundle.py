@@ -17,8 +17,8 @@ ignored with their reasons.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ...containers.tensorflow import bundle as tf_bundle, prefix as tf_prefix, trackable
 from ...errors import bad_input

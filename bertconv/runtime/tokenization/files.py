@@ -11,11 +11,14 @@ defaults are the family's.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from ...errors import bad_input
 from . import sentencepiece_model as spm
 from .tokenizer import MASK, TOKENIZER_CONFIG, Tokenizer, library, read_json, settings_beside
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: A word longer than this is [UNK] without trying WordPiece (transformers' and tokenizers'
 #: `max_input_chars_per_word`; google-research/bert's WordpieceTokenizer uses 200).

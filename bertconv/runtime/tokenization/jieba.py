@@ -21,12 +21,15 @@ text and jieba's words are split after all: its ids then differ from these (and 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from ... import families
 from ...errors import BadInput, bad_input
 from . import files as tokenizer_files
 from .tokenizer import VOCAB_TXT, Tokenizer, library, read_json, settings_beside
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: transformers' name for the tokenizer this module builds (a tokenizer_config.json's `tokenizer_class`).
 TOKENIZER_CLASS = "RoFormerTokenizer"

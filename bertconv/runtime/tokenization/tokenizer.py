@@ -18,11 +18,15 @@ extra (`pip install 'bertconv[fill-mask]'`), as torch is; without it fill-mask s
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from ... import json_text
 from ...errors import BadInput, bad_input
 from ...records import record
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Any
+
 
 TOKENIZER_JSON = "tokenizer.json"
 VOCAB_TXT = "vocab.txt"
