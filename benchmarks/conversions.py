@@ -49,8 +49,9 @@ TITLES = {"base": "bert-base (L=12, H=768, V=30522, fp32)", "large": "BERT-large
 PER_GB_TASKS = (("hf-safetensors", "hf"), ("hf-safetensors", "tf"), ("tf", "hf"))
 #: Why rows fail, where the reason is known (printed on FAIL rows only).
 WHY = {
-    "startup": "imports: argparse, typing, json, the canonical tree, the format registry and the safetensors "
-               "container (its value types are records: no dataclass compiled); the reading itself is a millisecond",
+    "startup": "imports (argparse, json, the canonical tree, the format registry, the container's reader; no "
+               "typing, no dataclass compiled), then the header parsed in pure Python (a TF index's entries, a "
+               "msgpack file's maps) and its names matched against each family's table",
     "startup-hdf5": "bertconv's own reader of HDF5 metadata (no h5py, no NumPy) parses every object header in "
                     "pure Python, and the Keras formats' modules are imported and asked (bert4keras, keras-bert, "
                     "bert-for-tf2, tf_model.h5, keras-hub)",

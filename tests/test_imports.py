@@ -13,7 +13,7 @@ import tomllib
 
 import pytest
 
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, ROOT, run_cli
 from format_fixtures import FUZZ_OF, fixture_paths
 
 from bertconv.formats.registry import FORMATS
@@ -70,16 +70,15 @@ def test_importing_the_cli_imports_no_format_module():
 
 
 #: checkpoint -> the format modules its audit may import: its own, and those of the same container
-#: (a legacy torch pickle starts with 0x80, which is also how a msgpack map starts). A Google
+#: (a legacy torch pickle starts with 0x80, which is also how a msgpack map starts). A bare state
+#: dict is no training script's save: the readers of fairseq's, fair-esm's and Megatron-LM's saves
+#: (a dict with a `model` entry) are not asked. A Google
 #: bundle's keys are variable names, no object paths: the readers of object-based checkpoints (the
 #: Model Garden's, a SavedModel's, bert-for-tf2's, bert4keras') are not asked.
 AUDITS = {
     "hf/pretraining/model.safetensors": {"bertconv.formats.hf.checkpoint"},
-    "hf/pretraining_bin/pytorch_model.bin": {"bertconv.formats.hf.checkpoint", "bertconv.formats.fairseq",
-                                             "bertconv.formats.pytorch.fair_esm", "bertconv.formats.pytorch.megatron_lm"},
-    "hf/legacy_bin/pytorch_model.bin": {"bertconv.formats.hf.checkpoint", "bertconv.formats.fairseq",
-                                        "bertconv.formats.pytorch.fair_esm", "bertconv.formats.pytorch.megatron_lm",
-                                        "bertconv.formats.hf.flax"},
+    "hf/pretraining_bin/pytorch_model.bin": {"bertconv.formats.hf.checkpoint"},
+    "hf/legacy_bin/pytorch_model.bin": {"bertconv.formats.hf.checkpoint", "bertconv.formats.hf.flax"},
     "tf/full": {"bertconv.formats.tensorflow.google"},
     "tf/full/bert_model.ckpt.index": {"bertconv.formats.tensorflow.google"},
 }
@@ -96,6 +95,26 @@ def test_audit_reads_headers_without_numpy_h5py_rich_or_other_formats(checkpoint
     assert formats <= AUDITS[checkpoint] and formats & AUDITS[checkpoint]
     if checkpoint.endswith(".safetensors"):
         assert not imported & set(TORCH_CONTAINER)
+
+
+#: The readers of training scripts' torch saves, which a bare state dict does without.
+TORCH_SAVE_FORMATS = {"bertconv.formats.fairseq", "bertconv.formats.pytorch.fair_esm",
+                      "bertconv.formats.pytorch.megatron_lm"}
+
+
+@pytest.mark.parametrize("checkpoint, expected", [
+    ("family_google/fairseq/roberta/model.pt", "fairseq"),
+    ("fair_esm/released/esm2_t2_16_fixture.pt", "fair-esm"),
+    ("megatron_lm/v3/release/mp_rank_00/model_optim_rng.pt", "megatron-lm"),
+    ("megatron_lm/v0", "megatron-lm"),
+])
+def test_a_torch_save_with_a_model_entry_asks_the_training_scripts_readers(checkpoint, expected):
+    """The other side: a dict with a `model` entry is asked of the readers of fairseq's, fair-esm's
+    and Megatron-LM's saves, the one it is claims it."""
+    status, imported = imported_by("audit", str(FIXTURES / checkpoint))
+    assert status == 0 and imported & TORCH_SAVE_FORMATS
+    result = run_cli("audit", "--json", FIXTURES / checkpoint)
+    assert json.loads(result.stdout)["format"] == expected
 
 
 #: The object-based checkpoints' readers, which a Google bundle does without.

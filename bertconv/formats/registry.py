@@ -257,7 +257,7 @@ FORMATS: tuple[Format, ...] = (
         target="fairseq", module=_module("fairseq"), names=("fairseq",), numerics="hf",
         specificity=Specificity.CONTENT, output=None,
         description="a fairseq RoBERTa model.pt (a torch pickle of `model` and its `args` / `cfg`)",
-        containers=("torch",),
+        containers=("torch-model",),
     ),
     # Read-only: fair-esm's ESM-2 `.pt` (fairseq's checkpoint dict, the options under `cfg`);
     # `--to hf` gives transformers' EsmForMaskedLM. Its names are fairseq's with an ESM's own.
@@ -265,7 +265,7 @@ FORMATS: tuple[Format, ...] = (
         target="fair-esm", module=_module("pytorch.fair_esm"), names=("fair-esm",), numerics="hf",
         specificity=Specificity.CONTENT, output=None,
         description="a fair-esm ESM-2 .pt (a torch pickle of `model` and fairseq's `cfg`, as esm.pretrained loads)",
-        containers=("torch",),
+        containers=("torch-model",),
     ),
     # Read-only: NVIDIA Megatron-LM's BERT `model_optim_rng.pt` (a checkpoint directory's
     # `release/mp_rank_00/`), as transformers' convert_megatron_bert_checkpoint.py reads it.
@@ -273,7 +273,7 @@ FORMATS: tuple[Format, ...] = (
         target="megatron-lm", module=_module("pytorch.megatron_lm"), names=("megatron-lm",), numerics="hf",
         specificity=Specificity.CONTENT, output=None,
         description="a Megatron-LM BERT model_optim_rng.pt (or a checkpoint directory with release/mp_rank_00/)",
-        containers=("torch",),
+        containers=("torch-model",),
     ),
     # keras-hub presets (save_to_preset): config.json naming a keras_hub> backbone beside its
     # Keras 3 model.weights.h5 and the task's task.weights.h5 (the MLM head). Narrower than
@@ -319,8 +319,12 @@ CONTAINER_SUFFIXES: dict[str, tuple[str, ...]] = {
 #: A TF bundle keyed by object paths (`.../.ATTRIBUTES/VARIABLE_VALUE`: Keras' `save_weights`,
 #: `tf.train.Checkpoint`), told from one keyed by variable names (Google's) by its index's keys.
 TF_OBJECTS = "tf-objects"
+#: A torch pickle of a dict with a `model` entry, a training script's save (fairseq's, fair-esm's
+#: and Megatron-LM's), told from a bare state dict (Hugging Face's pytorch_model.bin) by its
+#: top-level keys: only then are those three readers imported and asked.
+TORCH_MODEL = "torch-model"
 #: Every container a `Format.containers` may name.
-CONTAINERS = frozenset(CONTAINER_SUFFIXES) | {TF_OBJECTS}
+CONTAINERS = frozenset(CONTAINER_SUFFIXES) | {TF_OBJECTS, TORCH_MODEL}
 
 
 def _file_hints(path: Path) -> set[str]:
@@ -345,6 +349,8 @@ def _file_hints(path: Path) -> set[str]:
                 hints.add("hdf5")
     except OSError:  # a bundle prefix names no file; a directory is not read here
         pass
+    if "torch" in hints and _saved_under_model(path):
+        hints.add(TORCH_MODEL)
     if "tf-bundle" in hints:
         from ..containers.tensorflow import prefix as tf_prefix
 
@@ -365,6 +371,19 @@ def _object_keyed(prefix: Path) -> bool:
     except Exception:  # noqa: BLE001 - generous: its readers say what is wrong with it
         return True
     return any(trackable.object_path(key) is not None for key in keys)
+
+
+def _saved_under_model(path: Path) -> bool:
+    """Whether the file `path`, hinted a torch pickle, holds a dict with a `model` entry, or
+    cannot be unpickled (generous: its readers say what is wrong with it)."""
+    from ..containers import torch_pickle
+
+    if not path.is_file() or not torch_pickle.looks_like_torch(path):
+        return False
+    try:
+        return torch_pickle.holds_model_key(path)
+    except Exception:  # noqa: BLE001 - generous, as above
+        return True
 
 
 def _directory_object_hint(directory: Path) -> bool:
@@ -397,9 +416,9 @@ def container_hints(path: Path) -> frozenset[str]:
         elif entry.name == "variables":
             hints.add("tf-bundle")
         elif entry.name == "release":  # a Megatron-LM checkpoint directory: release/mp_rank_00/*.pt
-            hints.add("torch")
+            hints |= {"torch", TORCH_MODEL}
     if (path / "latest_checkpointed_iteration.txt").is_file():
-        hints.add("torch")
+        hints |= {"torch", TORCH_MODEL}
     if "tf-bundle" in hints and TF_OBJECTS not in hints and _directory_object_hint(path):
         hints.add(TF_OBJECTS)
     return frozenset(hints)
