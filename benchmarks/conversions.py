@@ -55,8 +55,8 @@ WHY = {
     "startup-hdf5": "bertconv's own reader of HDF5 metadata (no h5py, no NumPy) parses every object header in "
                     "pure Python, and the Keras formats' modules are imported and asked (bert4keras, keras-bert, "
                     "bert-for-tf2, tf_model.h5, keras-hub)",
-    "startup-pickle": "bertconv's own unpickler, which runs no pickle code, reads data.pkl in pure Python; the "
-                      "readers of fairseq, fair-esm and Megatron-LM checkpoints are imported and asked too",
+    "startup-pickle": "bertconv's own unpickler, which runs no pickle code, reads data.pkl in pure Python, "
+                      "after zipfile's import and its reading of the archive's directory",
     "audit": "Python start-up and imports are most of bertconv's time (see the python -c pass row)",
     "convert": "bertconv is bounded by copying the bytes once and fsyncing them (see cp + sync); the reference "
                "is fast where it mmaps and writes without fsync",
