@@ -216,3 +216,35 @@ def test_prefix_index_data_and_directory_all_name_the_same_checkpoint():
     trees = [formats.read(p) for p in paths]
     assert {t.path for t in trees} == {TF / "full" / "bert_model.ckpt"}
     assert trees[0].vocab == TF / "full" / "vocab.txt"
+
+
+def _indexes() -> list:
+    from conftest import SHARED_REAL
+
+    found = sorted(FIXTURES.rglob("*.index"))
+    return found + (sorted(SHARED_REAL.glob("*.ckpt.index")) if SHARED_REAL.is_dir() else [])
+
+
+def test_telling_the_model_apart_stops_early_only_where_the_choice_is_the_same():
+    """Once a family of one model reads every name of a bundle, the families after it are not
+    asked (none can read more, nor win a tie): the choice is the one asking them all gives."""
+    from bertconv.containers.tensorflow.bundle import BundleReader
+
+    early = full = 0
+    for index in _indexes():
+        prefix = index.with_suffix("")
+        try:
+            names = list(BundleReader(prefix).entries)
+            chosen, _ = google_tf._choose_model(index, names, None, prefix, None)
+        except BadInput:
+            continue
+        readings = [google_tf._reading(index, names, model, None) for model in google_tf.ALL_MODELS]
+        best = max(readings, key=lambda r: r.matches)
+        if best.model.name is not None:  # ELECTRA's two models: never stopped early
+            continue
+        if best.model is google_tf.BERT:
+            best = google_tf._positionless(index, best, names, prefix, None)
+        assert chosen == best, index
+        early += best.matches == len(names)
+        full += best.matches < len(names)
+    assert early >= 3 and full >= 3, (early, full)

@@ -165,7 +165,11 @@ def _choose_model(path: Path, names: list[str], wanted: str | None, prefix: Path
     most names; within ELECTRA, `wanted`, else the generator if the file holds one (the masked
     LM), else the discriminator."""
     inner = _albert_inner_groups(prefix, config_path)
-    readings = [_reading(path, names, model, inner) for model in ALL_MODELS]
+    readings = []
+    for model in ALL_MODELS:
+        readings.append(_reading(path, names, model, inner))
+        if readings[-1].matches == len(names) and model.name is None:
+            break  # every name read, by a family of one model: none after it can read more, nor win a tie
     best = max(readings, key=lambda r: r.matches)  # the first of equals: the order of ALL_MODELS
     if best.model is BERT:
         best = _positionless(path, best, names, prefix, config_path)
