@@ -72,7 +72,7 @@ def test_importing_the_cli_imports_no_format_module():
 #: checkpoint -> the format modules its audit may import: its own, and those of the same container
 #: (a legacy torch pickle starts with 0x80, which is also how a msgpack map starts). A bare state
 #: dict is no training script's save: the readers of fairseq's, fair-esm's and Megatron-LM's saves
-#: (a dict with a `model` entry) are not asked. A Google
+#: (a state dict under `model`) are not asked. A Google
 #: bundle's keys are variable names, no object paths: the readers of object-based checkpoints (the
 #: Model Garden's, a SavedModel's, bert-for-tf2's, bert4keras') are not asked.
 AUDITS = {
@@ -109,7 +109,7 @@ TORCH_SAVE_FORMATS = {"bertconv.formats.fairseq", "bertconv.formats.pytorch.fair
     ("megatron_lm/v0", "megatron-lm"),
 ])
 def test_a_torch_save_with_a_model_entry_asks_the_training_scripts_readers(checkpoint, expected):
-    """The other side: a dict with a `model` entry is asked of the readers of fairseq's, fair-esm's
+    """The other side: a state dict under `model` is asked of the readers of fairseq's, fair-esm's
     and Megatron-LM's saves, the one it is claims it."""
     status, imported = imported_by("audit", str(FIXTURES / checkpoint))
     assert status == 0 and imported & TORCH_SAVE_FORMATS

@@ -261,14 +261,6 @@ def read_checkpoint(path: Path, *, arrange=None) -> TorchCheckpoint:
     return remembered(path, "torch checkpoint", lambda: _assemble(path, records, spans))
 
 
-def holds_model_key(path: Path) -> bool:
-    """Whether the pickle's object is a dict with a `model` entry, as the saves of fairseq,
-    fair-esm and Megatron-LM are (the state dict, or Megatron's nested dicts, under `model`). The
-    file is unpickled once within a reading for this and every reader (`read_checkpoint`)."""
-    records, _ = remembered(Path(path), "torch records", lambda: _read_records(Path(path)))
-    return isinstance(records, dict) and "model" in records
-
-
 def _read_records(path: Path) -> tuple[object, dict[str, tuple[int, int]]]:
     """The unpickled object (tensors as `TensorRecord`s) and each storage's (offset, bytes)."""
     try:

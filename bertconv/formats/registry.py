@@ -319,9 +319,9 @@ CONTAINER_SUFFIXES: dict[str, tuple[str, ...]] = {
 #: A TF bundle keyed by object paths (`.../.ATTRIBUTES/VARIABLE_VALUE`: Keras' `save_weights`,
 #: `tf.train.Checkpoint`), told from one keyed by variable names (Google's) by its index's keys.
 TF_OBJECTS = "tf-objects"
-#: A torch pickle of a dict with a `model` entry, a training script's save (fairseq's, fair-esm's
-#: and Megatron-LM's), told from a bare state dict (Hugging Face's pytorch_model.bin) by its
-#: top-level keys: only then are those three readers imported and asked.
+#: A torch pickle holding its state dict under `model`, a training script's save (fairseq's,
+#: fair-esm's and Megatron-LM's), told from a bare state dict (Hugging Face's pytorch_model.bin):
+#: only then are those three readers imported and asked.
 TORCH_MODEL = "torch-model"
 #: Every container a `Format.containers` may name.
 CONTAINERS = frozenset(CONTAINER_SUFFIXES) | {TF_OBJECTS, TORCH_MODEL}
@@ -374,16 +374,18 @@ def _object_keyed(prefix: Path) -> bool:
 
 
 def _saved_under_model(path: Path) -> bool:
-    """Whether the file `path`, hinted a torch pickle, holds a dict with a `model` entry, or
-    cannot be unpickled (generous: its readers say what is wrong with it)."""
+    """Whether the file `path`, hinted a torch pickle, holds its state dict under `model`, or
+    cannot be read as a state dict (generous: its readers say what it is). Unpickled once for
+    every reader that asks within a reading (`torch_pickle.read_checkpoint`)."""
     from ..containers import torch_pickle
 
     if not path.is_file() or not torch_pickle.looks_like_torch(path):
         return False
     try:
-        return torch_pickle.holds_model_key(path)
+        wrapper = torch_pickle.read_checkpoint(path).wrapper
     except Exception:  # noqa: BLE001 - generous, as above
         return True
+    return wrapper is not None and wrapper.split("/")[0] == "model"
 
 
 def _directory_object_hint(directory: Path) -> bool:
