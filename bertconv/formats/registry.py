@@ -335,13 +335,15 @@ def _file_hints(path: Path) -> set[str]:
     hints = {container for container, suffixes in CONTAINER_SUFFIXES.items() if name.endswith(suffixes)}
     if ".data-" in name or os.path.isfile(f"{path}.index"):
         hints.add("tf-bundle")
+    pickled = False  # the first bytes are a torch file's (a name alone may say .bin of anything)
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             head = f.read(SAFETENSORS_JSON_AT + 1)
             if head[SAFETENSORS_JSON_AT:] == b"{":
                 hints.add("safetensors")
-            if head[:4] == ZIP_MAGIC or head[:1] == bytes([PICKLE_PROTO]):
+            pickled = head[:4] == ZIP_MAGIC or head[:1] == bytes([PICKLE_PROTO])
+            if pickled:
                 hints.add("torch")
             if head[:1] and head[0] in MSGPACK_MAP_BYTES:
                 hints.add("msgpack")
@@ -349,7 +351,7 @@ def _file_hints(path: Path) -> set[str]:
                 hints.add("hdf5")
     except OSError:  # a bundle prefix names no file; a directory is not read here
         pass
-    if "torch" in hints and _saved_under_model(path):
+    if pickled and _saved_under_model(path):
         hints.add(TORCH_MODEL)
     if "tf-bundle" in hints:
         from ..containers.tensorflow import prefix as tf_prefix
@@ -374,13 +376,11 @@ def _object_keyed(prefix: Path) -> bool:
 
 
 def _saved_under_model(path: Path) -> bool:
-    """Whether the file `path`, hinted a torch pickle, holds its state dict under `model`, or
-    cannot be read as a state dict (generous: its readers say what it is). Unpickled once for
-    every reader that asks within a reading (`torch_pickle.read_checkpoint`)."""
+    """Whether the file `path`, whose first bytes are a torch file's, holds its state dict under
+    `model`, or cannot be read as a state dict (generous: its readers say what it is). Unpickled
+    once for every reader that asks within a reading (`torch_pickle.read_checkpoint`)."""
     from ..containers import torch_pickle
 
-    if not path.is_file() or not torch_pickle.looks_like_torch(path):
-        return False
     try:
         wrapper = torch_pickle.read_checkpoint(path).wrapper
     except Exception:  # noqa: BLE001 - generous, as above
