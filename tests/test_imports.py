@@ -35,6 +35,8 @@ FORMAT_MODULES = tuple(sorted(module_name(entry.module) for entry in FORMATS))
 DATACLASS_MACHINERY = ("dataclasses", "inspect")
 #: 3.6-6.7 ms of every command's start-up; bertconv's annotations do without it at run time.
 TYPING = ("typing",)
+#: TF's bundle reader (with google_crc32c), which only a path that may be a bundle needs.
+TF_BUNDLE_CONTAINER = "bertconv.containers.tensorflow.bundle"
 
 _RUN = """
 import contextlib, io, json, sys
@@ -46,7 +48,7 @@ with contextlib.redirect_stdout(io.StringIO()):
         status = exit.code
 print(json.dumps({"status": status, "imported": sorted(m for m in %r if m in sys.modules)}))
 """ % (HEAVY + FORMAT_MODULES + TORCH_CONTAINER + WRITING_AND_CACHE + DATACLASS_MACHINERY + TYPING
-       + ("importlib.metadata",),)
+       + ("importlib.metadata", TF_BUNDLE_CONTAINER),)
 
 
 def imported_by(*args: str) -> tuple[int, set[str]]:
@@ -69,16 +71,16 @@ def test_importing_the_cli_imports_no_format_module():
     assert proc.stdout.strip() == "[]"
 
 
-#: checkpoint -> the format modules its audit may import: its own, and those of the same container
-#: (a legacy torch pickle starts with 0x80, which is also how a msgpack map starts). A bare state
-#: dict is no training script's save: the readers of fairseq's, fair-esm's and Megatron-LM's saves
+#: checkpoint -> the format modules its audit may import: its own, and those of the same container.
+#: A legacy torch pickle starts with 0x80, as a msgpack map does, but its next byte is no string
+#: key: Flax's reader is not asked. A bare state dict is no training script's save: the readers of fairseq's, fair-esm's and Megatron-LM's saves
 #: (a state dict under `model`) are not asked. A Google
 #: bundle's keys are variable names, no object paths: the readers of object-based checkpoints (the
 #: Model Garden's, a SavedModel's, bert-for-tf2's, bert4keras') are not asked.
 AUDITS = {
     "hf/pretraining/model.safetensors": {"bertconv.formats.hf.checkpoint"},
     "hf/pretraining_bin/pytorch_model.bin": {"bertconv.formats.hf.checkpoint"},
-    "hf/legacy_bin/pytorch_model.bin": {"bertconv.formats.hf.checkpoint", "bertconv.formats.hf.flax"},
+    "hf/legacy_bin/pytorch_model.bin": {"bertconv.formats.hf.checkpoint"},
     "tf/full": {"bertconv.formats.tensorflow.google"},
     "tf/full/bert_model.ckpt.index": {"bertconv.formats.tensorflow.google"},
 }
@@ -251,6 +253,7 @@ def test_registry_entries_state_what_their_modules_say():
         assert fmt.names == tuple(declared), fmt.target
         if hasattr(module, "OWNED_FILES"):
             assert fmt.owned_files == module.OWNED_FILES, fmt.target
+        assert fmt.directory_files == getattr(module, "DIRECTORY_FILES", ()), fmt.target
         assert fmt.models == tuple(getattr(module, "MODELS", ())), fmt.target
 
 
@@ -270,17 +273,43 @@ def test_container_hints_cover_every_claim_on_every_fixture():
     from bertconv import formats
     from bertconv.formats.registry import CONTAINERS, container_hints
 
-    checked = 0
+    checked = found_by_name = 0
     for path in _fixture_paths():
         hints = container_hints(path)
         assert hints <= CONTAINERS
         for fmt in formats.FORMATS:
             assert set(fmt.containers) <= CONTAINERS and fmt.containers
-            claims = bool(fmt.candidates(path)) if path.is_dir() else bool(fmt.sniff(path))
+            found = fmt.candidates(path) if path.is_dir() else []
+            claims = bool(found) if path.is_dir() else bool(fmt.sniff(path))
             if claims:
                 checked += 1
                 assert not hints.isdisjoint(fmt.containers), f"{path}: {fmt.target} claims it, hints {sorted(hints)}"
-    assert checked > 50
+            if found and fmt.directory_files:
+                assert {candidate.name for candidate in found} <= set(fmt.directory_files), (path, fmt.target)
+                assert fmt.may_find_in(path), (path, fmt.target)
+                found_by_name += 1
+    assert checked > 50 and found_by_name >= 4
+
+
+#: The readers that look for fixed file names in a directory (`Format.directory_files`), and TF's
+#: bundle container.
+BY_NAME_AND_BUNDLE = {"bertconv.formats.hf.tf", "bertconv.formats.hf.flax", "bertconv.formats.keras_hub.preset",
+                      TF_BUNDLE_CONTAINER}
+
+
+def test_a_keras_save_asks_no_reader_of_files_it_does_not_hold():
+    """A bert4keras directory (its .h5 and bert_config.json) holds no tf_model.h5, flax_model.msgpack,
+    keras-hub weights nor TF bundle: those readers are not imported, nor is TF's bundle container
+    (bert-for-tf2's reader, which reads both .h5 saves and bundles, lists the latter without it).
+    An HDF5 file's first byte (0x89) also starts a msgpack map, but no string key follows it: the
+    file itself is not asked of Flax's reader either (the other HDF5 readers judge its content)."""
+    status, imported = imported_by("inspect", str(FIXTURES / "bert4keras/v50-pool-nsp-mlm"))
+    assert status == 0 and not imported & BY_NAME_AND_BUNDLE
+    status, imported = imported_by("inspect", str(FIXTURES / "bert4keras/v50-pool-nsp-mlm/bert4keras_model.h5"))
+    assert status == 0 and not imported & {"bertconv.formats.hf.flax", TF_BUNDLE_CONTAINER}
+    assert imported_by("audit", str(FIXTURES / "keras_hub/bert"))[1] & BY_NAME_AND_BUNDLE == {
+        "bertconv.formats.keras_hub.preset"}
+    assert imported_by("audit", str(FIXTURES / "tf2/bert-for-tf2"))[1] & BY_NAME_AND_BUNDLE == {TF_BUNDLE_CONTAINER}
 
 
 @pytest.mark.parametrize("command", ["audit", "inspect"])

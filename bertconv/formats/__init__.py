@@ -71,7 +71,7 @@ def _resolve(path: Path, only: Format | None = None) -> tuple[Format, Path, list
     if path.is_dir():
         found: dict[Path, Format] = {}
         for fmt in asked:
-            for candidate in fmt.candidates(path):
+            for candidate in fmt.candidates(path) if fmt.may_find_in(path) else ():
                 found.setdefault(candidate, fmt)
         special = next((entry for entry in sorted(found) if paths.special_kind(entry)), None)
         if special is None and not found:

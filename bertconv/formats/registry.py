@@ -15,7 +15,9 @@ values, everything a command needs before it reads a checkpoint (names, files, m
 containers its files may be (`containers`), so that `resolve` imports only the modules whose
 container a path may be (judged by `container_hints`: names, a few magic bytes, a TF bundle's
 keys), never h5py for a safetensors file, nor the object-based checkpoints' readers for Google's
-bundle. tests/test_imports.py holds the stated values to the modules' own.
+bundle; and, in a directory, the file names a format looks for when it looks for names alone
+(`directory_files`), never Flax's reader where there is no flax_model.msgpack.
+tests/test_imports.py holds the stated values to the modules' own.
 """
 
 from __future__ import annotations
@@ -95,6 +97,8 @@ class Format:
         `model=`, which `formats.read` refuses for every other format.
       containers: the containers (keys of `CONTAINERS`) its sniffer and `candidates` may claim a
         file of; `resolve` asks a module not imported yet only about a path that may be one.
+      directory_files: for a format whose `candidates` looks for fixed file names alone, those
+        names: `resolve` asks it about a directory only when one of them is there.
       token_type_table: the libraries that run its files always look token types up (transformers'
         embeddings, in torch, TF and Flax), so a model with no token types (type_vocab_size 0:
         fairseq's RoBERTa) is written with one all-zero row (`convert.with_one_token_type`).
@@ -111,11 +115,17 @@ class Format:
     models: tuple[str, ...] = ()
     containers: tuple[str, ...] = ()
     token_type_table: bool = False
+    directory_files: tuple[str, ...] = ()
 
     def may_claim(self, hints: frozenset[str]) -> bool:
         """Whether to ask this format about a path whose `container_hints` are `hints`: always once
         its module is imported (asking costs nothing), else when the path may be its container."""
         return not pending(self.module) or not hints.isdisjoint(self.containers)
+
+    def may_find_in(self, directory: Path) -> bool:
+        """Whether `candidates(directory)` may find a checkpoint: always, unless the format looks
+        for `directory_files` alone and the directory holds none of them."""
+        return not self.directory_files or any(os.path.isfile(directory / name) for name in self.directory_files)
 
     @property
     def sniff(self) -> Callable[[Path], str | None]:
@@ -213,6 +223,7 @@ FORMATS: tuple[Format, ...] = (
         owned_files=("tf_model.h5", "tf_model-*-of-*.h5", "tf_model.h5.index.json", "config.json"),
         containers=("hdf5", "shard-index"),
         token_type_table=True,
+        directory_files=("tf_model.h5.index.json", "tf_model.h5"),
     ),
     Format(
         target="hf-flax", module=_module("hf.flax"), names=("hf-flax-msgpack",), numerics="hf",
@@ -222,6 +233,7 @@ FORMATS: tuple[Format, ...] = (
                      "config.json"),
         containers=("msgpack", "shard-index"),
         token_type_table=True,
+        directory_files=("flax_model.msgpack.index.json", "flax_model.msgpack"),
     ),
     # Read-only, the checkpoints TF2 libraries write; `--to tf` gives Google's names. The Model
     # Garden and bert-for-tf2 compute GELU with tanh and mask with -10000, as google-research/bert.
@@ -285,6 +297,7 @@ FORMATS: tuple[Format, ...] = (
         owned_files=("config.json", "metadata.json", "model.weights.h5", "task.json", "task.weights.h5",
                      "preprocessor.json", "tokenizer.json"),
         containers=("hdf5",),
+        directory_files=("model.weights.h5", "model.weights.json"),
     ),
     # Write-only: the masked-LM logits as an ONNX graph (`convert --to onnx`, the `onnx` extra),
     # run by onnxruntime against the NumPy runtime after writing. Its reader refuses the files.
@@ -294,6 +307,7 @@ FORMATS: tuple[Format, ...] = (
         description="a model.onnx export written by bertconv, which it runs but does not read",
         owned_files=("model.onnx", "model.onnx.data"),
         containers=("onnx",),
+        directory_files=("model.onnx",),
     ),
 )
 
@@ -302,8 +316,13 @@ FORMATS: tuple[Format, ...] = (
 
 ZIP_MAGIC = b"PK\x03\x04"
 PICKLE_PROTO = 0x80
-#: A msgpack map starts with a fixmap byte (0x80-0x8f), map16 (0xde) or map32 (0xdf).
-MSGPACK_MAP_BYTES = frozenset(range(0x80, 0x90)) | {0xDE, 0xDF}
+#: A msgpack map's first byte -> where its first key starts: fixmap (0x80-0x8f), map16 (0xde)
+#: and map32 (0xdf), the last two after their 2- and 4-byte sizes.
+MSGPACK_MAP_KEY_AT = {**dict.fromkeys(range(0x80, 0x90), 1), 0xDE: 3, 0xDF: 5}
+#: A msgpack string's first byte (fixstr, str8, str16, str32). Flax's keys are strings, which
+#: tells its files from an HDF5 file (0x89 "HDF") and a legacy torch pickle (0x80 0x02), whose
+#: first bytes are also a map's.
+MSGPACK_STRING_BYTES = frozenset(range(0xA0, 0xC0)) | {0xD9, 0xDA, 0xDB}
 SAFETENSORS_JSON_AT = 8  # after the 8-byte header length
 
 #: Container -> the file name suffixes that mark it (a checkpoint listed by name in a directory).
@@ -339,13 +358,13 @@ def _file_hints(path: Path) -> set[str]:
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
-            head = f.read(SAFETENSORS_JSON_AT + 1)
+            head = f.read(SAFETENSORS_JSON_AT + 1)  # also past a msgpack map's first key byte
             if head[SAFETENSORS_JSON_AT:] == b"{":
                 hints.add("safetensors")
             pickled = head[:4] == ZIP_MAGIC or head[:1] == bytes([PICKLE_PROTO])
             if pickled:
                 hints.add("torch")
-            if head[:1] and head[0] in MSGPACK_MAP_BYTES:
+            if _starts_a_map_of_strings(head):
                 hints.add("msgpack")
             if has_hdf5_signature(f, size):
                 hints.add("hdf5")
@@ -360,6 +379,12 @@ def _file_hints(path: Path) -> set[str]:
         if prefix is not None and _object_keyed(prefix):
             hints.add(TF_OBJECTS)
     return hints
+
+
+def _starts_a_map_of_strings(head: bytes) -> bool:
+    """Whether `head`, a file's first bytes, starts a msgpack map whose first key is a string."""
+    key_at = MSGPACK_MAP_KEY_AT.get(head[0]) if head else None
+    return key_at is not None and head[key_at:key_at + 1] != b"" and head[key_at] in MSGPACK_STRING_BYTES
 
 
 def _object_keyed(prefix: Path) -> bool:

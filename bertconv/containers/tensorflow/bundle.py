@@ -38,6 +38,7 @@ from ...lazy import lazy_module
 from ...records import record
 from ...tensor import MappedTensor, check_span
 from . import protowire as pw
+from .prefix import INDEX_SUFFIX
 from .sstable import UINT32_MASK, UINT32_SIZE, read_table, read_uint32, show_key, unmask_crc
 
 TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
@@ -89,7 +90,6 @@ TF_DTYPE_NAMES = {
     17: "DT_UINT16", 18: "DT_COMPLEX128", 19: "DT_HALF", 20: "DT_RESOURCE", 21: "DT_VARIANT",
     22: "DT_UINT32", 23: "DT_UINT64",
 }
-INDEX_SUFFIX = ".index"
 
 
 def tf_dtype_name(code: int) -> str:

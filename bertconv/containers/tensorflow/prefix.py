@@ -11,8 +11,8 @@ import re
 from pathlib import Path
 
 from ...errors import bad_input
-from .bundle import INDEX_SUFFIX
 
+INDEX_SUFFIX = ".index"
 DATA_FILE_PATTERN = re.compile(r"^(?P<prefix>.+)\.data-(?P<shard>\d{5})-of-(?P<shards>\d{5})$")
 CHECKPOINT_STATE_FILE = "checkpoint"
 CHECKPOINT_STATE_LINE = re.compile(r'^\s*model_checkpoint_path\s*:\s*"(?P<path>(?:[^"\\]|\\.)*)"\s*$')
@@ -58,6 +58,15 @@ def _prefix_in_directory(directory: Path) -> Path:
     names = ", ".join(index.name for index in indexes)
     raise bad_input(directory, f"holds {len(indexes)} checkpoints ({names}); pass the prefix of the "
                                f"one you mean, e.g. {indexes[0].with_suffix('')}")
+
+
+def bundle_prefixes(directory: Path) -> list[Path]:
+    """The bundles in `directory`: the one its `checkpoint` file names, else each `*.index` (each
+    then judged by its reader); none, without raising, where there is neither."""
+    try:
+        return [resolve_prefix(directory)]
+    except Exception:  # noqa: BLE001 - no usable checkpoint file: list the indexes
+        return [index.with_name(index.name[:-len(INDEX_SUFFIX)]) for index in sorted(directory.glob(f"*{INDEX_SUFFIX}"))]
 
 
 def bundle_prefix_of(path: str | Path) -> Path | None:

@@ -41,6 +41,8 @@ from ..table import refuse_unwritten
 FORMAT = "hf-flax-msgpack"
 FLAX_FILE = "flax_model.msgpack"
 INDEX_FILE = FLAX_FILE + hf_files.INDEX_SUFFIX
+#: The files `candidates` looks for in a directory, the index first (it stands for its shards).
+DIRECTORY_FILES = (INDEX_FILE, FLAX_FILE)
 #: transformers' shard files: `flax_model-00001-of-00002.msgpack`.
 _SHARD_FILE = re.compile(r"flax_model-\d+-of-\d+\.msgpack")
 #: BERT's table, which tests use.
@@ -55,7 +57,7 @@ REFUSED_FAMILIES = NO_FLAX_MODEL
 
 def candidates(directory: Path) -> list[Path]:
     """The Flax checkpoints a directory holds: the shard index, or `flax_model.msgpack`."""
-    return [directory / name for name in (INDEX_FILE, FLAX_FILE) if (directory / name).is_file()]
+    return [directory / name for name in DIRECTORY_FILES if (directory / name).is_file()]
 
 
 def sniff(path: Path) -> str | None:

@@ -67,6 +67,8 @@ else:  # imported on first use: reading a tf_model.h5 writes nothing
 FORMAT = "hf-tf-h5"
 TF_FILE = "tf_model.h5"
 INDEX_FILE = TF_FILE + hf_files.INDEX_SUFFIX
+#: The files `candidates` looks for in a directory, the index first (it stands for its shards).
+DIRECTORY_FILES = (INDEX_FILE, TF_FILE)
 #: transformers' shard files: `tf_model-00001-of-00002.h5`.
 _SHARD_FILE = re.compile(r"tf_model-\d+-of-\d+\.h5")
 #: What the writer records as the file's producer: the layout is tf-keras 2.21's.
@@ -89,7 +91,7 @@ OVERWRITTEN_REASON = ("the base model's copy of an embedding weight; TensorFlow 
 def candidates(directory: Path) -> list[Path]:
     """The TF checkpoints a directory holds: `tf_model.h5.index.json` (for its shards) or
     `tf_model.h5`."""
-    return [directory / name for name in (INDEX_FILE, TF_FILE) if (directory / name).is_file()]
+    return [directory / name for name in DIRECTORY_FILES if (directory / name).is_file()]
 
 
 def sniff(path: Path) -> str | None:

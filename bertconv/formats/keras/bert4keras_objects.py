@@ -72,7 +72,7 @@ def sniff(path: Path) -> str | None:
 
 
 def candidates(directory: Path) -> list[Path]:
-    return [p for p in object_bundle.bundle_prefixes(directory) if is_object_checkpoint(p)]
+    return [p for p in tf_prefix.bundle_prefixes(directory) if is_object_checkpoint(p)]
 
 
 def read(path: Path, *, config_path: Path | None = None, num_heads: int | None = None) -> ParameterTree:

@@ -55,6 +55,8 @@ FORMAT = "keras-hub-preset"
 WRITES_FAMILIES = tuple(FAMILIES)
 #: The weights' dtype policies read; a mixed or quantized policy computes otherwise.
 DTYPE_POLICIES = ("float32", "float16", "bfloat16")
+#: The files `candidates` looks for in a directory: the backbone's weights, or their shards' index.
+DIRECTORY_FILES = (MODEL_WEIGHTS, SHARDED_INDEX)
 
 
 # --- the registry's writer, imported with HDF5's writing machinery when a conversion writes --
@@ -91,8 +93,8 @@ def candidates(directory: Path) -> list[Path]:
     """A keras-hub preset's backbone weights, or their shards' index (the reader finds the
     task's beside them)."""
     directory = Path(directory)
-    path = directory / MODEL_WEIGHTS if (directory / MODEL_WEIGHTS).is_file() else directory / SHARDED_INDEX
-    return [path] if path.is_file() and _backbone_class(directory) else []
+    path = next((directory / name for name in DIRECTORY_FILES if (directory / name).is_file()), None)
+    return [path] if path is not None and _backbone_class(directory) else []
 
 
 def sniff(path: Path) -> str | None:

@@ -47,6 +47,8 @@ FORMAT = "onnx"
 MODEL_FILE = "model.onnx"
 DATA_FILE = "model.onnx.data"
 OWNED_FILES = (MODEL_FILE, DATA_FILE)
+#: The file `candidates` looks for in a directory.
+DIRECTORY_FILES = (MODEL_FILE,)
 #: The precisions `--dtype` takes (`onnx_graph.Precision`).
 WRITES_DTYPES = ("float32", "float16")
 #: Every family and variant the runtimes run: the graph is theirs, whatever the family.
@@ -80,8 +82,7 @@ def sniff(path: Path) -> str | None:
 
 def candidates(directory: Path) -> list[Path]:
     """An export directory's `model.onnx`."""
-    path = Path(directory) / MODEL_FILE
-    return [path] if path.is_file() else []
+    return [path for path in (Path(directory) / name for name in DIRECTORY_FILES) if path.is_file()]
 
 
 def read(path: Path, *, config_path: Path | None = None, num_heads: int | None = None) -> "ParameterTree":

@@ -106,13 +106,7 @@ def _is_google_bundle(prefix: Path) -> bool:
 
 def candidates(directory: Path) -> list[Path]:
     """The Google-named bundles a directory holds (by `checkpoint` file, or each `*.index`)."""
-    try:
-        prefix = tf_prefix.resolve_prefix(directory)
-    except Exception:
-        prefixes = [p.with_name(p.name[:-len(tf_bundle.INDEX_SUFFIX)])
-                    for p in sorted(directory.glob("*" + tf_bundle.INDEX_SUFFIX))]
-        return [p for p in prefixes if _is_google_bundle(p)]
-    return [prefix] if _is_google_bundle(prefix) else []
+    return [prefix for prefix in tf_prefix.bundle_prefixes(directory) if _is_google_bundle(prefix)]
 
 
 def sniff(path: Path) -> str | None:

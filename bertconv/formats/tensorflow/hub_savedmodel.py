@@ -117,7 +117,7 @@ def candidates(directory: Path) -> list[Path]:
     functional BertEncoder checkpoint in the directory."""
     found = [prefix for prefix in (directory / VARIABLES_PREFIX, directory / VARIABLES_PREFIX.name)
              if Path(f"{prefix}{tf_bundle.INDEX_SUFFIX}").is_file() and kind_of(prefix) == FORMAT]
-    return found + [prefix for prefix in object_bundle.bundle_prefixes(directory)
+    return found + [prefix for prefix in tf_prefix.bundle_prefixes(directory)
                     if prefix not in found and kind_of(prefix) == FORMAT_FUNCTIONAL]
 
 

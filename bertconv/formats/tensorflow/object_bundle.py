@@ -20,8 +20,9 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-from ...containers.tensorflow import bundle as tf_bundle, prefix as tf_prefix, trackable
+from ...containers.tensorflow import prefix as tf_prefix, trackable
 from ...errors import bad_input
+from ...lazy import lazy_module
 from ...records import record
 from ...tensor import LazyTensor, ReshapedTensor
 from ...tree import Ignored, ParameterTree
@@ -29,6 +30,12 @@ from ..assemble import Entry, assemble
 from ..configs import config_beside
 from ..scope import find_scope, find_scopes
 from ..table import Table
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
+if TYPE_CHECKING:
+    from ...containers.tensorflow import bundle as tf_bundle
+else:  # imported on first use: a directory with no bundle in it (a Keras .h5 beside) needs none
+    tf_bundle = lazy_module("bertconv.containers.tensorflow.bundle")
 
 CONFIG_FILE = "bert_config.json"
 VOCAB_FILE = "vocab.txt"
@@ -123,19 +130,10 @@ def sniffer(format_name: str, table: Table):
     return sniff
 
 
-def bundle_prefixes(directory: Path) -> list[Path]:
-    """The bundles in `directory`: the one its `checkpoint` file names, else each `*.index`."""
-    try:
-        return [tf_prefix.resolve_prefix(directory)]
-    except Exception:  # no usable checkpoint file: list the indexes, each judged by its reader
-        return [p.with_name(p.name[:-len(tf_bundle.INDEX_SUFFIX)])
-                for p in sorted(directory.glob("*" + tf_bundle.INDEX_SUFFIX))]
-
-
 def candidate_finder(table: Table):
     """`candidates(directory)` for a `Format` entry."""
     def candidates(directory: Path) -> list[Path]:
-        return [p for p in bundle_prefixes(directory) if holds(p, table)]
+        return [p for p in tf_prefix.bundle_prefixes(directory) if holds(p, table)]
     return candidates
 
 
