@@ -106,6 +106,21 @@ def test_table_rows_are_exactly_the_layer_slots():
     assert sorted(slots) == sorted(row.name for row in bert4keras_table.TABLE.rows)
 
 
+@pytest.mark.parametrize("layer, kind", [
+    ("Transformer-0-FeedForward", "FeedForward"), ("Transformer-11-FeedForward", "FeedForward"),
+    ("Transformer-00-FeedForward", None), ("Transformer-01-FeedForward", None), ("Transformer--FeedForward", None),
+    ("Transformer-1x-FeedForward", None), ("Transformer-0-FeedForward-Norm", "LayerNormalization"),
+    ("Transformer-0-FeedForward-", None),
+    ("Embedding-Token", "Embedding"), ("Embedding-Token-", None), ("MLM-Norm", "LayerNormalization"),
+    ("xTransformer-0-FeedForward", None),
+])
+def test_layer_names_are_bert4keras_own_spellings(layer, kind):
+    """A layer's index is written as bert4keras writes it, without a leading zero; the rest of the
+    name is the template's, whole."""
+    found = bert4keras_table.BERT.kind_of(layer)
+    assert (found.keras_class if found is not None else None) == kind
+
+
 def test_closed_form_gives_the_bert_base_figures_of_formats_md():
     base = BertConfig(vocab_size=21128, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                       intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2)

@@ -59,6 +59,10 @@ _IGNORED = {_NIL, _FILL_OLD, _FILL, _GROUP_INFO, 13, 14, 18, 19, 20, 22, 23}
 _SHARED = 0x02
 #: Metadata is read a page at a time.
 _PAGE = 4096
+#: A version 1 object header's first 16 bytes: version, (reserved), message count, (reference
+#: count), header size, (padding); then each message's type, size and flags (then 3 reserved bytes).
+_HEADER_PREFIX = struct.Struct("<BxH4xI4x")
+_MESSAGE_HEAD = struct.Struct("<HHB3x")
 
 # Datatype classes.
 _FIXED_POINT, _FLOAT, _STRING, _OPAQUE, _VLEN = 0, 1, 3, 5, 9
@@ -92,19 +96,21 @@ class _Parser:
     # raw reads
 
     def read(self, address: int, n: int) -> bytes:
-        if address < 0 or n < 0 or address + n > self.size:
+        if address + n > self.size or address < 0 or n < 0:
             raise Unsupported(f"bytes {address}..{address + n} lie outside the file ({self.size} bytes)")
-        page, start = divmod(address, _PAGE)
+        start = address % _PAGE
         if start + n > _PAGE:
             data = os.pread(self.fd, n, address)
-        else:  # HDF5 packs metadata in 2 KiB blocks: a bert-base file's 2400 reads lie in 200 pages
-            block = self.pages.get(page)
-            if block is None:
-                block = self.pages[page] = os.pread(self.fd, _PAGE, page * _PAGE)
-            data = block[start:start + n]
-        if len(data) != n:
-            raise Unsupported(f"short read at {address}")
-        return data
+            if len(data) != n:
+                raise Unsupported(f"short read at {address}")
+            return data
+        # HDF5 packs metadata in 2 KiB blocks: a bert-base file's 2400 reads lie in 200 pages.
+        block = self.pages.get(address - start)
+        if block is None:
+            block = self.pages[address - start] = os.pread(self.fd, _PAGE, address - start)
+            if len(block) != _PAGE and len(block) != self.size - (address - start):
+                raise Unsupported(f"short read at {address}")
+        return block[start:start + n]
 
     def uint(self, data: bytes, pos: int, n: int) -> int:
         return int.from_bytes(data[pos:pos + n], "little")
@@ -156,11 +162,10 @@ class _Parser:
     def messages(self, address: int) -> list[tuple[int, bytes]]:
         """The messages of the version 1 object header at `address` that say something read
         here: (type, data)."""
-        prefix = self.read(address, 16)
-        if prefix[0] != 1:
-            raise Unsupported(f"object header version {prefix[0]} at {address}")
-        count, length = struct.unpack_from("<2xH4xI", prefix)
-        blocks = [(address + 16, length)]
+        version, count, length = _HEADER_PREFIX.unpack(self.read(address, _HEADER_PREFIX.size))
+        if version != 1:
+            raise Unsupported(f"object header version {version} at {address}")
+        blocks = [(address + _HEADER_PREFIX.size, length)]
         found: list[tuple[int, bytes]] = []
         seen = 0
         while blocks:
@@ -168,23 +173,23 @@ class _Parser:
             data = self.read(start, length)
             pos = 0
             while pos + 8 <= length:
-                kind, size, flags = struct.unpack_from("<HHB", data, pos)
-                body = data[pos + 8:pos + 8 + size]
-                if len(body) != size:
+                kind, size, flags = _MESSAGE_HEAD.unpack_from(data, pos)
+                end = pos + 8 + size
+                if end > length:
                     raise Unsupported(f"a message overruns its header at {address}")
-                pos += 8 + size
-                seen += 1
-                if seen > MAX_MESSAGES_PER_OBJECT:
-                    raise Unsupported(f"too many messages at {address}")
                 if flags & _SHARED:
                     raise Unsupported(f"a shared message at {address}")
                 if kind == _CONTINUATION:
-                    target, span = self.address(body, 0), self.length(body, self.o)
-                    if target is None:
+                    target, span = self.address(data, pos + 8), self.length(data, pos + 8 + self.o)
+                    if target is None or size < self.o + self.l:
                         raise Unsupported(f"a continuation to nowhere at {address}")
                     blocks.append((target, span))
                 elif kind not in _IGNORED:
-                    found.append((kind, body))
+                    found.append((kind, data[pos + 8:end]))
+                pos = end
+                seen += 1
+            if seen > MAX_MESSAGES_PER_OBJECT:
+                raise Unsupported(f"too many messages at {address}")
         if seen != count:
             raise Unsupported(f"object header at {address} claims {count} messages, holds {seen}")
         return found

@@ -13,9 +13,10 @@ from pathlib import Path
 from ...errors import bad_input
 
 INDEX_SUFFIX = ".index"
-DATA_FILE_PATTERN = re.compile(r"^(?P<prefix>.+)\.data-(?P<shard>\d{5})-of-(?P<shards>\d{5})$")
+#: Patterns compiled on first use (by `re`'s cache): listing a directory's bundles needs neither.
+DATA_FILE_PATTERN = r"^(?P<prefix>.+)\.data-(?P<shard>\d{5})-of-(?P<shards>\d{5})$"
 CHECKPOINT_STATE_FILE = "checkpoint"
-CHECKPOINT_STATE_LINE = re.compile(r'^\s*model_checkpoint_path\s*:\s*"(?P<path>(?:[^"\\]|\\.)*)"\s*$')
+CHECKPOINT_STATE_LINE = r'^\s*model_checkpoint_path\s*:\s*"(?P<path>(?:[^"\\]|\\.)*)"\s*$'
 
 
 def _index_exists(prefix: Path) -> bool:
@@ -36,7 +37,7 @@ def _prefix_from_state_file(directory: Path) -> Path | None:
     except OSError:
         return None
     for line in text.splitlines():
-        match = CHECKPOINT_STATE_LINE.match(line)
+        match = re.match(CHECKPOINT_STATE_LINE, line)
         if match:
             named = Path(re.sub(r"\\(.)", r"\1", match.group("path")))  # undo text-proto escapes
             for candidate in (directory / named, directory / named.name):
@@ -92,7 +93,7 @@ def resolve_prefix(path: str | Path) -> Path:
     if path.is_dir():
         return _prefix_in_directory(path)
     prefix = path
-    data_match = DATA_FILE_PATTERN.match(path.name)
+    data_match = re.match(DATA_FILE_PATTERN, path.name)
     if data_match:
         prefix = path.with_name(data_match.group("prefix"))
     elif path.name.endswith(INDEX_SUFFIX):

@@ -30,10 +30,8 @@ Shared by the readers of bert4keras' files (`bert4keras.py`, `bert4keras_keras3.
 from __future__ import annotations
 
 import fnmatch
-import re
 from collections import Counter
 from collections.abc import Iterable
-from functools import cache
 from pathlib import Path
 
 from ... import families
@@ -72,7 +70,9 @@ class Slot:
     leaves: tuple[str, ...] = ()
 
     def accepts(self, weight_name: str) -> bool:
-        leaf = re.sub(r":\d+$", "", weight_name).rsplit("/", 1)[-1]
+        leaf = weight_name.rsplit("/", 1)[-1]
+        stem, colon, number = leaf.rpartition(":")  # "kernel:0", as Keras 2 names a variable
+        leaf = stem if colon and number.isdecimal() else leaf
         return leaf in (self.leaves or (self.keras_name.rsplit("/", 1)[-1],))
 
 
@@ -318,10 +318,16 @@ ROFORMER_V2_TABLE = Table("bert4keras roformer_v2", tuple(
     or row.canonical.startswith("layers.") and row.canonical.endswith(".kernel")))
 
 
-@cache  # a family's few layer templates, matched against every layer of every file read and written
-def _pattern(template: str) -> re.Pattern:
-    """The layer names `template` stands for: "Transformer-{i}-FeedForward" with any layer index."""
-    return re.compile(re.escape(template).replace(re.escape("{i}"), r"(?:0|[1-9]\d*)") + r"\Z")
+def _stands_for(template: str, layer: str) -> bool:
+    """Whether `layer` is a name `template` stands for: "Transformer-{i}-FeedForward" with any layer
+    index, written as bert4keras writes it (no leading zero). Matched by hand: a regular
+    expression per template took 1.5 ms of each command to compile."""
+    before, marker, after = template.partition("{i}")
+    if not marker:
+        return layer == template
+    index = layer[len(before):len(layer) - len(after)]
+    return (len(layer) > len(before) + len(after) and layer.startswith(before) and layer.endswith(after)
+            and (index == "0" or "1" <= index[0] <= "9" and index.isdecimal()))
 
 
 @record
@@ -343,7 +349,7 @@ class Family:
 
     def kind_of(self, layer: str) -> LayerKind | None:
         for template, kind in self.layers:
-            if _pattern(template).match(layer):
+            if _stands_for(template, layer):
                 return kind
         return None
 

@@ -72,14 +72,17 @@ TABLE = Table(FORMAT, (
     *dense_rows("nsp", "NSP"),
 ))
 
-#: Layer names only keras-bert builds (bert4keras numbers `Transformer-{i}`, from 0).
-_SIGNATURE = re.compile(r"^Encoder-[1-9]\d*-(?:MultiHeadSelfAttention|FeedForward)$")
-_BLOCK = re.compile(r"^Encoder-(\d+)-")
+#: Layer names only keras-bert builds (bert4keras numbers `Transformer-{i}`, from 0). Compiled on
+#: first use (by `re`'s cache): asking a file of other names compiles neither.
+_PREFIX = "Encoder-"
+_SIGNATURE = r"^Encoder-[1-9]\d*-(?:MultiHeadSelfAttention|FeedForward)$"
+_BLOCK = r"^Encoder-(\d+)-"
 
 
 def _is_keras_bert(path: Path) -> bool:
     try:
-        return keras_listing.layout(path) == "keras2" and any(_SIGNATURE.match(n) for n in keras_listing.layer_names(path))
+        return keras_listing.layout(path) == "keras2" and any(
+            n.startswith(_PREFIX) and re.match(_SIGNATURE, n) for n in keras_listing.layer_names(path))
     except Exception:  # sniffing never fails: the reader reports a broken file properly
         return False
 
@@ -97,7 +100,7 @@ def _table_name(path: Path, layer: str, weight: str) -> str:
     weight's own name, with keras-bert's 1-based block number made the table's 0-based layer."""
     leaf = weight.rsplit("/", 1)[-1].removesuffix(":0")
     leaf = leaf[len(layer) + 1:] if leaf.startswith(layer + "_") else leaf
-    block = _BLOCK.match(layer)
+    block = re.match(_BLOCK, layer)
     if block is None:
         return f"{layer}/{leaf}"
     number = int(block.group(1))
