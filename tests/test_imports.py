@@ -21,7 +21,10 @@ from bertconv.lazy import module_name
 
 HEAVY = ("numpy", "h5py", "rich", "torch", "msgpack", "click", "cramjam")
 #: What reading a torch checkpoint needs and a safetensors file does not.
-TORCH_CONTAINER = ("zipfile", "pickle", "bertconv.containers.torch_pickle")
+TORCH_CONTAINER = ("pickle", "bertconv.containers.torch_pickle", "bertconv.containers.zip_archive")
+#: zipfile, with the shutil, bz2, lzma and threading it imports (4.8-8 ms): bertconv's own reader
+#: reads the archives torch writes (`containers/zip_archive.py`).
+ZIPFILE = ("zipfile",)
 #: What writing an output needs (its threads, O_DIRECT blocks, early writeback) and looking a repo
 #: id up in the Hugging Face cache: a header-only command on a file needs neither.
 WRITING_AND_CACHE = ("threading", "bertconv.containers.direct_output", "bertconv.containers.writeback",
@@ -50,7 +53,7 @@ with contextlib.redirect_stdout(io.StringIO()):
         status = exit.code
 print(json.dumps({"status": status, "imported": sorted(m for m in %r if m in sys.modules)}))
 """ % (HEAVY + FORMAT_MODULES + TORCH_CONTAINER + WRITING_AND_CACHE + DATACLASS_MACHINERY + TYPING
-       + COPY + ("importlib.metadata", TF_BUNDLE_CONTAINER),)
+       + COPY + ZIPFILE + ("importlib.metadata", TF_BUNDLE_CONTAINER),)
 
 
 def imported_by(*args: str) -> tuple[int, set[str]]:
@@ -99,6 +102,7 @@ def test_audit_reads_headers_without_numpy_h5py_rich_or_other_formats(checkpoint
     assert formats <= AUDITS[checkpoint] and formats & AUDITS[checkpoint]
     if checkpoint.endswith(".safetensors"):
         assert not imported & set(TORCH_CONTAINER)
+    assert not imported & set(ZIPFILE)
 
 
 #: The readers of training scripts' torch saves, which a bare state dict does without.

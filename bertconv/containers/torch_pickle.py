@@ -18,7 +18,6 @@ import math
 import os
 import pickle
 import struct
-import zipfile
 from collections import OrderedDict
 from pathlib import Path
 
@@ -27,7 +26,12 @@ from ..dtypes import DType
 from ..errors import BadInput, bad_input
 from ..records import field, record
 from ..tensor import LazyTensor, StridedTensor, check_span
+from . import zip_archive
 from .one_reading import remembered
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
+if TYPE_CHECKING:
+    from zipfile import ZipFile, ZipInfo
 
 ZIP_MAGIC = b"PK\x03\x04"
 #: The first pickle of the legacy format is this integer.
@@ -331,22 +335,17 @@ def _values(value, depth: int) -> int:
     return 0
 
 
-#: What the zipfile module raises on a damaged archive.
-_ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError,
-               NotImplementedError, struct.error, KeyError, UnicodeDecodeError)
-
-
 def _read_zip(path: Path) -> tuple[dict, dict[str, tuple[int, int]]]:
     try:
-        with zipfile.ZipFile(path) as archive:
+        with zip_archive.open_archive(path) as archive:
             return _read_archive(path, archive)
     except BadInput:
         raise
-    except _ZIP_ERRORS as exc:
+    except zip_archive.errors() as exc:
         raise bad_input(path, f"torch zip archive is damaged: {type(exc).__name__}: {exc}") from None
 
 
-def _read_archive(path: Path, archive: zipfile.ZipFile) -> tuple[dict, dict[str, tuple[int, int]]]:
+def _read_archive(path: Path, archive: zip_archive.Archive | ZipFile) -> tuple[dict, dict[str, tuple[int, int]]]:
     members = archive.infolist()
     file_size = os.path.getsize(path)
     pickles = [m for m in members if m.filename.endswith("data.pkl") and m.filename.count("/") == 1]
@@ -371,12 +370,12 @@ def _read_archive(path: Path, archive: zipfile.ZipFile) -> tuple[dict, dict[str,
     return records, spans
 
 
-def _check_member_size(path: Path, member: zipfile.ZipInfo, file_size: int) -> None:
+def _check_member_size(path: Path, member: zip_archive.Member | ZipInfo, file_size: int) -> None:
     if member.file_size > file_size:
         raise bad_input(path, f"{member.filename!r} claims {member.file_size} bytes, more than the file")
 
 
-def _refuse_other_pickles(path: Path, archive: zipfile.ZipFile, members: list[zipfile.ZipInfo],
+def _refuse_other_pickles(path: Path, archive: zip_archive.Archive | ZipFile, members: list,
                           file_size: int) -> None:
     """Read every other `*.pkl` member with the safe unpickler and raise `UnsafePickle` for one
     that names a global outside the allow-list.
@@ -398,10 +397,10 @@ def _refuse_other_pickles(path: Path, archive: zipfile.ZipFile, members: list[zi
             pass
 
 
-def _member_data_offset(path: Path, file: io.RawIOBase, member: zipfile.ZipInfo, file_size: int) -> int:
+def _member_data_offset(path: Path, file: io.RawIOBase, member: zip_archive.Member | ZipInfo, file_size: int) -> int:
     """Where a stored (uncompressed) member's bytes start, from its local header (read from
     `file`, the archive at `path` opened for reading)."""
-    if member.compress_type != zipfile.ZIP_STORED:
+    if member.compress_type != zip_archive.STORED:
         raise bad_input(path, f"zip member {member.filename} is compressed; torch stores storages "
                               f"uncompressed and bertconv maps them directly")
     check_span(path, member.header_offset, _ZIP_LOCAL_HEADER.size, file_size, f"zip member {member.filename}")
