@@ -210,26 +210,40 @@ def _init(cls: type, declared: tuple[Field, ...], *, frozen: bool) -> _Method:
     defaults = tuple((f.default, f.default_factory) for f in declared)
     post_init = getattr(cls, "__post_init__", None)
     own_setattr = not frozen and cls.__setattr__ is not object.__setattr__
+    # For each count of leading values, the plain defaults of the fields after them (None where one
+    # of those has a factory or none), which the names given replace: most records are made so (a
+    # table's `Row` from its canonical name and name, 3.5 -> 2.0 us; with its legacy names 4.1 -> 2.5).
+    tails = [None if any(default is MISSING for default, _ in defaults[given:])
+             else dict(zip(names[given:], (default for default, _ in defaults[given:]))) for given in range(len(names))]
+
+    def fill(fields: dict[str, object], given: int, named: dict[str, object]) -> None:
+        """The fields after the `given` leading values: from `named`, else their defaults."""
+        if given > len(names):
+            raise TypeError(f"{cls.__qualname__}() takes {len(names)} positional arguments but {given} were given")
+        for name in fields:
+            if name in named:
+                raise TypeError(f"{cls.__qualname__}() got multiple values for argument {name!r}")
+        for name, (default, factory) in zip(names[given:], defaults[given:]):
+            if name in named:
+                fields[name] = named.pop(name)
+            elif default is not MISSING:
+                fields[name] = default
+            elif factory is not MISSING:
+                fields[name] = factory()
+            else:
+                raise TypeError(f"{cls.__qualname__}() missing required argument: {name!r}")
+        if named:
+            raise TypeError(f"{cls.__qualname__}() got an unexpected keyword argument {next(iter(named))!r}")
 
     def __init__(self: object, *values: object, **named: object) -> None:
-        if len(values) > len(names):
-            raise TypeError(f"{cls.__qualname__}() takes {len(names)} positional arguments but {len(values)} were given")
         fields = dict(zip(names, values))
-        if named or len(values) < len(names):
-            for name in fields:
-                if name in named:
-                    raise TypeError(f"{cls.__qualname__}() got multiple values for argument {name!r}")
-            for name, (default, factory) in zip(names[len(values):], defaults[len(values):]):
-                if name in named:
-                    fields[name] = named.pop(name)
-                elif default is not MISSING:
-                    fields[name] = default
-                elif factory is not MISSING:
-                    fields[name] = factory()
-                else:
-                    raise TypeError(f"{cls.__qualname__}() missing required argument: {name!r}")
-            if named:
-                raise TypeError(f"{cls.__qualname__}() got an unexpected keyword argument {next(iter(named))!r}")
+        if named or len(values) != len(names):
+            tail = tails[len(values)] if len(values) < len(names) else None
+            if tail is not None and named.keys() <= tail.keys():
+                fields.update(tail)
+                fields.update(named)
+            else:
+                fill(fields, len(values), named)
         if own_setattr:
             for name, value in fields.items():
                 setattr(self, name, value)

@@ -48,9 +48,11 @@ def both(request):
 def test_construction_repr_and_equality_are_the_dataclass_ones(both):
     _, (_, child), (_, expected) = both
     for args, kwargs in [(("a",), {}), (("a", ["x"], 3), {}), (("a",), {"size": 2, "note": "n"}),
-                         ((), {"name": "b", "tags": ["y"]})]:
+                         ((), {"name": "b", "tags": ["y"]}), (("a", ["x"]), {}), (("a", ["x"]), {"note": "n"}),
+                         (("a", ["x"]), {"note": "n", "size": 4})]:
         ours, theirs = child(*args, **kwargs), expected(*args, **kwargs)
         assert repr(ours).replace("Child", "X") == repr(theirs).replace("Child", "X")
+        assert list(vars(ours).items()) == list(vars(theirs).items())  # every field, in field order
         assert ours == child(*args, **kwargs) and ours != child("other")
         assert ours == child(*args, **{**kwargs, "note": "ignored by =="})
         assert (ours == theirs) is False  # another class, as between two dataclasses
