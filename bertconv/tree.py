@@ -47,8 +47,9 @@ class Role:
     def name(self, layer: int | None = None) -> str:
         return self.template.format(i=layer) if self.per_layer else self.template
 
-    def expected_shape(self, config: BertConfig) -> tuple[int, ...]:
-        dims = config.dims()
+    def expected_shape(self, config: BertConfig, dims: dict[str, int] | None = None) -> tuple[int, ...]:
+        """The shape `config` gives this role; `dims`, the config's `dims()` once for many roles."""
+        dims = config.dims() if dims is None else dims
         return tuple(d if isinstance(d, int) else dims[d] for d in self.shape)
 
 

@@ -14,9 +14,10 @@ def shape_problems(tree: ParameterTree) -> list[str]:
     problems = [*config.problems(), *filter(None, [tree.missing_condition()])]
     if problems:
         return problems
+    dims = config.dims()
     for param in tree:
         role = role_of(param.name)
-        expected = role.expected_shape(config)
+        expected = role.expected_shape(config, dims)
         if tuple(param.tensor.shape) != expected:
             problems.append(f"{param.source} ({param.name}): shape {list(param.tensor.shape)}, "
                             f"config expects {list(expected)}")
