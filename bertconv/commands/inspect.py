@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..api.inspect import inspect
+from ..api.inspect import describe, inspect
 from ..errors import bad_input
 from .arguments import json_flag, option
 from .common import BATCH_OPTIONS, CHECKPOINT_OPTIONS, CHECKPOINT_PATHS, Table, human, load, print_json, stdout
@@ -57,7 +57,7 @@ def command(paths: list[Path], config_path: Path | None, num_heads: int | None, 
                   jobs=jobs, as_json=as_json)
         return
     tree = load(paths[0], config_path, num_heads, model, revision)
-    report = inspect(tree).to_json()
+    report = describe(tree)  # the report's JSON itself: printed, never kept (no InspectReport, no copy)
     if as_json:
         print_json("inspect", report)
         return

@@ -67,7 +67,8 @@ def bundle_prefixes(directory: Path) -> list[Path]:
     try:
         return [resolve_prefix(directory)]
     except Exception:  # noqa: BLE001 - no usable checkpoint file: list the indexes
-        return [index.with_name(index.name[:-len(INDEX_SUFFIX)]) for index in sorted(directory.glob(f"*{INDEX_SUFFIX}"))]
+        indexes = sorted(directory.glob(f"*{INDEX_SUFFIX}"))
+        return [index.with_name(index.name[:-len(INDEX_SUFFIX)]) for index in indexes]
 
 
 def bundle_prefix_of(path: str | Path) -> Path | None:
