@@ -109,7 +109,7 @@ def test_a_damaged_archive_is_judged_by_zipfile(damage, tmp_path):
     elif damage == "bad crc":
         name_length, extra_length = struct.unpack_from("<2H", data, pickle_member.header_offset + 26)
         data[pickle_member.header_offset + 30 + name_length + extra_length + pickle_member.file_size // 2] ^= 0xFF
-    else:  # the pickle, the first member, claims to run over the member after it (within the file)
+    else:  # the pickle, the first member, runs over the member after it
         directory_at = struct.unpack("<L", data[-6:-2])[0]
         struct.pack_into("<2L", data, directory_at + 20, len(data) // 2, len(data) // 2)
     path.write_bytes(bytes(data))
@@ -119,3 +119,19 @@ def test_a_damaged_archive_is_judged_by_zipfile(damage, tmp_path):
     with pytest.raises(Exception) as ours:
         torch_pickle._read_zip(path)
     assert f"{type(expected.value).__name__}: {expected.value}" in str(ours.value)
+
+
+def test_a_member_claiming_bytes_past_the_directory_is_left_to_zipfile(tmp_path):
+    """A stored size of 2 GiB in a small file: no read of this reader may ask for more bytes than
+    the file holds, so the archive goes to zipfile (which reads the member's own size, and so the
+    same state dict)."""
+    path = tmp_path / "pytorch_model.bin"
+    torch.save({"a": torch.arange(6.0)}, path)
+    expected = torch_pickle._read_zip(path)
+    data = bytearray(path.read_bytes())
+    directory_at = struct.unpack("<L", data[-6:-2])[0]
+    struct.pack_into("<L", data, directory_at + 20, 2**31)  # the first member's compressed size
+    path.write_bytes(bytes(data))
+    with zip_archive.open_archive(path) as archive:
+        assert isinstance(archive, zipfile.ZipFile)
+    assert torch_pickle._read_zip(path)[1] == expected[1]

@@ -51,7 +51,6 @@ _KNOWN_FLAGS = 0x0008 | 0x0800
 #: The highest "version needed to extract" zipfile reads (its MAX_EXTRACT_VERSION).
 _MAX_EXTRACT_VERSION = 63
 
-
 #: What reading a damaged archive raises, but for zipfile's own errors (see `errors`).
 _READ_ERRORS = (OSError, ValueError, EOFError, NotImplementedError, struct.error, KeyError, UnicodeDecodeError)
 
@@ -195,6 +194,8 @@ def _directory(fd: int, size: int) -> list[Member]:
         pos += name_length + extra_length + comment_length
         if _OVERFLOW32 in (file_size, compress_size, header_offset):
             file_size, compress_size, header_offset = _zip64_values(extra, file_size, compress_size, header_offset)
+        if header_offset + _LOCAL.size + compress_size > directory_at:  # no read here asks for more than the file
+            raise Unreadable(f"central directory entry {len(members)} lies past the central directory")
         members.append(Member(raw_name.decode("ascii"), file_size, compress_size, header_offset, method, crc))
     if pos != directory_size or len(members) != count:
         raise Unreadable("the central directory does not hold what its end record says")
