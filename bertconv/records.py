@@ -212,7 +212,7 @@ def _init(cls: type, declared: tuple[Field, ...], *, frozen: bool) -> _Method:
     own_setattr = not frozen and cls.__setattr__ is not object.__setattr__
     # For each count of leading values, the plain defaults of the fields after them (None where one
     # of those has a factory or none), which the names given replace: most records are made so (a
-    # table's `Row` from its canonical name and name, 3.5 -> 2.0 us; with its legacy names 4.1 -> 2.5).
+    # table's `Row` from its canonical name and name, 3.5 -> 2.0 us; with its legacy names 3.8-4.1 -> 3.3-3.7).
     tails = [None if any(default is MISSING for default, _ in defaults[given:])
              else dict(zip(names[given:], (default for default, _ in defaults[given:]))) for given in range(len(names))]
 

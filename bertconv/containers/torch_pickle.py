@@ -33,10 +33,8 @@ TYPE_CHECKING = False  # typing's, without importing typing at run time (start-u
 if TYPE_CHECKING:
     from zipfile import ZipFile, ZipInfo
 
-ZIP_MAGIC = b"PK\x03\x04"
 #: The first pickle of the legacy format is this integer.
 LEGACY_MAGIC_NUMBER = 0x1950A86A20F9469CFC6C
-_ZIP_LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
 
 _STORAGE_DTYPES = {
     "FloatStorage": dtypes.FLOAT32, "HalfStorage": dtypes.FLOAT16, "BFloat16Storage": dtypes.BFLOAT16,
@@ -250,7 +248,7 @@ def looks_like_torch(path: Path) -> bool:
             head = f.read(4)
     except OSError:
         return False
-    return head == ZIP_MAGIC or head[:1] == b"\x80"
+    return head == zip_archive.LOCAL_SIGNATURE or head[:1] == b"\x80"
 
 
 def read_checkpoint(path: Path, *, arrange=None) -> TorchCheckpoint:
@@ -272,7 +270,7 @@ def _read_records(path: Path) -> tuple[object, dict[str, tuple[int, int]]]:
             head = f.read(4)
     except OSError as exc:
         raise bad_input(path, f"cannot read: {exc.strerror or exc}") from None
-    if head == ZIP_MAGIC:
+    if head == zip_archive.LOCAL_SIGNATURE:
         return _read_zip(path)
     if head[:1] == b"\x80":
         return _read_legacy(path)
@@ -403,13 +401,13 @@ def _member_data_offset(path: Path, file: io.RawIOBase, member: zip_archive.Memb
     if member.compress_type != zip_archive.STORED:
         raise bad_input(path, f"zip member {member.filename} is compressed; torch stores storages "
                               f"uncompressed and bertconv maps them directly")
-    check_span(path, member.header_offset, _ZIP_LOCAL_HEADER.size, file_size, f"zip member {member.filename}")
+    check_span(path, member.header_offset, zip_archive.LOCAL_HEADER.size, file_size, f"zip member {member.filename}")
     file.seek(member.header_offset)
-    fields = _ZIP_LOCAL_HEADER.unpack(file.read(_ZIP_LOCAL_HEADER.size))
-    if fields[0] != ZIP_MAGIC:
+    fields = zip_archive.LOCAL_HEADER.unpack(file.read(zip_archive.LOCAL_HEADER.size))
+    if fields[0] != zip_archive.LOCAL_SIGNATURE:
         raise bad_input(path, f"zip member {member.filename}: bad local header signature")
-    name_length, extra_length = fields[9], fields[10]
-    offset = member.header_offset + _ZIP_LOCAL_HEADER.size + name_length + extra_length
+    name_length, extra_length = fields[10], fields[11]
+    offset = member.header_offset + zip_archive.LOCAL_HEADER.size + name_length + extra_length
     check_span(path, offset, member.file_size, file_size, f"zip member {member.filename}")
     return offset
 

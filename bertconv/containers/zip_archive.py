@@ -42,8 +42,10 @@ _END64 = struct.Struct("<4sQ2H2L4Q")  # ZIP64: signature, size, versions, disks,
 _END64_SIGNATURE = b"PK\x06\x06"
 _ENTRY = struct.Struct("<4s4B4HL2L5H2L")  # a central directory header, as zipfile's `structCentralDir`
 _ENTRY_SIGNATURE = b"PK\x01\x02"
-_LOCAL = struct.Struct("<4s2B4HL2L2H")  # a local file header, as zipfile's `structFileHeader`
-_LOCAL_SIGNATURE = b"PK\x03\x04"
+#: A local file header, as zipfile's `structFileHeader` (name and extra field lengths last), and
+#: its signature, which starts every archive torch writes.
+LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")
+LOCAL_SIGNATURE = b"PK\x03\x04"
 _ZIP64_EXTRA = 0x0001
 _OVERFLOW32 = 0xFFFFFFFF
 #: General purpose flags a member may have here: a data descriptor after its bytes, UTF-8 name.
@@ -136,14 +138,14 @@ class Archive:
     def _read_stored(self, member: Member) -> bytes:
         if member.compress_type != STORED:
             raise Unreadable(f"{member.filename} is compressed")
-        header = os.pread(self._file.fileno(), _LOCAL.size, member.header_offset)
-        if len(header) != _LOCAL.size:
+        header = os.pread(self._file.fileno(), LOCAL_HEADER.size, member.header_offset)
+        if len(header) != LOCAL_HEADER.size:
             raise Unreadable(f"{member.filename}: a truncated local header")
-        fields = _LOCAL.unpack(header)
+        fields = LOCAL_HEADER.unpack(header)
         name_length, extra_length = fields[10], fields[11]
-        start = member.header_offset + _LOCAL.size
+        start = member.header_offset + LOCAL_HEADER.size
         named = os.pread(self._file.fileno(), name_length, start)
-        if fields[0] != _LOCAL_SIGNATURE or named != member.filename.encode():
+        if fields[0] != LOCAL_SIGNATURE or named != member.filename.encode():
             raise Unreadable(f"{member.filename}: its local header names another member")
         start += name_length + extra_length
         if start + member.compress_size > member.end:
@@ -194,7 +196,7 @@ def _directory(fd: int, size: int) -> list[Member]:
         pos += name_length + extra_length + comment_length
         if _OVERFLOW32 in (file_size, compress_size, header_offset):
             file_size, compress_size, header_offset = _zip64_values(extra, file_size, compress_size, header_offset)
-        if header_offset + _LOCAL.size + compress_size > directory_at:  # no read here asks for more than the file
+        if header_offset + LOCAL_HEADER.size + compress_size > directory_at:  # no read here asks for more than the file
             raise Unreadable(f"central directory entry {len(members)} lies past the central directory")
         members.append(Member(raw_name.decode("ascii"), file_size, compress_size, header_offset, method, crc))
     if pos != directory_size or len(members) != count:
