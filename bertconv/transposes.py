@@ -3,16 +3,21 @@
 Two ways, the first that applies:
 
 - OpenBLAS' out-of-place matrix copy, `cblas_somatcopy`, from the OpenBLAS that NumPy's own
-  wheels carry (found by `_somatcopy`: bertconv builds no C of its own, and adds no package for
-  this), for float32 matrices whose rows are contiguous (an operand not 4-byte aligned goes
-  through an aligned scratch, a strip at a time). Its kernels walk a transpose in register
-  blocks: 4-25 GB/s on this project's machine where the tiles below made 1.6-5 GB/s (bert-base
-  and BERT-large kernels, one thread, side by side). It computes `alpha * a` with alpha 1, which
-  gives back every float32's bits but two kinds: a signalling NaN comes out quiet, and a denormal
-  comes out 0 on a thread whose floating-point unit flushes them (a library built with
-  -ffast-math may have set that). So before each use the calling thread's unit is probed with
-  denormals, and a block whose copy holds a NaN is copied again by tiles.
+  wheels carry (found by `_openblas` without importing NumPy: bertconv builds no C of its own,
+  and adds no package for this), for float32 matrices whose rows are contiguous (an operand not
+  4-byte aligned goes through an aligned scratch, a strip at a time). Its kernels walk a
+  transpose in register blocks: 4-25 GB/s on this project's machine where the tiles below made
+  1.6-5 GB/s (bert-base and BERT-large kernels, one thread, side by side). It computes
+  `alpha * a` with alpha 1, which gives back every float32's bits but two kinds: a signalling NaN
+  comes out quiet, and a denormal comes out 0 on a thread whose floating-point unit flushes them
+  (a library built with -ffast-math may have set that). So before each use the calling thread's
+  unit is probed with denormals, and a block whose copy holds a NaN (`cblas_sdot` of the copy
+  with itself is NaN) is copied again by tiles.
 - Tiles of NumPy copies, for every dtype and stride.
+
+`transpose_at` is the first way alone, between two addresses: a conversion transposes a matrix
+stored in a file from a map of it into its output's staging block, and imports no NumPy (95 ms
+of the interpreter's time, a sixth of a bert-base conversion).
 
 A large transpose is split between the caller and one helper thread, each copying half of the
 output rows (both ways let go of the GIL while they copy).
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import _thread
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -50,9 +56,10 @@ TRANSPOSE_TWO_THREADS_BYTES = 8 << 20
 #: Output rows a transpose with an unaligned operand copies at a time through its aligned scratch:
 #: small enough to stay in the CPU's caches between somatcopy and the copy into place.
 UNALIGNED_STRIP_BYTES = 1 << 20
-#: The names `cblas_somatcopy` has in the OpenBLAS builds NumPy's wheels carry: both take 64-bit
-#: integers (ILP64, the `64_` suffix), NumPy 2's `scipy-openblas64` and NumPy 1's own build.
-SOMATCOPY_SYMBOLS = ("scipy_cblas_somatcopy64_", "cblas_somatcopy64_")
+#: The names `cblas_somatcopy` and `cblas_sdot` have in the OpenBLAS builds NumPy's wheels carry:
+#: both take 64-bit integers (ILP64, the `64_` suffix), NumPy 2's `scipy-openblas64` and NumPy 1's
+#: own build.
+OPENBLAS_SYMBOLS = (("scipy_cblas_somatcopy64_", "scipy_cblas_sdot64_"), ("cblas_somatcopy64_", "cblas_sdot64_"))
 #: Where NumPy's wheels put the libraries they carry, beside or inside the `numpy` package.
 NUMPY_LIBRARY_DIRECTORIES = ("../numpy.libs", ".dylibs")
 #: cblas' enum values for row-major storage and a transposed copy.
@@ -63,7 +70,7 @@ DENORMAL_PROBE_BITS = (0x00000001, 0x80000001)
 _transpose_helper = None  # the second thread's executor, started by the first large transpose
 _helper_lock = _thread.allocate_lock()  # not `threading`: reading headers starts no thread
 _UNLOOKED = object()
-_somatcopy_function = _UNLOOKED  # the ctypes function once looked for; None where there is none
+_openblas_functions = _UNLOOKED  # (somatcopy, sdot) once looked for; (None, None) where there are none
 
 
 def transpose(array: np.ndarray) -> np.ndarray:
@@ -95,6 +102,44 @@ def transpose_into(array: np.ndarray, out: np.ndarray, *, two_threads_from: int 
         other_half.result()  # even on an error here: the helper must be done with `out`
 
 
+def transpose_at(source: int, rows: int, columns: int, source_stride: int, target: int, *,
+                 two_threads_from: int = TRANSPOSE_TWO_THREADS_BYTES) -> bool:
+    """Copy the transpose of the float32 matrix [rows, columns] at address `source` (its rows
+    `source_stride` values apart) to the C-contiguous [columns, rows] one at `target`, by OpenBLAS,
+    without NumPy; split between two threads from `two_threads_from` bytes. True when every bit
+    was kept; False where OpenBLAS is not there, an address is not 4-byte aligned, or the copy
+    may not hold the source's bits (a denormal-flushing thread, a NaN): the values at `target`
+    are then undefined, and the caller copies them another way."""
+    somatcopy = _somatcopy()
+    if somatcopy is None or source % 4 or target % 4 or source_stride < columns:
+        return False
+    if 4 * rows * columns < two_threads_from or columns < 2:
+        return _copied_at(somatcopy, source, source_stride, rows, 0, columns, target)
+    middle = columns // 2
+    other_half = _helper().submit(_copied_at, somatcopy, source, source_stride, rows, middle, columns, target)
+    try:
+        mine = _copied_at(somatcopy, source, source_stride, rows, 0, middle, target)
+    finally:
+        theirs = other_half.result()  # even on an error here: the helper must be done with `target`
+    return mine and theirs
+
+
+def transposes_at_addresses() -> bool:
+    """Whether `transpose_at` can copy here (OpenBLAS found), so that a caller maps its matrix for it."""
+    return _somatcopy() is not None
+
+
+def _copied_at(somatcopy: Callable, source: int, source_stride: int, rows: int, first: int, end: int,
+               target: int) -> bool:
+    """Rows [first, end) of the transpose at `target` (see `transpose_at`) copied from columns
+    [first, end) of the matrix at `source`; False when they may not hold the source's bits."""
+    if not _keeps_denormals(somatcopy):
+        return False
+    into = target + 4 * rows * first
+    somatcopy(CBLAS_ROW_MAJOR, CBLAS_TRANS, rows, end - first, 1.0, source + 4 * first, source_stride, into, rows)
+    return not _holds_nan(into, rows * (end - first))
+
+
 def _transpose_columns(array: np.ndarray, out: np.ndarray, first: int, end: int) -> None:
     """out[first:end] = array[:, first:end].T: by OpenBLAS where it keeps the bits, else by tiles."""
     if not _blas_copied(array, out, first, end):
@@ -124,16 +169,16 @@ def _blas_copied(array: np.ndarray, out: np.ndarray, first: int, end: int) -> bo
     rows = array.shape[0]
     source_row, source_step = array.strides
     target_row, target_step = out.strides
-    if source_step != 4 or target_step != 4 or source_row < 4 * (end - first) or target_row < 4 * rows:
+    if source_step != 4 or target_step != 4 or source_row < 4 * (end - first) or target_row != 4 * rows:
         return False  # rows not contiguous (or reversed), which somatcopy cannot walk
     if not rows or end <= first or source_row % 4 or target_row % 4:
         return False
     somatcopy = _somatcopy()
-    if somatcopy is None or not _keeps_denormals(somatcopy):
+    if somatcopy is None:
         return False
-    strip = end - first  # one call where both are aligned
-    if not (array.flags.aligned and out.flags.aligned):
-        strip = min(strip, max(1, UNALIGNED_STRIP_BYTES // (4 * rows)))
+    if array.flags.aligned and out.flags.aligned:
+        return _copied_at(somatcopy, array.ctypes.data, source_row // 4, rows, first, end, out.ctypes.data)
+    strip = min(end - first, max(1, UNALIGNED_STRIP_BYTES // (4 * rows)))
     source_scratch = None if array.flags.aligned else np.empty((rows, strip), np.float32)
     target_scratch = None if out.flags.aligned else np.empty((strip, rows), np.float32)
     for start in range(first, end, strip):
@@ -144,9 +189,7 @@ def _blas_copied(array: np.ndarray, out: np.ndarray, first: int, end: int) -> bo
             source_scratch[:, :stop - start] = array[:, start:stop]
             source, source_stride = source_scratch.ctypes.data, strip
         target = out[start:stop] if target_scratch is None else target_scratch[:stop - start]
-        somatcopy(CBLAS_ROW_MAJOR, CBLAS_TRANS, rows, stop - start, 1.0, source, source_stride,
-                  target.ctypes.data, target.strides[0] // 4)
-        if np.isnan(target.max()):  # a NaN may have been a signalling one, now quiet
+        if not _copied_at(somatcopy, source, source_stride, rows, 0, stop - start, target.ctypes.data):
             return False
         if target_scratch is not None:
             out[start:stop] = target
@@ -156,26 +199,47 @@ def _blas_copied(array: np.ndarray, out: np.ndarray, first: int, end: int) -> bo
 def _keeps_denormals(somatcopy: Callable) -> bool:
     """Whether `somatcopy`, on this thread, copies float32 denormals as they are (a thread that
     flushes them to zero copies them as zeros)."""
-    probe = np.array(DENORMAL_PROBE_BITS, dtype=np.uint32).view(np.float32).reshape(1, 2)
-    copied = np.zeros((2, 1), dtype=np.float32)
-    somatcopy(CBLAS_ROW_MAJOR, CBLAS_TRANS, 1, 2, 1.0, probe.ctypes.data, 2, copied.ctypes.data, 1)
-    return copied.view(np.uint32).ravel().tolist() == list(DENORMAL_PROBE_BITS)
+    import ctypes  # loaded already: `somatcopy` is a ctypes function
+
+    probe = (ctypes.c_uint32 * 2)(*DENORMAL_PROBE_BITS)
+    copied = (ctypes.c_uint32 * 2)()
+    somatcopy(CBLAS_ROW_MAJOR, CBLAS_TRANS, 1, 2, 1.0, ctypes.addressof(probe), 2, ctypes.addressof(copied), 1)
+    return list(copied) == list(DENORMAL_PROBE_BITS)
+
+
+def _holds_nan(address: int, count: int) -> bool:
+    """Whether one of the `count` float32 values at `address` is a NaN: the sum of their squares
+    is NaN exactly then (a square is never negative, so infinities add up to +inf, never to
+    inf - inf)."""
+    total = _sdot()(count, address, 1, address, 1)
+    return total != total
 
 
 def _somatcopy() -> Callable | None:
     """`cblas_somatcopy` of the OpenBLAS NumPy's wheel carries, as a ctypes function; None where
     NumPy was built with another BLAS, or carries none (then every transpose goes by tiles)."""
-    global _somatcopy_function
-    if _somatcopy_function is _UNLOOKED:
-        _somatcopy_function = _look_up_somatcopy()
-    return _somatcopy_function
+    return _openblas()[0]
 
 
-def _look_up_somatcopy() -> Callable | None:
+def _sdot() -> Callable:
+    """`cblas_sdot` of the same library (there whenever `_somatcopy()` is)."""
+    return _openblas()[1]
+
+
+def _openblas() -> tuple[Callable | None, Callable | None]:
+    global _openblas_functions
+    if _openblas_functions is _UNLOOKED:
+        _openblas_functions = _look_up_openblas()
+    return _openblas_functions
+
+
+def _look_up_openblas() -> tuple[Callable | None, Callable | None]:
+    """(somatcopy, sdot) of the OpenBLAS in NumPy's wheel, loaded by path (if NumPy is imported
+    later, the dynamic loader hands it the same library); (None, None) where there are not both."""
     import ctypes  # here: a command that transposes nothing loads no library
 
-    numpy_directory = Path(np.__file__).parent
-    for directory in NUMPY_LIBRARY_DIRECTORIES:
+    numpy_directory = _numpy_directory()
+    for directory in NUMPY_LIBRARY_DIRECTORIES if numpy_directory is not None else ():
         folder = (numpy_directory / directory).resolve()
         if not folder.is_dir():
             continue
@@ -183,17 +247,32 @@ def _look_up_somatcopy() -> Callable | None:
             if "openblas" not in name:
                 continue
             try:
-                library = ctypes.CDLL(str(folder / name))  # NumPy has it loaded: the same one
+                library = ctypes.CDLL(str(folder / name))
             except OSError:
                 continue
-            for symbol in SOMATCOPY_SYMBOLS:
-                function = getattr(library, symbol, None)
-                if function is not None:
-                    function.restype = None
-                    function.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_float,
-                                         ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64)
-                    return function
-    return None
+            for somatcopy_symbol, sdot_symbol in OPENBLAS_SYMBOLS:
+                somatcopy = getattr(library, somatcopy_symbol, None)
+                sdot = getattr(library, sdot_symbol, None)
+                if somatcopy is not None and sdot is not None:
+                    somatcopy.restype = None
+                    somatcopy.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_float,
+                                          ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64)
+                    sdot.restype = ctypes.c_float
+                    sdot.argtypes = (ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64)
+                    return somatcopy, sdot
+    return None, None
+
+
+def _numpy_directory() -> Path | None:
+    """NumPy's package directory, found without importing NumPy; None where it is not installed."""
+    module = sys.modules.get("numpy")
+    if module is not None:
+        return Path(module.__file__).parent
+    import importlib.util
+
+    spec = importlib.util.find_spec("numpy")
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    return Path(locations[0]) if locations else None
 
 
 def _helper():

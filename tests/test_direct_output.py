@@ -18,14 +18,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.measure import resident_bytes
-from bertconv import formats
-from bertconv.containers import direct_output, safetensors_file
+from bertconv import formats, transposes
+from bertconv.containers import direct_output, mapped_matrix, safetensors_file, stream
 from bertconv.containers.direct_output import ALIGNMENT, DirectOutput, open_output
 from bertconv.containers.tensorflow import bundle
 from bertconv.conversion import convert
 from bertconv.dtypes import FLOAT32
 from bertconv.errors import BadInput
-from bertconv.tensor import ArrayTensor, TransposedTensor
+from google_crc32c import cext as crc32c
+from bertconv.tensor import ArrayTensor, MappedTensor, TransposedTensor
 
 from conftest import FIXTURES, without_system_call
 
@@ -141,6 +142,68 @@ def test_transposes_computed_into_the_staging_blocks_are_the_buffered_bytes(tmp_
     header = safetensors_file.read_header(direct)
     np.testing.assert_array_equal(header.tensors["kernel"].read(), base.T)
     np.testing.assert_array_equal(header.tensors["twice"].read(), base.T)
+
+
+#: Matrices of a file transposed from its map: a block's worth and more, rows crossing block ends,
+#: single rows and columns.
+MAPPED_SHAPES = [(37, 300), (300, 37), (1, 700), (700, 1), (64, 64)]
+
+
+@pytest.mark.parametrize("source_lead", [0, 3], ids=["source aligned", "source at odd bytes"])
+@pytest.mark.parametrize("lead", [1000, 1001], ids=["aligned", "odd byte"])
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "buffered"])
+def test_matrices_transposed_from_their_map_are_numpys_transposes_with_their_checksums(tmp_path, monkeypatch,
+                                                                                       lead, direct, source_lead):
+    """The transposes of float32 matrices stored verbatim in a file, copied by OpenBLAS from a map
+    of it (`containers/mapped_matrix.py`; values at odd bytes, a msgpack stream's, through an
+    aligned copy): into the staging blocks (rows crossing a block's end included), through a
+    scratch where the next byte is odd or the output buffered, numpy's `.T` bit for bit; each
+    tensor's CRC32C is that of its bytes. A matrix holding a signalling NaN, which OpenBLAS would
+    make quiet, goes through NumPy and keeps its bits."""
+    if not transposes.transposes_at_addresses():
+        pytest.skip("no OpenBLAS beside NumPy: transposes go by NumPy's tiles")
+    rng = np.random.default_rng(lead)
+    matrices = [rng.standard_normal(shape).astype(np.float32) for shape in MAPPED_SHAPES]
+    matrices[2].view(np.uint32)[0, 350] = 0x7F800001  # a signalling NaN
+    source = tmp_path / "source.bin"
+    offsets = []
+    with open(source, "wb") as file:
+        file.write(b"s" * source_lead)
+        for matrix in matrices:
+            offsets.append(file.tell())
+            file.write(matrix.tobytes())
+    pieces = [b"h" * lead]
+    for k, (matrix, offset) in enumerate(zip(matrices, offsets)):
+        transposed = TransposedTensor(MappedTensor(source, offset, FLOAT32, matrix.shape))
+        pieces.append((f"t{k}", FLOAT32, transposed.shape, transposed))
+    mapped = []
+    real_load = mapped_matrix.MatrixSource.load
+    monkeypatch.setattr(mapped_matrix.MatrixSource, "load", lambda self: mapped.append(self.offset) or real_load(self))
+    out_path = tmp_path / "out.bin"
+    if direct:
+        with direct_or_skip(out_path, 0, block_bytes=BLOCK) as out:
+            crcs = stream.append(out, pieces, checksums=True)
+    else:
+        with open(out_path, "wb") as out:
+            crcs = stream.append(out, pieces, checksums=True)
+    assert sorted(mapped) == offsets
+    expected = [np.ascontiguousarray(matrix.T).tobytes() for matrix in matrices]
+    assert out_path.read_bytes() == b"h" * lead + b"".join(expected)
+    assert crcs == [crc32c.value(data) for data in expected]
+
+
+def test_a_failure_on_the_checksum_thread_is_raised_not_lost(tmp_path, monkeypatch):
+    """A checksum step that fails on its thread (whose results nobody reads; a block's reuse only
+    waits for them) stops the write with its error once the file is written, instead of leaving
+    a wrong CRC32C in silence."""
+    def failing(self, data):
+        raise RuntimeError("checksum step failed")
+
+    monkeypatch.setattr(stream._Sink, "_extend", failing)
+    tensor = ArrayTensor(np.ones(3, np.float32), FLOAT32)
+    with pytest.raises(RuntimeError, match="checksum step failed"):
+        with direct_or_skip(tmp_path / "out.bin", 0, block_bytes=BLOCK) as out:
+            stream.append(out, [("t", FLOAT32, (3,), tensor)], checksums=True)
 
 
 def test_a_reserved_size_longer_than_written_is_cut_to_what_was_written(tmp_path):
@@ -276,26 +339,28 @@ def test_every_target_writes_its_tensors_direct_and_the_same_bytes(fixture, targ
         assert (direct / name).read_bytes() == (buffered / name).read_bytes(), name
 
 
-@pytest.mark.parametrize("target, transposed", [("tf", []), ("bert4keras", ["cls/seq_relationship/output_weights"])])
-def test_a_tf_bundles_tensors_are_copied_with_their_checksums_checked(target, transposed, tmp_path, monkeypatch):
-    """A TF bundle's tensors stored as the target stores them are copied into the staging blocks,
-    not loaded, and their CRC32C is checked on the bytes copied, as reading them checks it: the
-    same bytes as a buffered conversion's; only a tensor the target stores otherwise is read
-    (bert4keras' NSP kernel is Google's transposed)."""
+@pytest.mark.parametrize("target", ["tf", "bert4keras", "hf"])
+def test_a_tf_bundles_tensors_are_copied_with_their_checksums_checked(target, tmp_path, monkeypatch):
+    """A TF bundle's tensors are not loaded as arrays: those stored as the target stores them are
+    copied into the staging blocks, those it stores transposed (bert4keras' NSP kernel, every
+    Hugging Face kernel) are mapped and transposed from the map, and either way their CRC32C is
+    checked on the bytes used, as reading them checks it: the same bytes as a buffered conversion's."""
     buffered, direct = tmp_path / "buffered", tmp_path / "direct"
     convert(formats.read(TF_FULL), buffered, target)
     forced_direct(monkeypatch)
     loaded, read = [], bundle.BundleTensor.read
     monkeypatch.setattr(bundle.BundleTensor, "read", lambda self: loaded.append(self.name) or read(self))
     convert(formats.read(TF_FULL), direct, target)
-    assert loaded == transposed
+    assert loaded == []
     for name in sorted(p.relative_to(buffered) for p in buffered.rglob("*") if p.is_file()):
         assert (direct / name).read_bytes() == (buffered / name).read_bytes(), name
 
 
-def test_a_copied_tf_tensor_that_fails_its_checksum_stops_the_conversion(tmp_path, monkeypatch):
-    """A byte flipped in a copied tensor: BadInput naming the data file, the tensor and the index,
-    as reading it would; nothing is left at the destination."""
+@pytest.mark.parametrize("target, direct", [("tf", True), ("hf", True), ("hf", False)],
+                         ids=["copied", "transposed", "transposed, buffered"])
+def test_a_copied_tf_tensor_that_fails_its_checksum_stops_the_conversion(target, direct, tmp_path, monkeypatch):
+    """A byte flipped in a tensor copied or transposed from its map: BadInput naming the data
+    file, the tensor and the index, as reading it would; nothing is left at the destination."""
     source = tmp_path / "tf"
     shutil.copytree(TF_FULL.parent, source)
     reader = bundle.BundleReader(source / TF_FULL.name)
@@ -304,10 +369,29 @@ def test_a_copied_tf_tensor_that_fails_its_checksum_stops_the_conversion(tmp_pat
     data = bytearray(data_file.read_bytes())
     data[entry.offset + entry.size // 2] ^= 0x40
     data_file.write_bytes(bytes(data))
-    forced_direct(monkeypatch)
+    if direct:
+        forced_direct(monkeypatch)
     with pytest.raises(BadInput, match=r"data-00000-of-00001: tensor 'bert/encoder/layer_0/output/dense/"
                                        r"kernel': crc32c of bytes .* the index .* says"):
-        convert(formats.read(source / TF_FULL.name), tmp_path / "out", "tf")
+        convert(formats.read(source / TF_FULL.name), tmp_path / "out", target)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("target", ["tf", "hf"], ids=["copied", "transposed"])
+def test_a_missing_or_short_data_file_is_named_when_its_tensors_are_copied_or_mapped(target, tmp_path, monkeypatch):
+    """A bundle whose data file is gone or cut short, its tensors copied into staging blocks or
+    mapped for their transposes: BadInput naming the data file, the tensor and the index, as
+    reading them says it (a large output said it "cannot write: No such file or directory")."""
+    source = tmp_path / "tf"
+    shutil.copytree(TF_FULL.parent, source)
+    data_file = source / f"{TF_FULL.name}.data-00000-of-00001"
+    forced_direct(monkeypatch)
+    data_file.unlink()
+    with pytest.raises(BadInput, match=r"missing data file \(shard 0\) holding tensor .* listed in .*\.index"):
+        convert(formats.read(source / TF_FULL.name), tmp_path / "out", target)
+    data_file.write_bytes((TF_FULL.parent / data_file.name).read_bytes()[:1000])
+    with pytest.raises(BadInput, match=r"data-00000-of-00001: tensor .* claims bytes .*, but the file has 1000"):
+        convert(formats.read(source / TF_FULL.name), tmp_path / "out", target)
     assert not (tmp_path / "out").exists()
 
 

@@ -6,6 +6,7 @@ fresh process."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 from conftest import FIXTURES, ROOT, run_cli
 from format_fixtures import FUZZ_OF, fixture_paths
 
+from bertconv import transposes
 from bertconv.formats.registry import FORMATS
 from bertconv.lazy import module_name
 
@@ -413,3 +415,40 @@ def test_a_conversion_imports_neither_concurrent_futures_nor_logging_nor_shutil_
                            "--to", target, "--quiet"], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == str(carried)
+
+
+#: What a BERT loses in a keras-hub preset (its GELU is tanh's, its head's activation and norm are
+#: the preset's own), accepted here for every target alike.
+ACCEPTED_BY_KERAS_HUB = ("hidden_act", "mlm_hidden_act", "mlm_layer_norm_eps", "nsp")
+
+_TRANSPOSING_CONVERSION = """
+import sys
+from bertconv.cli import main
+from bertconv.containers import direct_output
+direct_output.DIRECT_MIN_BYTES = int(sys.argv.pop(1))  # 0: the large-output path, for a small file
+try:
+    main(sys.argv[1:])
+except SystemExit as exit:
+    assert exit.code == 0, exit.code
+print("numpy" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "buffered"])
+@pytest.mark.parametrize("source, target", [("tf/full", "hf"), ("hf/pretraining", "tf"), ("hf/pretraining", "hf-flax"),
+                                            ("hf/pretraining", "keras-hub"), ("family_hf_flax/xlm-roberta/masked_lm", "hf")])
+def test_a_conversion_that_transposes_imports_no_numpy(tmp_path, source, target, direct):
+    """Every kernel between Hugging Face's [out, in] and TensorFlow's [in, out] is transposed from
+    a map of its file by OpenBLAS (`containers/mapped_matrix.py`), the CRC32C of a TF bundle's
+    checked on the way: NumPy's import (95 ms, most of it holding the GIL) held up the first
+    transposed tensor of every such conversion. Into a large output's staging blocks, a small
+    one's buffered file and a msgpack stream's odd bytes alike, and from a msgpack stream's."""
+    if importlib.util.find_spec("numpy") is None or not transposes.transposes_at_addresses():
+        pytest.skip("this NumPy carries no OpenBLAS: transposes go by NumPy's tiles")
+    minimum = "0" if direct else str(1 << 40)
+    proc = subprocess.run([sys.executable, "-c", _TRANSPOSING_CONVERSION, minimum, "convert", str(FIXTURES / source),
+                           str(tmp_path / "out"), "--to", target, "--quiet",
+                           *(f"--accept-loss={field}" for field in ACCEPTED_BY_KERAS_HUB)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "False"

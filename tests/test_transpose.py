@@ -5,6 +5,8 @@ thread) never reach the output."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -260,3 +262,64 @@ def test_an_unaligned_output_without_nans_is_copied_by_openblas_alone(monkeypatc
     transposes.transpose_into(array, out)
     assert same_bits(np.ascontiguousarray(out), np.ascontiguousarray(array.T))
     assert calls == [(768, 100), (768, 100), (768, 100)]
+
+
+def needs_openblas() -> None:
+    if not numpy_carries_openblas():
+        pytest.skip("this NumPy carries no OpenBLAS: every transpose goes by tiles")
+
+
+@pytest.mark.parametrize("bits", [0x7FC00000, 0x7F800001, 0xFFC00000, 0xFF800001, 0x7FFFFFFF],
+                         ids=["quiet", "signalling", "-quiet", "-signalling", "payload"])
+def test_a_nan_is_found_wherever_it_lies(bits):
+    """The NaN check after somatcopy (`cblas_sdot` of the copy with itself): every NaN, at every
+    position of every length up to a few of OpenBLAS' unrolled blocks and their tails, among
+    values whose squares overflow to +inf."""
+    needs_openblas()
+    for length in range(1, 100):
+        for position in range(length):
+            copy = np.full(length, 3e38, np.float32)
+            copy.view(np.uint32)[position] = bits
+            assert transposes._holds_nan(copy.ctypes.data, length), (length, position)
+    assert not transposes._holds_nan(np.full(99, -np.inf, np.float32).ctypes.data, 99)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 5), (64, 301), (301, 64)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("split", [False, True], ids=["one thread", "two threads"])
+def test_transpose_at_copies_between_addresses_bit_for_bit(shape, split):
+    """`transpose_at`, given bare addresses (a map's and a staging block's), copies numpy's `.T`
+    bit for bit, denormals and infinities included, a part of the source's columns too; a NaN in
+    the copy (a signalling one would have come out quiet), an address at an odd byte, or rows
+    shorter than the columns asked for, say False, for the caller to copy another way."""
+    needs_openblas()
+    rows, columns = shape
+    array = values(shape, np.uint32) & 0xBFFFFFFF  # no NaN: the exponent's top bit cleared
+    places = [(0, 0), (rows - 1, columns - 1), (rows // 2, 0), (0, columns // 2), (rows - 1, 0), (0, columns - 1)]
+    for (row, column), bits in zip(places, [0x00000001, 0x807FFFFF, 0x7F800000, 0xFF800000, 0x80000000, 0x00400000]):
+        array[row, column] = bits  # denormals, infinities, a negative zero
+    array = array.view(np.float32)
+    threshold = 0 if split else 1 << 40
+    out = np.zeros((columns, rows), np.float32)
+    assert transposes.transpose_at(array.ctypes.data, rows, columns, columns, out.ctypes.data, two_threads_from=threshold)
+    assert same_bits(out, np.ascontiguousarray(array.T))
+    if columns > 1:
+        part = np.zeros((columns - 1, rows), np.float32)
+        assert transposes.transpose_at(array.ctypes.data + 4, rows, columns - 1, columns, part.ctypes.data,
+                                       two_threads_from=threshold)
+        assert same_bits(part, np.ascontiguousarray(array[:, 1:].T))
+    with_nan = array.copy()
+    with_nan.view(np.uint32)[rows // 2, columns // 2] = 0x7F800001
+    assert not transposes.transpose_at(with_nan.ctypes.data, rows, columns, columns, out.ctypes.data,
+                                       two_threads_from=threshold)
+    odd = np.zeros(rows * columns * 4 + 4, np.uint8)
+    assert not transposes.transpose_at(array.ctypes.data, rows, columns, columns, odd.ctypes.data + 1)
+    assert not transposes.transpose_at(array.ctypes.data, rows, columns + 1, columns, out.ctypes.data)
+
+
+def test_openblas_is_found_without_importing_numpy():
+    """A conversion's transposes find OpenBLAS beside NumPy's package without importing NumPy."""
+    needs_openblas()
+    code = ("import sys; from bertconv import transposes; "
+            "print(transposes.transposes_at_addresses(), 'numpy' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.split() == ["True", "False"]

@@ -42,15 +42,20 @@ def populate(array) -> None:
         region = getattr(region, "base", None) if hasattr(region, "__array_interface__") else getattr(region, "obj", None)
     if region is None or region.closed or array.size == 0:
         return
-    madvise = _libc_madvise()
-    if not madvise:
-        return
     address = array.__array_interface__["data"][0]
     extents = [stride * (length - 1) for stride, length in zip(array.strides, array.shape)]
     low = address + sum(min(0, extent) for extent in extents)
     high = address + sum(max(0, extent) for extent in extents) + array.itemsize
-    start = low - low % mmap.PAGESIZE
-    madvise(start, high - start, _MADV_POPULATE_READ)  # -1 (EINVAL) before Linux 5.14: faulted in as read
+    populate_range(low, high - low)
+
+
+def populate_range(address: int, length: int) -> None:
+    """Map in the pages of the `length` bytes at `address` (of a memory map), as `populate` does."""
+    madvise = _libc_madvise()
+    if not madvise or length <= 0:
+        return
+    start = address - address % mmap.PAGESIZE
+    madvise(start, address + length - start, _MADV_POPULATE_READ)  # -1 (EINVAL) before Linux 5.14: faulted in as read
 
 
 def populate_for_writing(region: mmap.mmap) -> None:

@@ -29,10 +29,11 @@ from pathlib import Path
 from ..dtypes import DType
 from ..errors import BertconvError, bad_input
 from ..lazy import lazy_module
-from ..tensor import LazyTensor, TransposedTensor
-from ..transposes import transpose_into
+from ..tensor import LazyTensor, ReshapedTensor, TransposedTensor
+from ..transposes import transpose, transpose_into
 from .advice import populate
 from .direct_output import DirectOutput
+from .mapped_matrix import MappedMatrix, MatrixSource, matrix_source
 from .writeback import EarlyWriteback
 
 TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
@@ -70,6 +71,9 @@ CHUNK_BYTES = 16 << 20
 #: core. Measured side by side (medians of 5): BERT-large hf -> tf 1.26 s at 8 MiB, 1.15 s at
 #: 1 MiB, 1.15 s at 256 KiB; tf -> hf 1.24 s, 1.09 s; bert-base hf -> tf 0.52 s, 0.51 s.
 TWO_THREAD_TRANSPOSE_BYTES = 1 << 20
+#: A transpose copied from a map to a buffered file, or to a staging block's odd byte, goes through
+#: a scratch of this many bytes at a time (whole rows of the transpose): cache-sized.
+SCRATCH_STRIP_BYTES = 1 << 20
 #: Errors after which a kernel copy is not possible here and the bytes are written through
 #: Python instead (old kernels, file systems or file kinds without copy_file_range support).
 _NO_KERNEL_COPY = {errno.ENOSYS, errno.EXDEV, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF, errno.EPERM}
@@ -92,12 +96,11 @@ def append(out: BinaryIO | DirectOutput, pieces: Iterable[Piece], *, checksums: 
     """
     pieces = list(pieces)
     direct = isinstance(out, DirectOutput)
-    spans = [None if isinstance(p, (bytes, bytearray)) or (checksums and not direct) else _copy_span(p)
-             for p in pieces]
-    checks = _checked_copies(pieces, spans) if direct else {}
+    spans = [None if isinstance(p, (bytes, bytearray)) else _copy_span(p) for p in pieces]
+    checks = _checked_copies(pieces, spans)
     sink = _Sink(out, checksums, verifies=bool(checks))
     pending = [i for i, p in enumerate(pieces) if not isinstance(p, (bytes, bytearray)) and spans[i] is None]
-    loads = {i: _to_load(pieces[i][3], direct=direct) for i in pending}
+    loads = {i: _to_load(pieces[i], direct=direct) for i in pending}
     cursor = 0  # pending[cursor] is the next tensor to start loading
     from ..threads import Workers  # here: reading headers needs no threads
 
@@ -123,30 +126,20 @@ def append(out: BinaryIO | DirectOutput, pieces: Iterable[Piece], *, checksums: 
             if isinstance(piece, (bytes, bytearray)):
                 sink.write(piece)
                 continue
-            name, dtype, shape, source = piece
+            source = piece[3]
             nbytes = nbytes_of(piece)
             sink.begin_tensor(check=checks.get(i))
             if spans[i] is None or not sink.copy(spans[i], nbytes):
                 if i in loading:
                     ahead -= nbytes
-                    array = loading.pop(i).result()
+                    loaded = loading.pop(i).result()
                 else:  # not submitted (a kernel copy that failed, or too large to load ahead)
                     if cursor < len(pending) and pending[cursor] == i:
                         cursor += 1
-                    array = _load(loads.get(i, source))
-                load_ahead(holding=array.nbytes)  # the next ones load while this one is written
-                in_place = loads.get(i, source) is not source
-                if array.dtype != dtype.numpy and array.dtype.newbyteorder("=") == dtype.numpy.newbyteorder("="):
-                    array = array.astype(dtype.numpy)  # the other byte order (a big-endian source)
-                given = tuple(reversed(array.shape)) if in_place else tuple(array.shape)
-                if given != tuple(shape) or array.dtype != dtype.numpy:
-                    raise ValueError(f"{name}: source gave {array.dtype} {list(given)}, "
-                                     f"planned {dtype} {list(shape)}")
-                if in_place:
-                    sink.transposed(array)
-                else:
-                    sink.array(array)
-                del array
+                    loaded = _load(loads.get(i, source))
+                load_ahead(holding=loaded.nbytes)  # the next ones load while this one is written
+                _append_loaded(sink, piece, loaded, transpose=loads.get(i, source) is not source)
+                del loaded
                 load_ahead(holding=0)
             sink.end_tensor()
             sink.flushed()
@@ -154,6 +147,28 @@ def append(out: BinaryIO | DirectOutput, pieces: Iterable[Piece], *, checksums: 
                 on_tensor(nbytes)
     sink.raise_failed_check()
     return sink.crcs
+
+
+def _append_loaded(sink: _Sink, piece: TensorSource, loaded: np.ndarray | MappedMatrix, *, transpose: bool) -> None:
+    """Append what the loader gave for `piece`: a mapped matrix's transpose, or an array or
+    (`transpose`) its transpose, checked against the dtype and shape planned."""
+    name, dtype, shape, _ = piece
+    if isinstance(loaded, MappedMatrix):
+        try:
+            sink.mapped_transpose(loaded)
+        finally:
+            loaded.release()
+        return
+    array = loaded
+    if array.dtype != dtype.numpy and array.dtype.newbyteorder("=") == dtype.numpy.newbyteorder("="):
+        array = array.astype(dtype.numpy)  # the other byte order (a big-endian source)
+    given = tuple(reversed(array.shape)) if transpose else tuple(array.shape)
+    if given != tuple(shape) or array.dtype != dtype.numpy:
+        raise ValueError(f"{name}: source gave {array.dtype} {list(given)}, planned {dtype} {list(shape)}")
+    if transpose:
+        sink.transposed(array)
+    else:
+        sink.array(array)
 
 
 class _Sink:
@@ -194,7 +209,16 @@ class _Sink:
         if self._checksummer is None:
             step(*args)
             return None
-        return self._checksummer.submit(step, *args)
+        return self._checksummer.submit(self._kept_failure, step, args)
+
+    def _kept_failure(self, step: Callable[..., None], args: tuple) -> None:
+        """`step(*args)` on the checksum thread, whose tasks' results nobody reads (a hold only
+        waits): what it raises is kept, and raised by `raise_failed_check`, so that no checksum
+        is recorded wrong in silence."""
+        try:
+            step(*args)
+        except BaseException as failed:  # noqa: BLE001 - raised once the sink is left
+            self._failed.append(failed)
 
     def begin_tensor(self, *, check: Callable[[int], None] | None = None) -> None:
         """A tensor begins; `check(crc32c)` is called with the CRC32C of its bytes once they are
@@ -222,8 +246,8 @@ class _Sink:
                 self._failed.append(failed)
 
     def raise_failed_check(self) -> None:
-        """Raise what the first failed `check` raised (called once the sink is left: every
-        checksum taken)."""
+        """Raise what the first failed `check`, or checksum step, raised (called once the sink is
+        left: every checksum taken)."""
         if self._failed:
             raise self._failed[0]
 
@@ -263,7 +287,23 @@ class _Sink:
         if self.direct:
             self.out.copy_from(source_path, offset, nbytes, read=self._block_read if self._in_tensor else None)
             return True
+        if self._in_tensor:  # its CRC32C is wanted: the bytes pass through here
+            self._read_copy(source_path, offset, nbytes)
+            return True
         return _kernel_copy(self.out, source_path, offset, nbytes)
+
+    def _read_copy(self, source_path: Path, offset: int, nbytes: int) -> None:
+        """Append the span, read in `CHUNK_BYTES` pieces, each checksummed as it is written."""
+        descriptor = os.open(source_path, os.O_RDONLY)
+        try:
+            for start in range(offset, offset + nbytes, CHUNK_BYTES):
+                data = os.pread(descriptor, min(CHUNK_BYTES, offset + nbytes - start), start)
+                if len(data) != min(CHUNK_BYTES, offset + nbytes - start):
+                    raise bad_input(Path(source_path), f"ends before byte {offset + nbytes}: the file "
+                                                       f"changed or was truncated while being read")
+                self.write(data)
+        finally:
+            os.close(descriptor)
 
     def _block_read(self, view: memoryview) -> None:
         self._checksum(view, in_block=True)
@@ -304,16 +344,54 @@ class _Sink:
             self.staged(fit * row_bytes)
             done += fit
 
+    def mapped_transpose(self, matrix: MappedMatrix) -> None:
+        """Append the transpose of `matrix` as `transposed` does, copied by OpenBLAS from its map,
+        NumPy not imported: straight into a `DirectOutput`'s staging block; a strip at a time
+        through a scratch into a buffered file, or where the block's free bytes start at an odd
+        byte (a msgpack stream's values lie anywhere). From a strip whose bits OpenBLAS could
+        not keep (a NaN) on, the rest goes through NumPy."""
+        rows, columns = matrix.rows, matrix.columns
+        row_bytes = 4 * rows
+        in_strips = not self.direct or _address(self.out.staging()) % 4 != 0
+        done = 0  # rows of the transpose written
+        while done < columns:
+            fit = 0 if in_strips else min(columns - done, len(self.out.staging()) // row_bytes)
+            if fit:
+                if not matrix.transpose_into(done, done + fit, _address(self.out.staging()),
+                                             two_threads_from=TWO_THREAD_TRANSPOSE_BYTES):
+                    break
+                self.staged(fit * row_bytes)
+            else:  # a strip, or a row that would cross the staging block's end
+                fit = min(columns - done, max(1, SCRATCH_STRIP_BYTES // row_bytes) if in_strips else 1)
+                scratch = bytearray(fit * row_bytes)  # a new one each time: its checksum may not be taken yet
+                if not matrix.transpose_into(done, done + fit, _address(scratch),
+                                             two_threads_from=TWO_THREAD_TRANSPOSE_BYTES):
+                    break
+                self.write(scratch)
+            done += fit
+        if done < columns:
+            rest = matrix.array()[:, done:]
+            if self.direct:
+                self.transposed(rest)
+            else:
+                self.array(transpose(rest))
+
+
+def _address(buffer) -> int:
+    """The address of the first byte of a writable buffer."""
+    return ctypes.addressof(ctypes.c_char.from_buffer(buffer))
+
 
 def _unreleased(data):
-    """`data` (bytes, a C-contiguous NumPy array or a memoryview of bytes) as a buffer crc32c's
-    argument parser takes: none that must be released, which a memoryview must. A memoryview is
-    viewed through ctypes, not NumPy, whose import (60-100 ms) a verbatim copy would wait for."""
-    if not isinstance(data, memoryview):
+    """`data` (bytes, a bytearray, a C-contiguous NumPy array or a memoryview of bytes) as a
+    buffer crc32c's argument parser takes: read-only, or one it need not release, which a
+    memoryview and a bytearray are not. Those are viewed through ctypes, not NumPy, whose import
+    (95 ms) a verbatim copy would wait for."""
+    if not isinstance(data, (memoryview, bytearray)):
         return data
-    if data.readonly:
+    if isinstance(data, memoryview) and data.readonly:
         return data.tobytes()
-    return (ctypes.c_char * data.nbytes).from_buffer(data)
+    return (ctypes.c_char * memoryview(data).nbytes).from_buffer(data)
 
 
 def _kernel_copy(out: BinaryIO, source_path: Path, offset: int, nbytes: int) -> bool:
@@ -373,16 +451,28 @@ def _verbatim(piece: Piece) -> LazyTensor | None:
     return source
 
 
-def _to_load(source, *, direct: bool):
-    """What the loader reads for `source`: to a `DirectOutput` (`direct`), a computed transpose's
-    base, whose transpose `_Sink.transposed` computes straight into the staging block; else
-    `source` itself (a transpose of a transpose is its original's bytes)."""
+def _to_load(piece: TensorSource, *, direct: bool):
+    """What the loader reads for `piece`'s source: the transpose (reshaped or not) of a float32
+    matrix stored verbatim in a file is mapped, and `_Sink.mapped_transpose` copies it
+    (`MatrixSource`); to a `DirectOutput` (`direct`), another computed transpose's base, whose
+    transpose `_Sink.transposed` computes straight into the staging block; otherwise the source
+    itself (a transpose of a transpose is its original's bytes)."""
+    _, dtype, shape, source = piece
+    if isinstance(source, LazyTensor) and dtype == source.dtype and tuple(shape) == tuple(source.shape):
+        transposed = source
+        while isinstance(transposed, ReshapedTensor):  # the same bytes as its base's
+            transposed = transposed.base
+        mapped = matrix_source(transposed)
+        if mapped is not None:
+            return mapped
     if direct and isinstance(source, TransposedTensor) and not isinstance(source.base, TransposedTensor):
         return source.base
     return source
 
 
-def _load(source) -> np.ndarray:
+def _load(source) -> np.ndarray | MappedMatrix:
+    if isinstance(source, MatrixSource):
+        return source.load()
     array = source.read() if isinstance(source, LazyTensor) else source()
     populate(array)
     return array

@@ -283,12 +283,17 @@ class BundleTensor(MappedTensor):
         self.index_path = index_path
 
     def read(self) -> np.ndarray:
-        size = _data_file_size(self.path, self.entry, self.index_path)
-        check_span(self.path, self.entry.offset, self.entry.size, size, f"tensor {self.name!r}")
+        self._check_data_file()
         return super().read()
 
     def checked_copy_span(self) -> tuple[Path, int, Callable[[int], None]]:
+        self._check_data_file()
         return self.path, self.entry.offset, self._check_copied_crc
+
+    def _check_data_file(self) -> None:
+        """BadInput, naming the index, unless the data file is there and holds the tensor's bytes."""
+        size = _data_file_size(self.path, self.entry, self.index_path)
+        check_span(self.path, self.entry.offset, self.entry.size, size, f"tensor {self.name!r}")
 
     def _check_crc(self, array: np.ndarray) -> None:
         self._check_copied_crc(crc32c_of_array(array))
