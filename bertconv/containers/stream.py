@@ -6,11 +6,13 @@ them so that the disk never waits for the processor nor the other way round:
 
 - a tensor whose bytes lie verbatim in a file (`copy_span`) is copied: into a `DirectOutput`'s
   staging block by a read, else by the kernel (`copy_file_range`: no page of it enters this
-  process) unless its checksum is wanted;
+  process), or read and written in pieces when its checksum is wanted;
 - any other is loaded (read, checked, transposed) by a helper thread while the tensors before it
-  are written, as many ahead as fit in `PREFETCH_MAX_BYTES`; a transpose going to a
-  `DirectOutput` is loaded as the matrix it transposes and computed straight into the staging
-  block, so no array of it is made and copied.
+  are written, as many ahead as fit in `PREFETCH_MAX_BYTES`. The transpose of a float32 matrix
+  stored verbatim in a file is mapped (`mapped_matrix`) and copied by OpenBLAS from the map,
+  without NumPy; another transpose going to a `DirectOutput` is loaded as the matrix it
+  transposes; either is computed straight into the staging block, so no array of it is made
+  and copied.
 
 What is written goes to the disk as it accumulates, not all at the final fsync: past the page
 cache for a large file (`DirectOutput`), through it with early writeback for a small one
