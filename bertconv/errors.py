@@ -38,3 +38,9 @@ def bad_input(path, what: str) -> BadInput:
     error = BadInput(f"{path}: {what}")
     error.path = str(path)
     return error
+
+
+def ended_early(path, end: int) -> BadInput:
+    """A `BadInput` for a file that ends before byte `end`, which its reader found there: it
+    changed while being read."""
+    return bad_input(path, f"ends before byte {end}: the file changed or was truncated while being read")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from . import transposes
 from .dtypes import BFLOAT16, FLOAT32, DType, as_float32
-from .errors import bad_input
+from .errors import bad_input, ended_early
 from .lazy import lazy_module
 
 TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
@@ -65,8 +65,7 @@ class LazyTensor:
         with open(path, "rb") as file:
             data = os.pread(file.fileno(), self.nbytes, offset)
         if len(data) != self.nbytes:
-            raise bad_input(path, f"ends before byte {offset + self.nbytes}: the file changed or was truncated "
-                                  f"while being read")
+            raise ended_early(path, offset + self.nbytes)
         return data
 
     def byte_span(self) -> tuple[Path, int] | None:

@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import bad_input
+from ..errors import ended_early
 from .advice import populate_for_writing
 
 TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
@@ -164,8 +164,7 @@ class DirectOutput:
             n = min(nbytes - copied, len(self._block) - self._filled)
             got = os.preadv(source, [self._block[self._filled:self._filled + n]], offset + copied)
             if got == 0:
-                raise bad_input(Path(source_path), f"ends before byte {offset + nbytes}: the file "
-                                                   f"changed or was truncated while being read")
+                raise ended_early(Path(source_path), offset + nbytes)
             if read is not None:
                 read(self._block[self._filled:self._filled + got])
             self._filled += got

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..dtypes import DType
-from ..errors import BertconvError, bad_input
+from ..errors import BertconvError, ended_early
 from ..lazy import lazy_module
 from ..tensor import LazyTensor, ReshapedTensor, TransposedTensor
 from ..transposes import transpose, transpose_into
@@ -299,10 +299,10 @@ class _Sink:
         descriptor = os.open(source_path, os.O_RDONLY)
         try:
             for start in range(offset, offset + nbytes, CHUNK_BYTES):
-                data = os.pread(descriptor, min(CHUNK_BYTES, offset + nbytes - start), start)
-                if len(data) != min(CHUNK_BYTES, offset + nbytes - start):
-                    raise bad_input(Path(source_path), f"ends before byte {offset + nbytes}: the file "
-                                                       f"changed or was truncated while being read")
+                length = min(CHUNK_BYTES, offset + nbytes - start)
+                data = os.pread(descriptor, length, start)
+                if len(data) != length:
+                    raise ended_early(Path(source_path), offset + nbytes)
                 self.write(data)
         finally:
             os.close(descriptor)
@@ -409,8 +409,7 @@ def _kernel_copy(out: BinaryIO, source_path: Path, offset: int, nbytes: int) -> 
             while copied < nbytes:
                 n = os.copy_file_range(source.fileno(), out.fileno(), nbytes - copied, offset + copied, start + copied)
                 if n == 0:
-                    raise bad_input(Path(source_path), f"ends before byte {offset + nbytes}: the file "
-                                                       f"changed or was truncated while being read")
+                    raise ended_early(Path(source_path), offset + nbytes)
                 copied += n
     except OSError as exc:
         if exc.errno not in _NO_KERNEL_COPY:
