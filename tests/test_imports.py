@@ -452,3 +452,30 @@ def test_a_conversion_that_transposes_imports_no_numpy(tmp_path, source, target,
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "False"
+
+
+_DIFF = """
+import sys
+from bertconv.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exit:
+    assert exit.code == 0, exit.code
+print("numpy" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("target", ["tf", "hf-flax", "bert4keras"])
+def test_a_diff_of_a_conversion_against_its_source_imports_no_numpy(tmp_path, target):
+    """Equal tensors are shown equal from the two files' bytes (`checks/same_bytes.py`): NumPy's
+    import (95 ms) made a bert-base diff as slow as the conversion it checks."""
+    if importlib.util.find_spec("numpy") is None or not transposes.transposes_at_addresses():
+        pytest.skip("this NumPy carries no OpenBLAS: transposed kernels are compared by NumPy")
+    source = FIXTURES / "hf" / "masked_lm"
+    converted = tmp_path / ("out.h5" if target == "bert4keras" else "out")
+    subprocess.run([sys.executable, "-m", "bertconv.cli", "convert", str(source), str(converted), "--to", target,
+                    "--quiet"], check=True, cwd=ROOT)
+    proc = subprocess.run([sys.executable, "-c", _DIFF, "diff", str(source), str(converted), "--json"],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "False"

@@ -161,12 +161,13 @@ def diff(a: Source, b: Source, *, atol: float = BIT_EXACT, outputs: bool = False
     from ..checks.arrays import format_value
     from ..checks.contract import require_read
     from ..checks.diff import diff as diff_trees
-    from ..checks.outputs import compare_outputs
 
     tree_a, tree_b = tree_of(a), tree_of(b)
     accepted = [*require_read(tree_a, accept_loss), *require_read(tree_b, accept_loss)]
     report: JSONObject = diff_trees(tree_a, tree_b, atol=atol, on_tensor=on_tensor)
     if outputs:
+        from ..checks.outputs import compare_outputs  # here: it imports NumPy, which the tensors' diff may not need
+
         report["tensors_ok"] = report["ok"]
         compared = report["outputs"] = compare_outputs(tree_a, tree_b, runtime=runtime, atol=outputs_atol)
         report["problems"] = structural_differences(report) + (

@@ -2,9 +2,12 @@
 
 A and B may be in different formats: both are read into canonical trees, so names, layouts
 (transposes) and spellings no longer matter, only the canonical parameters. Each tensor pair is
-read in chunks along one axis (at most `arrays.CHUNK_ELEMENTS` values at a time), in the layout each
-file stores it in (a transposed kernel is a strided view of its stored array, see `stored_view`),
-so memory stays bounded by the chunk, not the tensor: no whole transpose is ever made.
+first compared as the bytes its files store, two pairs at a time (`same_bytes`: a `memcmp` of
+mapped windows, without NumPy); a pair that this does not show bit-equal is read in chunks along
+one axis (at most `arrays.CHUNK_ELEMENTS` values at a time), in the layout each file stores it in
+(a transposed kernel is a strided view of its stored array, see `stored_view`), and described.
+Memory stays bounded by a window or a chunk, and the largest matrix being transposed: no whole
+transpose is ever made.
 
 What counts as a difference:
 - a parameter one side has and the other lacks (`only_in_a`, `only_in_b`);
@@ -40,15 +43,27 @@ import json
 import math
 from collections.abc import Callable
 
-import numpy as np
-
 from ..dtypes import FLOAT32
 from ..families import computation_fields
+from ..lazy import lazy_module
 from ..records import record
 from ..tensor import ArrayTensor, LazyTensor
+from ..threads import Workers
 from ..tree import Parameter, ParameterTree, model_order_key, role_of
 from .arrays import BIT_EXACT, Comparison, compare_arrays, format_value
 from .report import checkpoint
+from .same_bytes import same_stored_bits
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (start-up)
+if TYPE_CHECKING:
+    import numpy as np
+    from ..threads import Task
+else:  # imported by the first pair whose bytes do not show it equal (see `same_bytes`)
+    np = lazy_module("numpy")
+
+#: Tensor pairs compared at once (`same_bytes`: each thread's memcmp, CRC32C and transposes let go
+#: of the GIL), one per core of a small machine.
+COMPARING_THREADS = 2
 
 
 def stored_view(tensor: LazyTensor) -> np.ndarray:
@@ -103,14 +118,16 @@ def stand_in(tree: ParameterTree, name: str) -> Stand | None:
     return None
 
 
-def _compare_pair(name: str, a: Stand, b: Stand, atol: float) -> dict:
+def _compare_pair(name: str, a: Stand, b: Stand, atol: float, shown_equal: Task) -> dict:
+    """The report's entry for a pair: bit-equal where `shown_equal` (`same_stored_bits` on a
+    worker) says so, else compared value by value."""
     ta, tb = a.param.tensor, b.param.tensor
     entry = {"name": name, "a": a.label, "b": b.label, "dtype_a": str(ta.dtype), "dtype_b": str(tb.dtype),
              "shape_a": list(ta.shape), "shape_b": list(tb.shape)}
     if tuple(ta.shape) != tuple(tb.shape):
         return {**entry, "compared": False, "bit_equal": False, "max_abs_diff": None, "max_at": None,
                 "first_difference": None, "within_tolerance": False}
-    comparison = compare_tensors(a.param, b.param)
+    comparison = Comparison() if shown_equal.result() else compare_tensors(a.param, b.param)
     return {**entry, "compared": True, **comparison.as_dict(), "within_tolerance": comparison.within(atol)}
 
 
@@ -172,17 +189,25 @@ def diff(tree_a: ParameterTree, tree_b: ParameterTree, *, atol: float = BIT_EXAC
     if atol < 0 or math.isnan(atol):
         raise ValueError(f"atol must be a non-negative number, got {atol}")
     names = sorted(set(tree_a.params) | set(tree_b.params), key=model_order_key)
+    stands = [(name, stand_in(tree_a, name), stand_in(tree_b, name)) for name in names]
     only_in_a, only_in_b, tensors = [], [], []
-    for name in names:
-        a, b = stand_in(tree_a, name), stand_in(tree_b, name)
-        if b is None:
-            only_in_a.append({"name": name, "source": a.label})
-        elif a is None:
-            only_in_b.append({"name": name, "source": b.label})
-        else:
-            tensors.append(_compare_pair(name, a, b, atol))
-        if on_tensor is not None:
-            on_tensor(sum(tree.params[name].tensor.nbytes for tree in (tree_a, tree_b) if name in tree.params))
+    workers = Workers(COMPARING_THREADS, "diff")
+    try:
+        shown_equal = {name: workers.submit(same_stored_bits, a.param.tensor, b.param.tensor)
+                       for name, a, b in stands if a is not None and b is not None}
+        for name, a, b in stands:
+            if b is None:
+                only_in_a.append({"name": name, "source": a.label})
+            elif a is None:
+                only_in_b.append({"name": name, "source": b.label})
+            else:
+                tensors.append(_compare_pair(name, a, b, atol, shown_equal[name]))
+            if on_tensor is not None:
+                on_tensor(sum(tree.params[name].tensor.nbytes for tree in (tree_a, tree_b) if name in tree.params))
+    except BaseException:
+        workers.shutdown(cancel=True)
+        raise
+    workers.shutdown()
     shape_differences = [{"name": t["name"], "a": t["shape_a"], "b": t["shape_b"]}
                          for t in tensors if t["shape_a"] != t["shape_b"]]
     dtype_differences = [{"name": t["name"], "a": t["dtype_a"], "b": t["dtype_b"]}

@@ -1,5 +1,6 @@
 """A float32 matrix stored verbatim in a file, mapped so that its transpose is copied from the
-map's address into an output's staging block (`transposes.transpose_at`), without NumPy.
+map's address into an output's staging block (`transposes.transpose_at`), without NumPy; and
+any span of a file mapped for its address (diff compares two such spans with `memcmp`).
 
 Every dense kernel of a conversion between Hugging Face's `[out, in]` and TensorFlow's `[in, out]`
 is transposed. Read as NumPy arrays, they made a conversion import NumPy: 95 ms of one core,
@@ -36,14 +37,12 @@ else:
 UNALIGNED_COPY_MAX_BYTES = 32 << 20
 
 
-class MappedMatrix:
-    """The `rows` x `columns` float32 values (row-major) at byte `offset` of `path`, mapped (or,
-    at an odd byte, copied to an aligned buffer): `address` is the first value's, valid until
-    `release()`."""
+class MappedBytes:
+    """The `nbytes` bytes at byte `offset` of `path`, mapped: `address` is the first one's, valid
+    until `release()`."""
 
-    def __init__(self, path: Path, offset: int, rows: int, columns: int):
-        self.path, self.rows, self.columns = path, rows, columns
-        nbytes = 4 * rows * columns
+    def __init__(self, path: Path, offset: int, nbytes: int):
+        self.path = path
         start = offset - offset % mmap.ALLOCATIONGRANULARITY
         descriptor = os.open(path, os.O_RDONLY)
         try:
@@ -59,19 +58,38 @@ class MappedMatrix:
         return len(self._values)
 
     def populate(self) -> None:
-        """Map in its pages now (see `advice.populate`), so that the transpose does not fault them
-        in; values at an odd byte are copied to an aligned buffer (the copy's pages mapped in first)."""
+        """Map in its pages now (see `advice.populate`), so that reading them does not fault them in
+        one by one."""
         populate_range(self.address, self.nbytes)
+
+    def crc32c(self, crc: int = 0) -> int:
+        """The CRC32C (unmasked) of its bytes, extending `crc` (that of the bytes before them)."""
+        return crc32c.extend(crc, self._values)
+
+    def release(self) -> None:
+        """Let go of the map: it is unmapped once no view of it is left (a checksum of a row
+        written from a NumPy view may still be reading one)."""
+        self._values = self._map = None
+
+
+class MappedMatrix(MappedBytes):
+    """The `rows` x `columns` float32 values (row-major) at byte `offset` of `path`, mapped (or,
+    at an odd byte, copied to an aligned buffer by `populate`)."""
+
+    def __init__(self, path: Path, offset: int, rows: int, columns: int):
+        super().__init__(path, offset, 4 * rows * columns)
+        self.rows, self.columns = rows, columns
+
+    def populate(self) -> None:
+        """Map in its pages now; values at an odd byte are then copied to an aligned buffer (the
+        copy's pages mapped in first)."""
+        super().populate()
         if self.address % 4:
             aligned = mmap.mmap(-1, self.nbytes)
             populate_for_writing(aligned)
             values = (ctypes.c_char * self.nbytes).from_buffer(aligned)
             ctypes.memmove(values, self.address, self.nbytes)  # without the GIL, as any ctypes call
             self._map, self._values, self.address = aligned, values, ctypes.addressof(values)
-
-    def crc32c(self) -> int:
-        """The CRC32C (unmasked) of its bytes."""
-        return crc32c.extend(0, self._values)
 
     def transpose_into(self, first: int, end: int, target: int, *, two_threads_from: int) -> bool:
         """Rows [first, end) of the transpose ([columns, rows], C-contiguous) copied to address
@@ -84,11 +102,6 @@ class MappedMatrix:
         import numpy as np  # here: only a matrix OpenBLAS could not copy bit for bit needs it
 
         return np.frombuffer(self._values, dtype=np.float32).reshape(self.rows, self.columns)
-
-    def release(self) -> None:
-        """Let go of the map: it is unmapped once no view of it is left (a checksum of a row
-        written from a NumPy view may still be reading one)."""
-        self._values = self._map = None
 
 
 class MatrixSource:
