@@ -119,13 +119,18 @@ def test_transformers_4_computes_what_bertconv_reads(tmp_path):
 
 
 @pytest.mark.parametrize("nbytes", [1000, 3 * 2**20 + 12, 5 * 2**20])
-def test_stored_copies_are_compared_to_the_last_byte(tmp_path, nbytes):
+def test_stored_copies_are_compared_to_the_last_byte(tmp_path, monkeypatch, nbytes):
     """Two copies stored as plain bytes are the same only when every byte is: a difference in
-    either half (each compared on a thread of its own past 2 MiB), in a whole block or in the
-    last partial one, is found, in one file or across two."""
+    either half (each compared on a thread of its own past two windows, here of 1 MiB), in a
+    whole window or in the last partial one, is found, in one file or across two."""
     from bertconv import dtypes
-    from bertconv.checks.copies import same_stored_bytes
+    from bertconv.checks import same_bytes
     from bertconv.tensor import MappedTensor
+
+    monkeypatch.setattr(same_bytes, "BLOCK_BYTES", 2**20)
+
+    def same_stored_bytes(a, b) -> bool:
+        return same_bytes.same_stored_bits(a, b, two_threads=True)
 
     values = np.random.default_rng(0).integers(0, 256, nbytes, dtype=np.uint8).tobytes()
     one, other = tmp_path / "one.bin", tmp_path / "other.bin"

@@ -31,8 +31,9 @@ HF = FIXTURES / "hf" / "masked_lm"
 #: accepted: tests/test_keras_hub.py).
 READ_BACK = sorted(target for target, fmt in formats.TARGETS.items()
                    if fmt.check_written is None and target != "keras-hub")
-#: Windows smaller than one value, not a multiple of a row, and larger than the tensor.
-WINDOWS = [4, 100, 8 << 20]
+#: (BLOCK_BYTES, WINDOW_BYTES): blocks read, or windows mapped (a tensor at least a window long is
+#: mapped), smaller than one value, not a multiple of a row, and larger than the tensor.
+SIZES = [(4, 8 << 20), (100, 8 << 20), (8 << 20, 4), (8 << 20, 100), (8 << 20, 8 << 20)]
 SHAPE = (5, 7)
 
 needs_openblas = pytest.mark.skipif(not transposes_at_addresses(),
@@ -87,11 +88,12 @@ PAIRS = [("as_is", "as_is"), ("as_is", "checked"), ("checked", "transposed"), ("
 
 
 @needs_openblas
-@pytest.mark.parametrize("window", WINDOWS)
+@pytest.mark.parametrize("sizes", SIZES)
 @pytest.mark.parametrize("lead", [16, 17])
 @pytest.mark.parametrize("a, b", PAIRS)
-def test_equal_bits_are_shown_equal_and_the_checked_sides_crc32c_is_its_bytes(tmp_path, monkeypatch, window, lead, a, b):
-    monkeypatch.setattr(same_bytes, "WINDOW_BYTES", window)
+def test_equal_bits_are_shown_equal_and_the_checked_sides_crc32c_is_its_bytes(tmp_path, monkeypatch, sizes, lead, a, b):
+    monkeypatch.setattr(same_bytes, "BLOCK_BYTES", sizes[0])
+    monkeypatch.setattr(same_bytes, "WINDOW_BYTES", sizes[1])
     canonical = special_values(SHAPE)
     tensors = layouts(tmp_path, canonical, lead=lead)
     assert same_stored_bits_either_way(tensors[a], tensors[b])
@@ -106,10 +108,11 @@ def same_stored_bits_either_way(a, b) -> bool:
 
 
 @needs_openblas
-@pytest.mark.parametrize("window", WINDOWS)
+@pytest.mark.parametrize("sizes", SIZES)
 @pytest.mark.parametrize("a, b", PAIRS)
-def test_one_flipped_bit_anywhere_is_not_shown_equal(tmp_path, monkeypatch, window, a, b):
-    monkeypatch.setattr(same_bytes, "WINDOW_BYTES", window)
+def test_one_flipped_bit_anywhere_is_not_shown_equal(tmp_path, monkeypatch, sizes, a, b):
+    monkeypatch.setattr(same_bytes, "BLOCK_BYTES", sizes[0])
+    monkeypatch.setattr(same_bytes, "WINDOW_BYTES", sizes[1])
     canonical = special_values(SHAPE)
     ours = layouts(tmp_path, canonical)
     for position in range(canonical.size):
