@@ -2,12 +2,13 @@
 
 A and B may be in different formats: both are read into canonical trees, so names, layouts
 (transposes) and spellings no longer matter, only the canonical parameters. Each tensor pair is
-first compared as the bytes its files store, two pairs at a time (`same_bytes`: a `memcmp` of
-mapped windows, without NumPy); a pair that this does not show bit-equal is read in chunks along
-one axis (at most `arrays.CHUNK_ELEMENTS` values at a time), in the layout each file stores it in
-(a transposed kernel is a strided view of its stored array, see `stored_view`), and described.
-Memory stays bounded by a window or a chunk, and the largest matrix being transposed: no whole
-transpose is ever made.
+first compared as the bytes its files store, two pairs at a time (`same_bytes`: `memcmp` of
+blocks read or windows mapped, without NumPy); a pair that this does not show bit-equal is read
+in chunks along one axis (at most `arrays.CHUNK_ELEMENTS` values at a time), in the layout each
+file stores it in (a transposed kernel is a strided view of its stored array, see
+`stored_view`), and described.
+Memory stays bounded by blocks, windows or a chunk, and the largest matrix being transposed: no
+whole transpose is ever made.
 
 What counts as a difference:
 - a parameter one side has and the other lacks (`only_in_a`, `only_in_b`);
