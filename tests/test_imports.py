@@ -42,6 +42,9 @@ DATACLASS_MACHINERY = ("dataclasses", "inspect")
 TYPING = ("typing",)
 #: `copy` and the `weakref` it imports: 1.4 ms, for a deep copy no report's JSON needs.
 COPY = ("copy", "weakref")
+#: ctypes (3.5 ms) and the byte comparison it serves (`checks/same_bytes.py`), which only a tree
+#: that stores copies of a parameter, or a diff, needs.
+CTYPES = ("ctypes", "bertconv.checks.same_bytes")
 #: TF's bundle reader (with google_crc32c), which only a path that may be a bundle needs.
 TF_BUNDLE_CONTAINER = "bertconv.containers.tensorflow.bundle"
 
@@ -55,7 +58,7 @@ with contextlib.redirect_stdout(io.StringIO()):
         status = exit.code
 print(json.dumps({"status": status, "imported": sorted(m for m in %r if m in sys.modules)}))
 """ % (HEAVY + FORMAT_MODULES + TORCH_CONTAINER + WRITING_AND_CACHE + DATACLASS_MACHINERY + TYPING
-       + COPY + ZIPFILE + ("importlib.metadata", TF_BUNDLE_CONTAINER),)
+       + COPY + ZIPFILE + CTYPES + ("importlib.metadata", TF_BUNDLE_CONTAINER),)
 
 
 def imported_by(*args: str) -> tuple[int, set[str]]:
@@ -172,6 +175,15 @@ def test_header_commands_import_no_typing_nor_copy(command, checkpoint):
     if command != "verify" or not checkpoint.startswith("tf/"):
         assert "numpy" not in imported
     assert not imported & set(TYPING + COPY) or "numpy" in imported
+
+
+@pytest.mark.parametrize("command", ["audit", "inspect", "verify"])
+def test_header_commands_on_a_tree_without_stored_copies_import_no_ctypes(command):
+    """`inspect` and `verify` compare a parameter's stored copies (a `tf_model.h5`'s embeddings)
+    with `same_bytes`, which a file storing none never loads."""
+    status, imported = imported_by(command, str(FIXTURES / "hf/pretraining/model.safetensors"))
+    assert status == 0
+    assert not imported & set(CTYPES)
 
 
 def test_a_repo_id_is_still_looked_up_in_the_hub_cache(tmp_path, monkeypatch):

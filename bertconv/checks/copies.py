@@ -13,7 +13,6 @@ from __future__ import annotations
 from ..records import record
 from ..tree import Ignored, Parameter, ParameterTree
 from .arrays import describe_difference
-from .same_bytes import same_stored_bits
 
 
 @record
@@ -38,6 +37,8 @@ def differing_copies(tree: ParameterTree) -> list[DifferingCopy]:
         if entry.copy_of is None or entry.tensor is None or entry.copy_of not in tree:
             continue
         used = tree[entry.copy_of]
+        from .same_bytes import same_stored_bits  # here: ctypes and the maps (5 ms) for a tree that stores copies only
+
         if same_stored_bits(entry.tensor, used.tensor, two_threads=True):  # one table at a time: both cores on it
             continue
         difference = describe_difference(entry.tensor.read(), entry.tensor.dtype, used.tensor.read(), used.tensor.dtype)
