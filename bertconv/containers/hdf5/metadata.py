@@ -92,6 +92,7 @@ class _Parser:
         self.objects: dict[int, Node] = {}
         self.heaps: dict[int, dict[int, bytes]] = {}
         self.pages: dict[int, bytes] = {}
+        self.types: dict[bytes, _Type] = {}
 
     # raw reads
 
@@ -142,6 +143,8 @@ class _Parser:
         #: A symbol table entry: the name's offset in the heap, the object header's address,
         #: the cache type (then 4 reserved bytes and 16 of scratch pad).
         self.entry = struct.Struct(f"<{_UINTS[self.o] * 2}I20x")
+        #: A variable-length string's reference: its length, global heap collection and index there.
+        self.vlen_entry = struct.Struct(f"<I{_UINTS[self.o]}I")
         pos = 24 + (4 if version == 1 else 0)
         block = self.read(pos, 4 * self.o + 2 * self.o + 24)
         if self.address(block, 0) != 0:
@@ -327,7 +330,7 @@ class _Parser:
         if _FILTERS in found and found[_FILTERS][1] > 0:
             raise Unsupported(f"dataset {name} is filtered")
         shape = self.dataspace(found[_DATASPACE])
-        stored = self.datatype(found[_DATATYPE], 0)
+        stored = self.datatype(found[_DATATYPE])
         dtype = _tensor_dtype(stored, attrs)
         if shape is None or dtype is None:
             raise Unsupported(f"dataset {name}: no shape or a datatype bertconv does not map")
@@ -357,10 +360,18 @@ class _Parser:
             raise Unsupported("a truncated dataspace")
         return dims
 
-    def datatype(self, body: bytes, pos: int) -> _Type:
-        cls, version = body[pos] & 0x0F, body[pos] >> 4
-        bits, size = self.uint(body, pos + 1, 3), self.uint(body, pos + 4, 4)
-        props = body[pos + 8:]
+    def datatype(self, body: bytes) -> _Type:
+        """The datatype message `body`, parsed once per file: a Keras file's hundreds of datasets
+        and attributes hold a handful of datatypes."""
+        parsed = self.types.get(body)
+        if parsed is None:
+            parsed = self.types[body] = self._parse_datatype(body)
+        return parsed
+
+    def _parse_datatype(self, body: bytes) -> _Type:
+        cls, version = body[0] & 0x0F, body[0] >> 4
+        bits, size = self.uint(body, 1, 3), self.uint(body, 4, 4)
+        props = body[8:]
         if version not in (1, 2, 3):
             raise Unsupported(f"datatype version {version}")
         if cls == _FIXED_POINT and not bits & 1 and size in _SIGNED and props[:4] == struct.pack("<HH", 0, 8 * size):
@@ -393,7 +404,7 @@ class _Parser:
         pos = 8 if version == 1 else 8 if version == 2 else 9
         name = body[pos:pos + name_size].rstrip(b"\0").decode("utf-8")
         pos += pad(name_size)
-        stored = self.datatype(body, pos)
+        stored = self.datatype(body[pos:pos + type_size])
         pos += pad(type_size)
         shape = self.dataspace(body[pos:pos + space_size])
         pos += pad(space_size)
@@ -405,7 +416,10 @@ class _Parser:
         data = body[pos:pos + count * stored.size]
         if len(data) != count * stored.size:
             raise Unsupported(f"attribute {name!r} holds fewer bytes than its shape needs")
-        values = [self.value(stored, data, i * stored.size) for i in range(count)]
+        if stored.kind == "vlen-string":  # Keras' weight_names: hundreds of them in one attribute
+            values = [self.vlen_string(*entry) for entry in self.vlen_entry.iter_unpack(data)]
+        else:
+            values = [self.value(stored, data, i * stored.size) for i in range(count)]
         return name, values if shape else values[0]
 
     def value(self, stored: _Type, data: bytes, pos: int) -> object:
@@ -417,17 +431,20 @@ class _Parser:
             raw = data[pos:pos + stored.size]
             return raw.split(b"\0", 1)[0] if stored.padding == 0 else raw.rstrip(b"\0")
         if stored.kind == "vlen-string":
-            length, collection = self.uint(data, pos, 4), self.address(data, pos + 4)
-            index = self.uint(data, pos + 4 + self.o, 4)
-            if length == 0:
-                return ""
-            if collection is None:
-                raise Unsupported("a variable-length string with no heap")
-            raw = self.global_heap(collection).get(index)
-            if raw is None or len(raw) < length:
-                raise Unsupported(f"a variable-length string missing from the heap at {collection}")
-            return raw[:length].decode("utf-8")
+            return self.vlen_string(*self.vlen_entry.unpack_from(data, pos))
         raise Unsupported(f"an attribute of {stored.kind} data")
+
+    def vlen_string(self, length: int, collection: int, index: int) -> str:
+        """A variable-length string: `length` bytes of object `index` of the global heap
+        collection at `collection`."""
+        if length == 0:
+            return ""
+        if collection == self.undefined:
+            raise Unsupported("a variable-length string with no heap")
+        raw = self.global_heap(collection).get(index)
+        if raw is None or len(raw) < length:
+            raise Unsupported(f"a variable-length string missing from the heap at {collection}")
+        return raw[:length].decode("utf-8")
 
     def global_heap(self, address: int) -> dict[int, bytes]:
         """The objects of the global heap collection at `address`, by index, walked as HDF5 walks
