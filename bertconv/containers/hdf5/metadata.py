@@ -423,6 +423,7 @@ class _Parser:
         return name, values if shape else values[0]
 
     def value(self, stored: _Type, data: bytes, pos: int) -> object:
+        """The fixed-size value at `pos` of `data` (variable-length strings: `vlen_string`)."""
         if stored.kind == "int":
             return struct.unpack_from("<" + _STRUCT_INTS[stored.size, stored.signed], data, pos)[0]
         if stored.kind == "float":
@@ -430,8 +431,6 @@ class _Parser:
         if stored.kind == "string":
             raw = data[pos:pos + stored.size]
             return raw.split(b"\0", 1)[0] if stored.padding == 0 else raw.rstrip(b"\0")
-        if stored.kind == "vlen-string":
-            return self.vlen_string(*self.vlen_entry.unpack_from(data, pos))
         raise Unsupported(f"an attribute of {stored.kind} data")
 
     def vlen_string(self, length: int, collection: int, index: int) -> str:
