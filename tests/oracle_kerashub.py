@@ -1,9 +1,9 @@
 """keras-hub 0.32 as an oracle: load presets and compute what the tests compare, one request a line.
 
 Runs in the keras-hub environment (.cache/kerashub-venv: keras-hub 0.32.0, Keras 3 on
-tensorflow-cpu 2.21, no tf-keras), started once per pytest worker by tests/kerashub_process.py
-(TensorFlow takes seconds to start). Each line read from stdin is a JSON request, each answered
-by one JSON line on stdout (everything else the libraries print goes to stderr):
+tensorflow-cpu 2.21, no tf-keras), started once per test session by tests/kerashub_process.py
+(TensorFlow takes seconds to start) and served over tests/shared_server.py. Each JSON line it
+reads is a request, each answered by one JSON line (what the libraries print goes to its log):
 
     {"load": [DIRECTORY, INPUTS.npz, OUT.npz], "dtype": null | "float32"}
         The task class is task.json's (`keras_hub.models.<class>.from_preset`), the backbone's
@@ -17,7 +17,7 @@ by one JSON line on stdout (everything else the libraries print goes to stderr):
         `DisentangledSelfAttention` reads for query l and key r in its c2p term, [S, S] with
         S = length. Answers {}.
 
-A request that fails is answered {"error": its traceback}; the process ends when stdin closes.
+A request that fails is answered {"error": its traceback}; the process ends when its last client has gone.
 """
 
 from __future__ import annotations
@@ -28,14 +28,14 @@ os.environ["KERAS_BACKEND"] = "tensorflow"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import json  # noqa: E402
-import sys  # noqa: E402
-import traceback  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
 from keras_hub.src.models.deberta_v3.disentangled_self_attention import DisentangledSelfAttention  # noqa: E402
+
+import shared_server  # noqa: E402
 
 
 def load(directory: Path, inputs_path: Path, out_path: Path, dtype: str | None = None) -> dict:
@@ -88,18 +88,5 @@ def _exact(values) -> np.ndarray:
     return values.astype(np.float32) if values.dtype.name == "bfloat16" else values
 
 
-def serve() -> None:
-    answers = os.fdopen(os.dup(sys.stdout.fileno()), "w")
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # the libraries' prints cannot break a line read as JSON
-    sys.stdout = sys.stderr
-    for line in sys.stdin:
-        try:
-            reply = answer(json.loads(line))
-        except Exception:
-            reply = {"error": traceback.format_exc()}
-        answers.write(json.dumps(reply) + "\n")
-        answers.flush()
-
-
-if __name__ == "__main__":
-    serve()
+if __name__ == "__main__":  # in the keras-hub environment, tests/ first on its path
+    shared_server.serve(answer)

@@ -1,0 +1,85 @@
+"""The oracle servers' sharing (tests/shared_server.py), with a server that answers its process id."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import shared_server
+
+TESTS = Path(__file__).resolve().parent
+SERVER = f"""
+import os, sys
+sys.path.insert(0, {str(TESTS)!r})
+import shared_server
+
+def answer(request):
+    if request.get("fail"):
+        raise ValueError("asked to fail")
+    print("printed by a library")  # goes to the log, not into a reply
+    return {{"pid": os.getpid(), "echo": request}}
+
+shared_server.serve(answer)
+"""
+
+
+@pytest.fixture
+def clients(tmp_path, monkeypatch):
+    """Clients of one server script in a directory of their own: `new()` makes another."""
+    script = tmp_path / "server.py"
+    script.write_text(SERVER)
+    monkeypatch.setenv(shared_server.DIRECTORY_VARIABLE, str(tmp_path))
+    made = []
+
+    def new() -> shared_server.Client:
+        made.append(shared_server.Client("echo", Path(sys.executable), script))
+        return made[-1]
+    yield new
+    for client in made:
+        client.close()
+
+
+def _gone(pid: int, within: float = 10.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        try:  # our own child when this process started it: reap it
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return True
+        except ChildProcessError:
+            pass
+        time.sleep(0.02)
+    return False
+
+
+def test_clients_share_one_server_which_ends_with_the_last_one(clients, tmp_path):
+    first, second = clients(), clients()
+    pid = first.ask({"n": 1}, timeout=30)["pid"]
+    assert second.ask({"n": 2}, timeout=30) == {"pid": pid, "echo": {"n": 2}}
+    assert "printed by a library" in first.log()
+    first.close()
+    assert second.ask({"n": 3}, timeout=30)["pid"] == pid  # one client left: it stays
+    second.close()
+    assert _gone(pid)
+    assert not (tmp_path / "echo.sock").exists()
+    assert clients().ask({"n": 4}, timeout=30)["pid"] != pid  # the next client starts a new one
+
+
+def test_a_request_that_raises_is_answered_with_its_traceback(clients):
+    client = clients()
+    reply = client.ask({"fail": True}, timeout=30)
+    assert "ValueError: asked to fail" in reply["error"]
+    assert "pid" in client.ask({}, timeout=30)  # and the server goes on
+
+
+def test_a_server_that_cannot_start_fails_with_its_log(clients, tmp_path):
+    (tmp_path / "server.py").write_text("raise SystemExit('no environment here')")
+    with pytest.raises(AssertionError, match="did not start(.|\n)*no environment here"):
+        clients().ask({}, timeout=30)
