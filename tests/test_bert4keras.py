@@ -503,10 +503,12 @@ def model_inputs(name: str, seed: int = 0) -> list[np.ndarray]:
 
 
 def bert4keras_outputs(model, name: str, inputs) -> dict[str, np.ndarray]:
-    """bert4keras' own predict, its outputs named as in apply_final_layers."""
+    """bert4keras' own predict, its outputs named as in apply_final_layers: the model called on the
+    inputs eagerly, the computation `predict` wraps in a tf.function traced anew for each model
+    (0.8 s against 0.1; the two within 4e-9)."""
     wanted = manifest(name)
-    outputs = model.predict(inputs, verbose=0)
-    outputs = outputs if isinstance(outputs, list) else [outputs]
+    outputs = model(inputs, training=False)
+    outputs = [np.asarray(output) for output in (outputs if isinstance(outputs, (list, tuple)) else [outputs])]
     names = [key for key, present in (("pooled" if not wanted["with_nsp"] else "nsp", wanted["with_pool"]
                                        or wanted["with_nsp"]), ("mlm", wanted["with_mlm"])) if present]
     return dict(zip(names, outputs, strict=True)) if names else {"sequence": outputs[0]}
@@ -593,7 +595,7 @@ def test_hf_to_bert4keras_gives_transformers_predictions(oracle, tmp_path):
     keras_model.load_weights(str(out))
     rng = np.random.default_rng(1)
     tokens, segments = rng.integers(1, 99, size=(2, 9)), rng.integers(0, 3, size=(2, 9))
-    nsp, mlm = keras_model.predict([tokens, segments], verbose=0)
+    nsp, mlm = (np.asarray(output) for output in keras_model([tokens, segments], training=False))
     expected = transformers_outputs(tmp_path / "hf", [tokens, segments])
     assert np.abs(mlm - expected["mlm"]).max() <= ATOL
     assert np.abs(nsp - expected["nsp"]).max() <= ATOL

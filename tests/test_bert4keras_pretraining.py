@@ -264,8 +264,8 @@ def expected_outputs(reference):
 
     def get(directory: str) -> dict[str, np.ndarray]:
         if directory not in cache:
-            outputs = reference(directory).predict(model_inputs(), verbose=0)
-            outputs = outputs if isinstance(outputs, list) else [outputs]
+            outputs = reference(directory)(model_inputs(), training=False)  # predict's computation, eagerly
+            outputs = [np.asarray(output) for output in (outputs if isinstance(outputs, (list, tuple)) else [outputs])]
             names = ["nsp"] * flags_of(directory)["with_nsp"] + ["mlm"]
             cache[directory] = dict(zip(names, outputs, strict=True))
         return cache[directory]
