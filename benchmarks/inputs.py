@@ -118,9 +118,11 @@ def accept_loss_flags(*kinds: str) -> list[str]:
 
 def oracle_env() -> dict[str, str]:
     """The environment every measured command runs in: the oracles' settings, and bytecode
-    caching on (as in any normal install; a session with PYTHONDONTWRITEBYTECODE would recompile
-    bertconv's modules from source in every process), kept under the bench directory."""
-    env = {**os.environ, **ORACLE_ENV, "PYTHONPYCACHEPREFIX": str(bench_dir() / "pycache")}
+    caching on, beside the sources as in any normal install (a session with PYTHONDONTWRITEBYTECODE
+    would recompile bertconv's modules from source in every process; a PYTHONPYCACHEPREFIX would
+    set aside the bytecode pip compiled, and a fresh one compile torch and transformers anew)."""
+    env = {**os.environ, **ORACLE_ENV}
+    env.pop("PYTHONPYCACHEPREFIX", None)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
