@@ -21,12 +21,10 @@ from bertconv import formats
 from bertconv.checks.audit import audit
 from bertconv.conversion import convert, with_one_token_type
 from bertconv.errors import BadInput
-from bertconv.runtime import NumpyBert, TorchBert
+from bertconv import runtime as runtimes
+from bertconv.runtime import NumpyBert
 
 from conftest import FIXTURES, run_in_process
-
-torch = pytest.importorskip("torch", reason="torch builds the transformers 5 reference")
-transformers = pytest.importorskip("transformers", reason="transformers 5 is the oracle for RoBERTa's logits")
 
 FAIRSEQ = FIXTURES / "family_google" / "fairseq"
 #: The issue's bound for float32 logits against transformers 5; measured 7.5e-8 (NumPy runtime),
@@ -45,9 +43,19 @@ _LAYER = {"self_attn.q_proj": "attention.self.query", "self_attn.k_proj": "atten
           "fc2": "output.dense", "final_layer_norm": "output.LayerNorm"}
 
 
+def _torch():
+    """torch, imported when a test needs it (not at collection, in every worker: seconds of CPU)."""
+    return pytest.importorskip("torch", reason="torch builds the transformers 5 reference")
+
+
+def _transformers():
+    return pytest.importorskip("transformers", reason="transformers 5 is the oracle for RoBERTa's logits")
+
+
 def reference_model(directory: Path):
     """transformers 5's RobertaForMaskedLM holding the fairseq checkpoint, filled as transformers'
     fairseq converter fills it (token types: one all-zero row)."""
+    torch, transformers = _torch(), _transformers()
     saved = torch.load(directory / "model.pt", weights_only=False)  # our own fixture: trusted here
     args, state = saved["args"], saved["model"]
     scope = next(k for k in state if k.endswith("embed_tokens.weight")).split(".sentence_encoder")[0]
@@ -96,6 +104,7 @@ def batch(config):
 
 
 def reference_logits(directory: Path, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    torch = _torch()
     with torch.no_grad():
         return reference_model(directory)(input_ids=torch.from_numpy(ids),
                                           attention_mask=torch.from_numpy(mask)).logits.numpy()
@@ -106,9 +115,10 @@ def runtime_logits(runtime, tree, ids, mask, token_type_ids=None) -> np.ndarray:
     return logits.numpy() if hasattr(logits, "numpy") else logits
 
 
-@pytest.mark.parametrize("runtime", [NumpyBert, TorchBert], ids=["numpy", "torch"])
+@pytest.mark.parametrize("runtime", ["NumpyBert", "TorchBert"], ids=["numpy", "torch"])
 @pytest.mark.parametrize("name", ["roberta", "roberta_decoder"])
 def test_fairseq_runs_in_both_runtimes_as_transformers_computes_it(runtime, name):
+    runtime = getattr(runtimes, runtime)
     tree = formats.read(FAIRSEQ / name)
     assert tree.config.type_vocab_size == 0 and "embeddings.token_type" not in tree
     ids, mask = batch(tree.config)
@@ -138,6 +148,7 @@ def test_converted_hf_runs_in_transformers_5_with_the_same_logits(tmp_path):
                for note in result.notes), result.notes
     written = json.loads((tmp_path / "out" / "config.json").read_text())
     assert written["type_vocab_size"] == 1 and written["model_type"] == "roberta"
+    torch, transformers = _torch(), _transformers()
     model, info = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path / "out", output_loading_info=True)
     assert not any(info.values()), info
     assert torch.equal(model.roberta.embeddings.token_type_embeddings.weight, torch.zeros(1, 20))
@@ -220,6 +231,7 @@ def test_a_fairseq_option_that_changes_robertas_computation_is_unread(option, va
     command that computes or converts refuses it, naming the option, unless accepted."""
     import argparse
 
+    torch = _torch()
     saved = torch.load(FAIRSEQ / "roberta" / "model.pt", weights_only=False)  # our own fixture
     saved["args"] = argparse.Namespace(**{**vars(saved["args"]), option: value})
     torch.save(saved, tmp_path / "model.pt")
