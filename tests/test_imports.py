@@ -491,3 +491,22 @@ def test_a_diff_of_a_conversion_against_its_source_imports_no_numpy(tmp_path, ta
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "False"
+
+
+_LAUNCH = """
+import os, sys
+from bertconv import cli, launch
+cli._end_now = lambda status: (print(status, "locale" in sys.modules, file=sys.stderr), os._exit(0))
+launch.run()
+"""
+
+
+def test_the_bertconv_process_takes_argparses_messages_as_written_without_locale():
+    """In the `bertconv` process (`launch.run`) argparse's messages skip the gettext lookup that
+    imported `locale` (3.5-7 ms of every command's start-up) for catalogs Python ships none of."""
+    fixture = str(FIXTURES / "hf/pretraining/model.safetensors")
+    proc = subprocess.run([sys.executable, "-c", _LAUNCH, "audit", fixture], capture_output=True, text=True, cwd=ROOT)
+    assert proc.stderr.splitlines()[-1] == "0 False", proc.stderr
+    proc = subprocess.run([sys.executable, "-c", _LAUNCH, "audit", "--jobs"], capture_output=True, text=True, cwd=ROOT)
+    assert "bertconv audit: error: argument --jobs/-j: expected one argument" in proc.stderr, proc.stderr
+    assert proc.stderr.splitlines()[-1] == "2 False", proc.stderr
