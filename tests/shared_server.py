@@ -57,17 +57,16 @@ class Client:
         gave no reply in `timeout` seconds (a job queued behind another worker's waits for it)."""
         if self.connection is None:
             self._connect()
-        ready = []
         try:
             self.connection.sendall(json.dumps(request).encode() + b"\n")
             ready, _, _ = select.select([self.connection], [], [], timeout)
             line = self.replies.readline() if ready else b""
-        except OSError:
-            line = b""
+            why = "ended" if ready else f"gave no reply in {timeout} s"
+        except OSError as exc:
+            line, why = b"", f"ended ({exc})"
         if not line:
             self.close()
-            raise AssertionError(f"the {self.name} server {'ended' if ready else f'gave no reply in {timeout} s'} "
-                                 f"on {request}:\n{self.log()[-3000:]}")
+            raise AssertionError(f"the {self.name} server {why} on {request}:\n{self.log()[-3000:]}")
         return json.loads(line)
 
     def log(self) -> str:
@@ -86,7 +85,8 @@ class Client:
             connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
                 connection.connect(str(self.socket_path))
-            except (FileNotFoundError, ConnectionRefusedError):
+            except (FileNotFoundError, ConnectionRefusedError):  # none, or one killed before removing its socket
+                self.socket_path.unlink(missing_ok=True)
                 self._start()
                 connection.connect(str(self.socket_path))
             connection.settimeout(GREETING_TIMEOUT)
@@ -96,6 +96,7 @@ class Client:
             except TimeoutError:
                 greeted = False
             if not greeted:
+                connection.close()
                 raise AssertionError(f"the {self.name} server did not greet:\n{self.log()[-3000:]}")
             connection.settimeout(None)
         self.connection, self.replies = connection, replies

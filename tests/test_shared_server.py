@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -83,3 +84,14 @@ def test_a_server_that_cannot_start_fails_with_its_log(clients, tmp_path):
     (tmp_path / "server.py").write_text("raise SystemExit('no environment here')")
     with pytest.raises(AssertionError, match="did not start(.|\n)*no environment here"):
         clients().ask({}, timeout=30)
+
+
+def test_a_server_killed_before_removing_its_socket_is_replaced(clients, tmp_path):
+    first = clients()
+    pid = first.ask({}, timeout=30)["pid"]
+    os.kill(pid, signal.SIGKILL)
+    assert _gone(pid)
+    assert (tmp_path / "echo.sock").exists()  # left behind: connecting to it is refused
+    with pytest.raises(AssertionError, match="server ended"):
+        first.ask({}, timeout=30)
+    assert clients().ask({}, timeout=30)["pid"] != pid
