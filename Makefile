@@ -27,7 +27,7 @@ KERASHUB := $(KERASHUB_VENV)/.kerashub
 FAIR_ESM := $(CACHE)/fair-esm
 
 # bertconv's bytecode, written once before the tests start some 300 bertconv processes: with
-# PYTHONDONTWRITEBYTECODE set, as some CI runners do, each compiled it anew (20 s of CPU in all).
+# PYTHONDONTWRITEBYTECODE set, as the runner here has it, each compiled it anew (22 s of CPU in all).
 COMPILE := -m compileall -q bertconv
 
 .PHONY: demo test test-core fuzz bench fixtures clean oracle kerashub fair-esm

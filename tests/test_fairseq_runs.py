@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 
 from bertconv import formats
+from bertconv import runtime as runtimes
 from bertconv.checks.audit import audit
 from bertconv.conversion import convert, with_one_token_type
 from bertconv.errors import BadInput
-from bertconv import runtime as runtimes
 from bertconv.runtime import NumpyBert
 
 from conftest import FIXTURES, run_in_process
@@ -44,7 +44,7 @@ _LAYER = {"self_attn.q_proj": "attention.self.query", "self_attn.k_proj": "atten
 
 
 def _torch():
-    """torch, imported when a test needs it (not at collection, in every worker: seconds of CPU)."""
+    """torch, imported by the tests that use it: the module's others (the NumPy runtime's) run without it."""
     return pytest.importorskip("torch", reason="torch builds the transformers 5 reference")
 
 
