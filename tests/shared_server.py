@@ -54,9 +54,10 @@ class Client:
 
     def ask(self, request: dict, timeout: float) -> dict:
         """The server's reply to `request`; AssertionError with the server's log when it ended or
-        gave no reply in `timeout` seconds (a job queued behind another worker's waits for it)."""
+        gave no reply in `timeout` seconds (a job queued behind another worker's waits for it; a
+        server being started has as long to start)."""
         if self.connection is None:
-            self._connect()
+            self._connect(timeout)
         try:
             self.connection.sendall(json.dumps(request).encode() + b"\n")
             ready, _, _ = select.select([self.connection], [], [], timeout)
@@ -80,14 +81,14 @@ class Client:
             self.connection.close()
         self.connection = self.replies = None
 
-    def _connect(self) -> None:
+    def _connect(self, timeout: float) -> None:
         with _locked(self.lock_path):
             connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
                 connection.connect(str(self.socket_path))
             except (FileNotFoundError, ConnectionRefusedError):  # none, or one killed before removing its socket
                 self.socket_path.unlink(missing_ok=True)
-                self._start()
+                self._start(timeout)
                 connection.connect(str(self.socket_path))
             connection.settimeout(GREETING_TIMEOUT)
             replies = connection.makefile("rb")
@@ -101,14 +102,18 @@ class Client:
             connection.settimeout(None)
         self.connection, self.replies = connection, replies
 
-    def _start(self) -> None:
-        """Start the server and wait until it listens (it says "listening" on its stdout)."""
+    def _start(self, timeout: float) -> None:
+        """Start the server and wait until it listens (it says "listening" on its stdout, once its
+        libraries are imported), or kill it after `timeout` seconds."""
         with open(self.log_path, "ab") as log:
             process = subprocess.Popen([str(self.python), str(self.script), str(self.socket_path), str(self.lock_path)],
                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, env=self.env)
-        if process.stdout.readline() != b"listening\n":
+        ready, _, _ = select.select([process.stdout], [], [], timeout)
+        if not ready or process.stdout.readline() != b"listening\n":
+            process.kill()
             process.wait()
-            raise AssertionError(f"the {self.name} server did not start:\n{self.log()[-3000:]}")
+            raise AssertionError(f"the {self.name} server did not start{'' if ready else f' in {timeout} s'}:\n"
+                                 f"{self.log()[-3000:]}")
         process.stdout.close()
 
 

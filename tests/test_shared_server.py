@@ -95,3 +95,12 @@ def test_a_server_killed_before_removing_its_socket_is_replaced(clients, tmp_pat
     with pytest.raises(AssertionError, match="server ended"):
         first.ask({}, timeout=30)
     assert clients().ask({}, timeout=30)["pid"] != pid
+
+
+def test_a_server_that_does_not_start_in_time_is_killed(clients, tmp_path):
+    pid_file = tmp_path / "pid"
+    (tmp_path / "server.py").write_text(f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+                                        "time.sleep(600)")
+    with pytest.raises(AssertionError, match="did not start in 1 s"):
+        clients().ask({}, timeout=1)
+    assert _gone(int(pid_file.read_text()))
