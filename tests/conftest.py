@@ -35,6 +35,10 @@ EXTRAS = {"torch": "pip install torch==2.13.0, the CPU build", "tokenizers": "pi
 TEST_EXTRA = "pip install -e '.[test]'"
 
 
+#: The session's oracle-server directory, kept by the process that made it.
+_SERVERS = pytest.StashKey[str]()
+
+
 def pytest_configure(config):
     """The session's directory for the oracle servers that its workers share (tests/shared_server.py),
     made by the process that starts the workers, before it starts them."""
@@ -48,9 +52,6 @@ def pytest_unconfigure(config):
     """The servers have ended with their last client, the workers: their directory goes."""
     if (directory := config.stash.get(_SERVERS, None)) is not None:
         shutil.rmtree(directory, ignore_errors=True)
-
-
-_SERVERS = pytest.StashKey[str]()
 
 
 def _missing_reason(modules: tuple[str, ...]) -> str:
