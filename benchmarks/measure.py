@@ -223,12 +223,19 @@ def evict(paths: Sequence[Path]) -> None:
 
 def resident_bytes(path: Path) -> int:
     """How many bytes of `path` are in the page cache now (mincore over a map of the file)."""
+    import mmap
+
+    return min(os.path.getsize(path), sum(resident_pages(path)) * mmap.PAGESIZE)
+
+
+def resident_pages(path: Path) -> list[bool]:
+    """Which pages of `path` are in the page cache now, in file order (mincore over a map of the file)."""
     import ctypes
     import mmap
 
     size = os.path.getsize(path)
     if size == 0:
-        return 0
+        return []
     page = mmap.PAGESIZE
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
@@ -241,13 +248,11 @@ def resident_bytes(path: Path) -> int:
         if address in (None, ctypes.c_void_p(-1).value):
             raise OSError(ctypes.get_errno(), f"mmap of {path} failed")
         try:
-            pages = (size + page - 1) // page
-            vector = ctypes.create_string_buffer(pages)
+            vector = ctypes.create_string_buffer((size + page - 1) // page)
             if libc.mincore(ctypes.c_void_p(address), size, vector) != 0:
                 raise OSError(ctypes.get_errno(), f"mincore of {path} failed")
-            resident = sum(b & 1 for b in vector.raw)
+            return [bool(b & 1) for b in vector.raw]
         finally:
             libc.munmap(ctypes.c_void_p(address), size)
     finally:
         os.close(fd)
-    return min(size, resident * page)

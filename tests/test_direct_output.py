@@ -10,6 +10,7 @@ import os
 import resource
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from benchmarks.measure import resident_bytes
+from benchmarks.measure import resident_bytes, resident_pages
 from bertconv import formats, transposes
 from bertconv.containers import direct_output, mapped_matrix, safetensors_file, stream
 from bertconv.containers.direct_output import ALIGNMENT, DirectOutput, open_output
@@ -270,7 +271,7 @@ def test_open_output_falls_back_to_a_buffered_file(tmp_path, monkeypatch):
     assert (tmp_path / "large.bin").read_bytes() == b"z"
 
 
-def test_a_safetensors_file_written_direct_leaves_no_page_cache(tmp_path, monkeypatch):
+def test_a_safetensors_file_written_direct_leaves_only_its_header_in_the_page_cache(tmp_path, monkeypatch):
     with direct_or_skip(tmp_path / "probe.bin"):
         pass
     values = np.arange(3 * BLOCK, dtype=np.float32).reshape(3, -1)
@@ -281,8 +282,31 @@ def test_a_safetensors_file_written_direct_leaves_no_page_cache(tmp_path, monkey
     monkeypatch.setattr(direct_output, "DIRECT_MIN_BYTES", 0)
     monkeypatch.setattr(direct_output, "BLOCK_BYTES", BLOCK)
     safetensors_file.write_file(direct, tensors)
-    assert resident_bytes(direct) == 0, "the output went through the page cache"
+    assert resident_bytes(direct) <= mmap.PAGESIZE, "the tensors went through the page cache"  # the header's, read back
     assert direct.read_bytes() == buffered.read_bytes()
+
+
+def test_the_bytes_to_read_back_are_cached_once_written_and_no_others(tmp_path):
+    """The pages of `write(..., read_back=True)` bytes, in a block written whole, across a block's
+    end and in the last block, are read into the page cache after their writes; no other page is."""
+    page = mmap.PAGESIZE
+    path = tmp_path / "out.bin"
+    spans, written = [], []
+    with direct_or_skip(path, block_bytes=BLOCK) as out:
+        for nbytes, read_back in ((10, True), (3 * BLOCK - 110, False), (5000, True), (2 * BLOCK, False), (1, True)):
+            if read_back:
+                spans.append((out.tell(), out.tell() + nbytes))
+            written.append(os.urandom(nbytes))
+            out.write(written[-1], read_back=read_back)
+    expected = {index for start, end in spans for index in range(start // page, -(-end // page))}
+    assert len(expected) < len(resident_pages(path)) // 2  # the test would see pages cached that should not be
+    for _ in range(500):  # the kernel reads them in the background
+        cached = {index for index, resident in enumerate(resident_pages(path)) if resident}
+        if cached >= expected:
+            break
+        time.sleep(0.01)
+    assert cached == expected
+    assert path.read_bytes() == b"".join(written)  # the last page read in before the file was cut to length
 
 
 def forced_direct(monkeypatch) -> list[Path]:

@@ -76,7 +76,7 @@ def test_a_file_written_past_the_cache_has_its_metadata_read_ahead_and_nothing_e
         return real_advise(fd, offset, length, advice)
 
     monkeypatch.setattr(direct_output, "DIRECT_MIN_BYTES", 0)  # this small file written as a large one is
-    monkeypatch.setattr(image.os, "posix_fadvise", recording)
+    monkeypatch.setattr(os, "posix_fadvise", recording)
     rng = np.random.default_rng(0)
     layers = [LayerToWrite(f"Dense-{i}", ((f"Dense-{i}/kernel:0", ArrayTensor(rng.standard_normal((64, 96)).astype(np.float32),
                                                                               dtypes.FLOAT32)),
@@ -103,7 +103,7 @@ def test_a_refused_read_ahead_still_writes_the_file(tmp_path, monkeypatch):
         raise OSError(errno.EINVAL, "refused")
 
     monkeypatch.setattr(direct_output, "DIRECT_MIN_BYTES", 0)
-    monkeypatch.setattr(image.os, "posix_fadvise", refused)
+    monkeypatch.setattr(os, "posix_fadvise", refused)
     bias = np.arange(96, dtype=np.float32)
     write_weights_file(tmp_path / "w.h5", [LayerToWrite("Dense", (("Dense/bias:0", ArrayTensor(bias, dtypes.FLOAT32)),))],
                        backend="tensorflow", keras_version="2.21.0")

@@ -58,6 +58,12 @@ TensorSource = tuple[str, DType, tuple[int, ...], "LazyTensor | Callable[[], np.
 #: What a file holds, in file order: its own bytes, or a tensor.
 Piece = bytes | TensorSource
 
+
+class Padding(bytes):
+    """Zero bytes that align the piece after them, `Padding(n)`: written like a file's own bytes,
+    but nobody reads them, so they are not cached for the read-back (`DirectOutput.write`)."""
+
+
 #: While one tensor is written, the tensors after it are loaded by a helper thread, as many as fit
 #: in this many bytes together: the two overlap on a second core, and resident memory grows by at
 #: most this much over one tensor at a time. More than one: BERT's names sort a large kernel
@@ -126,7 +132,7 @@ def append(out: BinaryIO | DirectOutput, pieces: Iterable[Piece], *, checksums: 
         load_ahead(holding=0)
         for i, piece in enumerate(pieces):
             if isinstance(piece, (bytes, bytearray)):
-                sink.write(piece)
+                sink.write(piece, read_back=not isinstance(piece, Padding))
                 continue
             source = piece[3]
             nbytes = nbytes_of(piece)
@@ -266,9 +272,13 @@ class _Sink:
         if in_block and taken is not None:
             self.out.hold(taken)
 
-    def write(self, data) -> None:
-        """Append bytes (a bytes object or a C-contiguous array, which is not changed afterwards)."""
-        self.out.write(data)
+    def write(self, data, *, read_back: bool = False) -> None:
+        """Append bytes (a bytes object or a C-contiguous array, which is not changed afterwards);
+        `read_back`: the file's own bytes, not a tensor's (`DirectOutput.write`)."""
+        if read_back and self.direct:
+            self.out.write(data, read_back=True)
+        else:
+            self.out.write(data)
         self._checksum(data)
 
     def staged(self, nbytes: int) -> None:

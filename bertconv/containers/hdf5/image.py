@@ -22,7 +22,6 @@ No object records when it was made, so the same input gives the same bytes.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -30,8 +29,7 @@ from ...dtypes import DType
 from ...records import record
 from ...tensor import LazyTensor
 from .. import stream
-from ..advice import advise
-from ..direct_output import DirectOutput, open_output
+from ..direct_output import open_output
 from . import encoding as enc
 
 #: Each dataset's values start at a multiple of this many bytes (a cache line).
@@ -142,12 +140,10 @@ def write_file(path: Path, lay_out: Callable[[Layout], list[Placed]],
         if tensor.nbytes != dataset.nbytes:
             raise ValueError(f"{where}: a tensor of {tensor.nbytes} bytes for a dataset of {dataset.nbytes}")
         if dataset.nbytes:
-            pieces += [bytes(dataset.address - position), (where, tensor.dtype, tuple(tensor.shape), tensor)]
+            pieces += [stream.Padding(dataset.address - position), (where, tensor.dtype, tuple(tensor.shape), tensor)]
             position = dataset.address + dataset.nbytes
     with open_output(path, position) as out:
         stream.append(out, pieces, on_tensor=on_tensor)
-    if isinstance(out, DirectOutput):
-        _read_ahead(path, len(metadata))
 
 
 def _metadata(layout: Layout) -> bytes:
@@ -280,18 +276,3 @@ class _GroupPlan:
                 parent_lasts.append(keys[-1])
             children, lasts = parents, parent_lasts
         return bytes(tree) + b"".join(nodes) + self._heap_bytes
-
-
-def _read_ahead(path: Path, metadata_bytes: int) -> None:
-    """Start reading the file's metadata (its first `metadata_bytes`) into the page cache.
-
-    A file written past the page cache (`DirectOutput`) is read back next, and HDF5 reads its
-    metadata one small read at a time, each waiting for the disk before the next is known: in a
-    BERT-large bert4keras read-back, the global-heap check alone (`workarounds.py`) took 55-62 ms
-    so, 20-29 ms with the spans read ahead.
-    """
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        advise(fd, 0, metadata_bytes, "POSIX_FADV_WILLNEED")
-    finally:
-        os.close(fd)

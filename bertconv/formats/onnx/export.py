@@ -136,7 +136,7 @@ def write(tree: "ParameterTree", directory: Path, *, options) -> list[Path]:
     offset = 0
     for init, source in weights_in_order:
         padding = -offset % EXTERNAL_DATA_ALIGNMENT
-        data_pieces += [bytes(padding), source]
+        data_pieces += [stream.Padding(padding), source]
         offset += padding
         references.append(_external_weight(init, source, offset))
         offset += stream.nbytes_of(source)
