@@ -161,11 +161,13 @@ def test_verify_reference_reaches_bertconv_verify_verdict(verify_reference, fixt
     assert run_in_process("verify", ROOT / "fixtures" / "hf" / fixture).exit_code == exit_code
 
 
-def test_table_printer(tmp_path):
-    def fake(seconds: float, rss_mib: float, io=None) -> measure.Measurement:
-        sample = measure.Sample(seconds, int(rss_mib * report.MIB), 0, seconds, 0.0, io or {})
-        return measure.Measurement(("x",), (sample, sample))
+def fake(seconds: float, rss_mib: float, io=None) -> measure.Measurement:
+    """A measurement of two runs of `seconds` each, peaking at `rss_mib`."""
+    sample = measure.Sample(seconds, int(rss_mib * report.MIB), 0, seconds, 0.0, io or {})
+    return measure.Measurement(("x",), (sample, sample))
 
+
+def test_table_printer(tmp_path):
     ours = report.Row("audit model.safetensors", "bertconv", fake(0.25, 40))
     ref = report.Row("audit model.safetensors", "transformers", fake(8.0, 350), bertconv=ours, goal=report.AUDIT_GOAL)
     slow = report.Row("convert", "somebody", fake(1.0, 50), bertconv=ours, goal=report.CONVERT_GOAL)
@@ -198,6 +200,21 @@ def test_table_printer(tmp_path):
     assert "| hf → tf | 1,278 | 119 | 2.50 | 2.5× | PASS | 1.60 | 1.6× | FAIL | 200 | 269 | PASS | - |" in text
     assert "| hf-safetensors | 420 | 586 | 6,836 | 586 | 0.30 | PASS |" in text
     assert "CPU" in text and "Python" in text and "numpy" in text
+
+
+def test_the_onnx_section_holds_each_exporter_to_the_conversion_goal():
+    """The ONNX export is a conversion: each reference exporter's ratio to bertconv's time is
+    printed and held to the conversion goal (issue 31), as the other sections' rows are."""
+    from benchmarks import onnx_export
+
+    rows = onnx_export.table(["bertconv convert --to onnx", "torch.onnx.export", "optimum"],
+                             [fake(2.0, 1200), fake(9.0, 2400), fake(11.0, 2500)], [4.1e-8, 4.3e-8, 4.1e-8],
+                             [418 * report.MIB, 507 * report.MIB, 507 * report.MIB])
+    assert rows[2:] == [
+        "| bertconv convert --to onnx | 2.0 s |  | 1,200 MiB | 418 MiB | 4.1e-08 |  |",
+        "| torch.onnx.export | 9.0 s | 4.5× | 2,400 MiB | 507 MiB | 4.3e-08 | ≥5×: FAIL |",
+        "| optimum | 11.0 s | 5.5× | 2,500 MiB | 507 MiB | 4.1e-08 | ≥5×: PASS |"]
+    assert [len(row.split("|")) for row in rows] == [9] * 5
 
 
 def test_a_busy_machine_is_not_idle_and_its_runs_are_marked():
