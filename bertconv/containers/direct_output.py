@@ -106,10 +106,11 @@ class DirectOutput:
     `write(data)` appends bytes, `copy_from(path, offset, nbytes)` appends a span of another
     file (read straight into the staging block), `staging()` and `staged(n)` let a caller fill
     the block in place (a transpose written as it is computed), `tell()` is the length written
-    so far. Used as a context manager: on leaving normally the last block is written and the file cut to its
-    length; on an error the writes in flight are waited for and the file is left to the caller
-    (`destination/atomic.py` removes it). `size`, the expected length, is reserved up front (`_reserve`: one
-    extent, and a full disk is found before anything is written). `block_bytes` is for tests.
+    so far. Used as a context manager: on leaving normally the last block is written and the
+    file cut to its length; on an error the writes in flight are waited for and the file is left
+    to the caller (`destination/atomic.py` removes it). `size`, the expected length, is reserved
+    up front (`_reserve`: one extent, and a full disk is found before anything is written).
+    `block_bytes` is for tests.
     """
 
     def __init__(self, path: Path, size: int, *, block_bytes: int | None = None):
