@@ -30,7 +30,7 @@ from bertconv.config.dialects import google_config_dict
 from bertconv.formats.keras import bert4keras_graph, bert4keras_table, bert4keras_write
 from bertconv.tree import component_of
 
-from conftest import FIXTURES, real_file, run_cli, run_in_process
+from conftest import FIXTURES, keras_outputs, real_file, run_cli, run_in_process
 from fuzzing import CASE_TIMEOUT_SECONDS, share_of_cases
 
 B4K = FIXTURES / "bert4keras"
@@ -503,12 +503,9 @@ def model_inputs(name: str, seed: int = 0) -> list[np.ndarray]:
 
 
 def bert4keras_outputs(model, name: str, inputs) -> dict[str, np.ndarray]:
-    """bert4keras' own predict, its outputs named as in apply_final_layers: the model called on the
-    inputs eagerly, the computation `predict` wraps in a tf.function traced anew for each model
-    (0.8 s against 0.1; the two within 4e-9)."""
+    """bert4keras' own predict (`keras_outputs`), its outputs named as in apply_final_layers."""
     wanted = manifest(name)
-    outputs = model(inputs, training=False)
-    outputs = [np.asarray(output) for output in (outputs if isinstance(outputs, (list, tuple)) else [outputs])]
+    outputs = keras_outputs(model, inputs)
     names = [key for key, present in (("pooled" if not wanted["with_nsp"] else "nsp", wanted["with_pool"]
                                        or wanted["with_nsp"]), ("mlm", wanted["with_mlm"])) if present]
     return dict(zip(names, outputs, strict=True)) if names else {"sequence": outputs[0]}
@@ -595,7 +592,7 @@ def test_hf_to_bert4keras_gives_transformers_predictions(oracle, tmp_path):
     keras_model.load_weights(str(out))
     rng = np.random.default_rng(1)
     tokens, segments = rng.integers(1, 99, size=(2, 9)), rng.integers(0, 3, size=(2, 9))
-    nsp, mlm = (np.asarray(output) for output in keras_model([tokens, segments], training=False))
+    nsp, mlm = keras_outputs(keras_model, [tokens, segments])
     expected = transformers_outputs(tmp_path / "hf", [tokens, segments])
     assert np.abs(mlm - expected["mlm"]).max() <= ATOL
     assert np.abs(nsp - expected["nsp"]).max() <= ATOL

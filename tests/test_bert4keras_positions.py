@@ -16,7 +16,7 @@ import pytest
 
 from bertconv import formats
 from bertconv.runtime.numpy_bert import NumpyBert
-from conftest import FIXTURES, needs, run_in_process
+from conftest import FIXTURES, keras_outputs, needs, run_in_process
 
 ROFORMER = ["roformer/bert4keras/mlm", "roformer/bert4keras/pool-nsp-mlm"]
 NEZHA = ["nezha/bert4keras/mlm", "nezha/bert4keras/pool-nsp-mlm"]
@@ -70,11 +70,8 @@ def _loaded(oracle, config: Path, manifest: dict, weights: Path):
 
 
 def _predict(model, manifest: dict, inputs) -> dict[str, np.ndarray]:
-    """bert4keras' own predict of the model `manifest` says, its outputs named: the model called on
-    the inputs, the computation `predict` wraps in a tf.function, eagerly (no graph traced per model;
-    measured within 6e-8 of `predict`)."""
-    outputs = model(inputs, training=False)
-    outputs = [np.asarray(output) for output in (outputs if isinstance(outputs, (list, tuple)) else [outputs])]
+    """bert4keras' own predict (`keras_outputs`) of the model `manifest` says, its outputs named."""
+    outputs = keras_outputs(model, inputs)
     names = [key for key, present in (("nsp" if manifest["with_nsp"] else "pooled", manifest["with_pool"]),
                                       ("mlm", manifest["with_mlm"])) if present]
     return dict(zip(names, outputs, strict=True))

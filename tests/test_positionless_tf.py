@@ -19,7 +19,7 @@ from bertconv import formats
 from bertconv.runtime.numerics import Numerics
 from bertconv.runtime.numpy_bert import NumpyBert
 import oracle_process
-from conftest import FIXTURES, needs, run_in_process
+from conftest import FIXTURES, keras_outputs, needs, run_in_process
 
 ROFORMER_MLM = FIXTURES / "roformer" / "tf" / "mlm"
 ROFORMER_PROJECTED = FIXTURES / "roformer" / "tf" / "projected"
@@ -58,8 +58,7 @@ def _bert4keras_predict(directory: Path, model: str, inputs, heads_of: Path | No
     heads = {flag: manifest.get(flag, flag == "with_mlm") for flag in ("with_pool", "with_nsp", "with_mlm")}
     keras_model = build_transformer_model(str(directory / "bert_config.json"), str(directory / PREFIX), model=model,
                                           **heads)
-    outputs = keras_model(inputs, training=False)
-    outputs = [np.asarray(output) for output in (outputs if isinstance(outputs, (list, tuple)) else [outputs])]
+    outputs = keras_outputs(keras_model, inputs)
     names = [name for name, present in (("nsp", heads["with_nsp"]), ("mlm", heads["with_mlm"])) if present]
     return dict(zip(names, outputs, strict=True))
 
