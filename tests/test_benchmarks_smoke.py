@@ -303,6 +303,20 @@ def test_the_startup_rows_hold_audit_and_inspect_of_each_input_against_a_bare_in
         conversions.WHY["startup-hdf5"], f"{conversions.WHY['startup-copies']}; {conversions.WHY['startup-hdf5']}"]
 
 
+def test_a_sub_gib_conversion_is_held_to_its_copy_line_by_more_runs_unless_one_was_asked(tmp_path, monkeypatch):
+    """A bert-base pair row's margin to 1.5x (cp + sync) is about the disk's jitter: its medians are
+    of `SHORT_PAIR_REPS` runs a side; a large input's keep the run's reps, and a --quick run's one."""
+    from benchmarks import conversions
+
+    sizes = {"base": 440_000_000, "large": 1_340_000_000}
+    monkeypatch.setattr(conversions, "file_bytes", lambda size, kind: sizes[size])
+    runner = lambda reps: conversions.Runner(reps, tmp_path, lambda line: None)
+    assert conversions.pair_reps("base", "tf", runner(3)) == conversions.SHORT_PAIR_REPS == 7
+    assert conversions.pair_reps("base", "tf", runner(9)) == 9
+    assert conversions.pair_reps("base", "tf", runner(1)) == 1
+    assert conversions.pair_reps("large", "tf", runner(3)) == 3
+
+
 def test_each_timed_run_reads_the_commands_inputs_first(tmp_path, monkeypatch):
     """The table says inputs are in the page cache for every timed run: a machine that reclaims
     idle page cache evicts them between rows, so each run's inputs are read just before it."""
