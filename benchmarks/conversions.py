@@ -119,6 +119,10 @@ class Command:
     exit_codes: tuple[int, ...] = (0,)
 
 
+#: A reference tool's row: its name, command line, goal (None: no goal) and output (removed between runs).
+Reference = tuple[str, list[str], float | None, Path | None]
+
+
 @dataclass
 class Runner:
     """Measures commands, each once per distinct command line (rows that share a command share
@@ -278,13 +282,9 @@ def size_section(size: str, runner: Runner, *, with_b4k: bool, with_keras_object
     section = Section(prepare_inputs(size, kinds, runner.log))
     bc = bertconv_command()
 
-    def pair(task: str, bertconv_cmd: list[str], output: Path | None, refs: list[tuple[str, list[str], float, Path | None]]):
-        mine = Row(task, "bertconv", runner.run(bertconv_cmd, output=output, check=check_for(size, bertconv_cmd)))
-        section.rows.append(mine)
-        why = WHY["audit"] if task.startswith(("audit", "verify")) else WHY["convert"]
-        for tool, command, goal, ref_output in refs:
-            section.rows.append(Row(task, tool, runner.run(command, output=ref_output), bertconv=mine, goal=goal, why=why))
-        return mine
+    def pair(task: str, bertconv_cmd: list[str], output: Path | None, refs: list[Reference]) -> None:
+        against_references(section, runner, task, Command(bertconv_cmd, output, check=check_for(size, bertconv_cmd)),
+                           refs)
 
     # audit
     for kind, label in (("hf-safetensors", "model.safetensors"), ("hf-bin", "pytorch_model.bin")):
@@ -380,6 +380,22 @@ def size_section(size: str, runner: Runner, *, with_b4k: bool, with_keras_object
     return section
 
 
+def against_references(section: Section, runner: Runner, task: str, mine: Command, refs: list[Reference], *,
+                       why: str | None = None) -> Row:
+    """bertconv's row for `task` and each reference's, held to its goal, all measured taking turns:
+    this machine's speed drifts over minutes, and rows measured one after another carried the
+    drift into their ratio (BERT-large's HF -> HF from a .bin took 1.70 s in its own row, 4.6x the
+    reference's 7.81 s, and 1.27 s in its pair row minutes later; taking turns, 1.23 and 9.03 s).
+    Returns bertconv's row. `why` explains a missed goal (default: the audit's or the conversion's)."""
+    measured = runner.run_alternating([mine, *(Command(command, output) for _, command, _, output in refs)])
+    row = Row(task, "bertconv", measured[0])
+    section.rows.append(row)
+    why = why or (WHY["audit"] if task.startswith(("audit", "verify")) else WHY["convert"])
+    for (tool, _, goal, _), m in zip(refs, measured[1:]):
+        section.rows.append(Row(task, tool, m, bertconv=row, goal=goal, why=why))
+    return row
+
+
 #: Runs of each side of a pair row (a conversion against `cp` + `sync` of its output) whose input
 #: is under `SHORT_PAIR_BYTES`. At bert-base a conversion takes about 0.6 s against a line of 1.5x
 #: 0.4 s, and the disk's jitter is as large as that margin: in one `make bench` run, hf-safetensors
@@ -469,15 +485,16 @@ def fill_mask_rows(size: str, runner: Runner, section: Section) -> None:
     directory = inputs.fill_mask_dir(size)
     text = inputs.FILL_MASK_TEXT
     weights = (directory / "model.safetensors").resolve()
-    mine = Row("fill-mask (one [MASK])", "bertconv", runner.run(
-        [*bertconv_command(), "fill-mask", weights, text, "--vocab", directory / "vocab.txt"]))
+    mine = against_references(
+        section, runner, "fill-mask (one [MASK])",
+        Command([*bertconv_command(), "fill-mask", weights, text, "--vocab", directory / "vocab.txt"]),
+        [("transformers pipeline('fill-mask')", reference("fill_mask_pipeline.py", directory, text), FILL_MASK_GOAL,
+          None)],
+        why=WHY["fill-mask"])
     if mine.measurement is not None:
         rss = mine.measurement.peak_rss_bytes
         mine.note = (f"peak RSS {rss / weights.stat().st_size:.2f}× the {_mib_text(weights.stat().st_size)} MiB "
                      "weights file (mapped: pages shared with the page cache)")
-    section.rows += [mine, Row(mine.task, "transformers pipeline('fill-mask')",
-                               runner.run(reference("fill_mask_pipeline.py", directory, text)), bertconv=mine,
-                               goal=FILL_MASK_GOAL, why=WHY["fill-mask"])]
 
 
 def scale_section(size: str, runner: Runner) -> Section:
@@ -518,14 +535,11 @@ def tf_flax_section(size: str, runner: Runner) -> Section:
     for kind, label in (("hf-tf", "convert TF (tf_model.h5) → HF"), ("hf-flax", "convert Flax (flax_model.msgpack) → HF")):
         dest = destination(runner, kind, "hf")
         command = convert_command(size, kind, "hf", dest)
-        mine = Row(label, "bertconv", runner.run(command, output=dest))
-        section.rows.append(mine)
-        if ORACLE_PYTHON.exists():
-            ref_out = runner.out("ref-hf")
-            reference_run = runner.run([str(ORACLE_PYTHON), str(REFERENCE / "tf_flax_to_hf.py"), inputs.input_dir(size, kind),
-                                        ref_out], output=ref_out)
-            section.rows.append(Row(label, "transformers 4.57 load into its PyTorch class + save_pretrained",
-                                    reference_run, bertconv=mine, goal=CONVERT_GOAL, why=WHY["convert"]))
+        ref_out = runner.out("ref-hf")
+        refs = [("transformers 4.57 load into its PyTorch class + save_pretrained",
+                 [str(ORACLE_PYTHON), str(REFERENCE / "tf_flax_to_hf.py"), inputs.input_dir(size, kind), ref_out],
+                 CONVERT_GOAL, ref_out)] if ORACLE_PYTHON.exists() else []
+        mine = against_references(section, runner, label, Command(command, dest), refs)
         if mine.measurement is not None:
             section.pairs.append(PairRow(kind, "hf", file_bytes(size, kind), largest_tensor_bytes(size), mine.measurement,
                                          _cp_measurement(size, kind, runner), identical=""))
@@ -600,15 +614,12 @@ def keras_object_rows(size: str, runner: Runner, section: Section) -> None:
                              f"(audit exit {probe.exit_code}); issue 10 row skipped")
         return
     warm(inputs.data_files(size, "keras-object"))
-    dest = runner.out("keras-object-to-tf")
-    mine = Row("convert bert4keras pre-training ckpt (object-based, Adam) → TF", "bertconv",
-               runner.run([*convert_command(size, "keras-object", "tf", dest), "--config", prefix.parent / "bert_config.json"],
-                          output=dest))
-    ref_out = runner.out("ref-keras-tf")
-    section.rows += [mine, Row(mine.task, "bert4keras + tf-keras restore + SaveV2 (workaround)",
-                               runner.run(reference("keras_object_to_tf.py", prefix, prefix.parent / "bert_config.json", ref_out),
-                                          output=ref_out),
-                               bertconv=mine, goal=CONVERT_GOAL)]
+    dest, ref_out, config = runner.out("keras-object-to-tf"), runner.out("ref-keras-tf"), prefix.parent / "bert_config.json"
+    against_references(
+        section, runner, "convert bert4keras pre-training ckpt (object-based, Adam) → TF",
+        Command([*convert_command(size, "keras-object", "tf", dest), "--config", config], dest),
+        [("bert4keras + tf-keras restore + SaveV2 (workaround)", reference("keras_object_to_tf.py", prefix, config, ref_out),
+          CONVERT_GOAL, ref_out)])
 
 
 def runtime_section(reps: int, quick: bool, log) -> list[str]:

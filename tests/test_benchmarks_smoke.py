@@ -382,6 +382,26 @@ def test_runner_measures_commands_in_turns_and_a_failure_spares_the_others(tmp_p
     assert log.read_text().split() == ["F", "M", "E", "M", "E", "M", "E"]
 
 
+def test_bertconv_and_its_references_take_turns_in_their_rows(tmp_path):
+    """A row's ratio to a reference tool is measured with their runs interleaved (a drift of the
+    machine between two blocks of runs once made a 7x conversion read 4.6x): bertconv's row, then
+    each reference's, held to its goal against bertconv's."""
+    from benchmarks import conversions, report
+
+    log = tmp_path / "order"
+    runner = conversions.Runner(reps=3, out_dir=tmp_path / "out", log=lambda line: None, untimed_first_run=False)
+    section = report.Section("tiny")
+    mine = conversions.against_references(
+        section, runner, "convert X", conversions.Command(_appender(log, "B")),
+        [("tool one", _appender(log, "R"), report.CONVERT_GOAL, None), ("tool two", _appender(log, "S"), None, None)])
+    assert log.read_text().split() == ["B", "R", "S"] * 3
+    assert [(row.task, row.tool) for row in section.rows] == [("convert X", "bertconv"), ("convert X", "tool one"),
+                                                              ("convert X", "tool two")]
+    assert section.rows[0] is mine and all(row.bertconv is mine for row in section.rows[1:])
+    assert section.rows[1].goal == report.CONVERT_GOAL and section.rows[1].ratio is not None
+    assert section.rows[1].why == conversions.WHY["convert"] and section.rows[2].goal is None
+
+
 def test_a_runner_told_so_starts_each_command_for_its_timed_runs_alone(tmp_path):
     from benchmarks import conversions
 
