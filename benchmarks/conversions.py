@@ -364,8 +364,9 @@ def size_section(size: str, runner: Runner, *, with_b4k: bool, with_keras_object
                 section.pairs.append(PairRow(kind, target, file_bytes(size, kind), largest_tensor_bytes(size), m, cp_kind,
                                              cp_sync=limit, identical=runner.checked(command)))
 
-    if pair_reps(size, "hf-safetensors", runner) != runner.reps:
-        section.notes.append(f"Each pair row of this size is the median of {pair_reps(size, 'hf-safetensors', runner)} "
+    pair_runs = sorted({p.measurement.reps for p in section.pairs})
+    if pair_runs and pair_runs != [runner.reps]:
+        section.notes.append(f"Each pair row of this size is the median of {' or '.join(map(str, pair_runs))} "
                              "runs of the conversion and as many of `cp` + `sync`, taking turns: a sub-second "
                              "conversion's margin to its line is about the disk's jitter.")
     if written_by_bertconv():
