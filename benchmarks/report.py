@@ -203,9 +203,16 @@ def time_per_gb(sections: list[Section], tasks: tuple[tuple[str, str], ...]) -> 
     return _table(header, body) if body else []
 
 
+def _runs_per_row(sections: list[Section], reps: int) -> str:
+    """How many runs each median is of: `reps`, and the pair rows of a section measured otherwise."""
+    other = [f"{', '.join(map(str, runs))} for {section.title.split(' (')[0]}'s pair rows" for section in sections
+             if (runs := sorted({p.measurement.reps for p in section.pairs} - {reps}))]
+    return ", ".join([f"medians of {reps} run(s) per row", *other])
+
+
 def render(sections: list[Section], *, command: str, reps: int, extra: list[str] = ()) -> str:
     out = ["# bertconv benchmarks", "",
-           f"Produced by `{command}` (medians of {reps} run(s) per row, each a whole process; "
+           f"Produced by `{command}` ({_runs_per_row(sections, reps)}, each a whole process; "
            "peak RSS is `ru_maxrss`, the largest over the runs). Ratios are reference time / bertconv time: "
            "above 1, bertconv is faster. † marks a median with runs that started while other processes "
            "kept the CPUs busy (after waiting for them to go idle).", ""]

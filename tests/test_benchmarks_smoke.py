@@ -200,6 +200,11 @@ def test_table_printer(tmp_path):
     assert "| hf → tf | 1,278 | 119 | 2.50 | 2.5× | PASS | 1.60 | 1.6× | FAIL | 200 | 269 | PASS | - |" in text
     assert "| hf-safetensors | 420 | 586 | 6,836 | 586 | 0.30 | PASS |" in text
     assert "CPU" in text and "Python" in text and "numpy" in text
+    assert "(medians of 2 run(s) per row, each a whole process;" in text  # every pair row of two runs too
+    longer = report.Section("bert-base (L=12)", [], [report.PairRow("tf", "hf", 1, 1, measure.Measurement(
+        ("x",), (fake(0.5, 9).samples[0],) * 7), cp=fake(1.0, 9))])
+    text = report.render([section, longer], command="make bench", reps=2)
+    assert "(medians of 2 run(s) per row, 7 for bert-base's pair rows, each a whole process;" in text
 
 
 def test_the_onnx_section_holds_each_exporter_to_the_conversion_goal():
