@@ -364,7 +364,7 @@ def size_section(size: str, runner: Runner, *, with_b4k: bool, with_keras_object
                 section.pairs.append(PairRow(kind, target, file_bytes(size, kind), largest_tensor_bytes(size), m, cp_kind,
                                              cp_sync=limit, identical=runner.checked(command)))
 
-    pair_runs = sorted({p.measurement.reps for p in section.pairs})
+    pair_runs = section.pair_runs()
     if pair_runs and pair_runs != [runner.reps]:
         section.notes.append(f"Each pair row of this size is the median of {' or '.join(map(str, pair_runs))} "
                              "runs of the conversion and as many of `cp` + `sync`, taking turns: a sub-second "

@@ -123,6 +123,10 @@ class Section:
     #: Markdown printed after the tables (e.g. the time-per-GB table).
     extra: list[str] = field(default_factory=list)
 
+    def pair_runs(self) -> list[int]:
+        """The run counts of the pair rows' medians, in order (one count when all ran alike)."""
+        return sorted({p.measurement.reps for p in self.pairs})
+
 
 # --- machine ---------------------------------------------------------------------------------
 
@@ -206,7 +210,7 @@ def time_per_gb(sections: list[Section], tasks: tuple[tuple[str, str], ...]) -> 
 def _runs_per_row(sections: list[Section], reps: int) -> str:
     """How many runs each median is of: `reps`, and the pair rows of a section measured otherwise."""
     other = [f"{', '.join(map(str, runs))} for {section.title.split(' (')[0]}'s pair rows" for section in sections
-             if (runs := sorted({p.measurement.reps for p in section.pairs} - {reps}))]
+             if (runs := [n for n in section.pair_runs() if n != reps])]
     return ", ".join([f"medians of {reps} run(s) per row", *other])
 
 
