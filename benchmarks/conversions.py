@@ -55,9 +55,6 @@ WHY = {
     "startup-hdf5": "bertconv's own reader of HDF5 metadata (no h5py, no NumPy) parses every object header in "
                     "pure Python, and the Keras formats' modules are imported and asked (bert4keras, keras-bert, "
                     "bert-for-tf2, tf_model.h5, keras-hub)",
-    "startup-copies": "inspect reads the two copies of the embeddings a tf_model.h5 stores, the whole of both "
-                      "tables, and compares them (checks/same_bytes.py, two threads, from the page cache), on "
-                      "top of what audit reads",
     "startup-pickle": "bertconv's own unpickler, which runs no pickle code, reads data.pkl in pure Python, "
                       "after zipfile's import and its reading of the archive's directory",
     "audit": "Python start-up and imports are most of bertconv's time (see the python -c pass row)",
@@ -441,13 +438,11 @@ def startup_row(size: str, section: Section, runner: Runner, kinds: list[str] = 
              f"({runs.median_s * 1000:.0f} vs {bare.median_s * 1000:.0f} ms, medians of {reps} runs each, taking turns)")
         section.rows.append(Row(f"{command} {STARTUP_LABELS[kind]}", "python -c pass (interpreter start-up)", bare,
                                 check=f"bertconv ≤ {STARTUP_GOAL:g}× this", passed=passed, note=times,
-                                why=startup_why(command, kind)))
+                                why=startup_why(kind)))
 
 
-def startup_why(command: str, kind: str) -> str:
-    """Why `command` (audit or inspect) on an input of `kind` takes what it takes (printed on a FAIL)."""
-    if command == "inspect" and kind == "hf-tf":
-        return f"{WHY['startup-copies']}; {WHY['startup-hdf5']}"
+def startup_why(kind: str) -> str:
+    """Why `audit` or `inspect` of an input of `kind` takes what it takes (printed on a FAIL)."""
     return WHY["startup-hdf5"] if kind in HDF5_KINDS else WHY["startup-pickle"] if kind == "hf-bin" else WHY["startup"]
 
 

@@ -65,7 +65,7 @@ def describe(tree: ParameterTree) -> JSONObject:
     `files` lists the files that exist, `missing_files` those the checkpoint names but lacks
     (an index published without its data shards)."""
     from ..checks.contract import unread_notes
-    from ..checks.copies import differing_copies
+    from ..checks.copies import copies_not_compared
     from ..checks.report import checkpoint
 
     files = [Path(f) for f in tree.files]
@@ -85,14 +85,14 @@ def describe(tree: ParameterTree) -> JSONObject:
         "problems": [],
         "notes": [*unread_notes(tree), *(f"{f} is named by the checkpoint but absent; headers were read without it"
                                          for f in files if not f.is_file()),
-                  *(copy.sentence() for copy in differing_copies(tree))],
+                  *copies_not_compared(tree)],
     }
 
 
 def inspect(checkpoint: Source, *, config: PathArg | None = None, heads: int | None = None,
             model: str | None = None) -> InspectReport:
     """Describe `checkpoint`: format, config, tensors and ignored entries (reads headers only;
-    a parameter the format stores twice is read in both copies, to say whether they agree):
+    a parameter the format stores twice is not read in either copy: `verify` compares them):
     `bertconv inspect PATH`. Options as `load`'s.
 
     >>> report = bertconv.inspect(FIXTURES / "hf/pretraining")

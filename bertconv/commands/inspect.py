@@ -35,8 +35,8 @@ def command(paths: list[Path], config_path: Path | None, num_heads: int | None, 
             revision: str | None, recursive: bool, jobs: int | None, cache: bool, as_json: bool) -> None:
     """Show a checkpoint's format, config, tensors and ignored entries (reads headers only).
 
-    A parameter the format stores twice (a tf_model.h5's embeddings) is read in both copies, to
-    say whether they agree.
+    A parameter the format stores twice (a tf_model.h5's embeddings) is not read: verify
+    compares the two copies' values.
 
     Several PATHs (or --recursive) print one row per checkpoint. --cache, or --recursive over a
     Hugging Face cache directory, prints its inventory: one row per repo and cached revision, with
