@@ -4,7 +4,8 @@ transformers 4.x's TFBertForMaskedLM / TFBertForPreTraining store the five embed
 under `bert` and again under `mlm___cls`; its loader assigns the `mlm___cls` copies last, into
 the one variable, so the model computes with them. bertconv reads those, says in convert which
 copy it used and that the other differed, and verify fails naming both with the remedy; inspect,
-which reads headers only, says that it did not compare them. The oracle test loads the tampered files in transformers 4.57 (TensorFlow).
+which reads headers only, says that it did not compare them. The oracle test loads the tampered
+files in transformers 4.57 (TensorFlow).
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def test_the_tree_holds_the_mlm_heads_copy_and_the_differing_one_is_named(tmp_pa
 
 
 @pytest.mark.parametrize("case", ["mlm-word", "mlm-position"])
-def test_verify_and_convert_say_which_copy_and_that_the_other_differed_and_inspect_that_it_did_not_look(tmp_path, case):
+def test_verify_and_convert_name_the_differing_copy_and_inspect_says_it_did_not_compare(tmp_path, case):
     _, _, row, _ = next(c for c in CASES if c[0] == case)
     directory = tampered(tmp_path, case)
     held, encoder = hf_tf.HELD + hf_tf.EMBEDDING_ROWS[row].name, hf_tf.EMBEDDING_ROWS[row].name
