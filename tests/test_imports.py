@@ -177,20 +177,15 @@ def test_header_commands_import_no_typing_nor_copy(command, checkpoint):
     assert not imported & set(TYPING + COPY) or "numpy" in imported
 
 
-@pytest.mark.parametrize("command", ["audit", "inspect", "verify"])
-def test_header_commands_on_a_tree_without_stored_copies_import_no_ctypes(command):
+@pytest.mark.parametrize("command, checkpoint", [
+    *((command, "hf/pretraining/model.safetensors") for command in ("audit", "inspect", "verify")),
+    *((command, "hf_tf/pretraining/tf_model.h5") for command in ("audit", "inspect")),
+])
+def test_header_commands_compare_no_stored_copies(command, checkpoint):
     """`verify` compares a parameter's stored copies (a `tf_model.h5`'s embeddings) with
-    `same_bytes`, which a file storing none never loads."""
-    status, imported = imported_by(command, str(FIXTURES / "hf/pretraining/model.safetensors"))
-    assert status == 0
-    assert not imported & set(CTYPES)
-
-
-@pytest.mark.parametrize("command", ["audit", "inspect"])
-def test_header_commands_compare_no_stored_copies(command):
-    """`audit` and `inspect` read headers only, also of a `tf_model.h5` that stores the embeddings
-    twice: comparing the copies (verify's and convert's work) never starts."""
-    status, imported = imported_by(command, str(FIXTURES / "hf_tf/pretraining/tf_model.h5"))
+    `same_bytes`, which a file storing none never loads; `audit` and `inspect` read headers only,
+    also of a `tf_model.h5` that stores the embeddings twice, so the comparison never starts."""
+    status, imported = imported_by(command, str(FIXTURES / checkpoint))
     assert status == 0
     assert not imported & set(CTYPES)
 

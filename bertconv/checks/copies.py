@@ -43,10 +43,10 @@ def copies_not_compared(tree: ParameterTree) -> list[str]:
     copies = overwritten_copies(tree)
     if not copies:
         return []
-    what = "overwritten copy" if len(copies) == 1 else f"{len(copies)} overwritten copies"
-    return [f"the {what} listed as ignored {'was' if len(copies) == 1 else 'were'} not compared with the "
-            f"{'copy' if len(copies) == 1 else 'copies'} read: inspect reads headers only; bertconv verify "
-            f"compares their values (so does convert)"]
+    one = len(copies) == 1
+    return [f"the {'overwritten copy' if one else f'{len(copies)} overwritten copies'} listed as ignored "
+            f"{'was' if one else 'were'} not compared with the {'copy' if one else 'copies'} read: inspect reads "
+            f"headers only; bertconv verify compares their values (so does convert)"]
 
 
 def differing_copies(tree: ParameterTree) -> list[DifferingCopy]:
